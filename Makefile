@@ -1,0 +1,37 @@
+# Two commands do everything on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/portal
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
+
+.PHONY: run test lint format bench kubesim
+
+$(VENV)/.installed: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	touch $@
+
+run: $(VENV)/.installed
+	$(PY) manage.py rundemo
+
+kubesim: $(VENV)/.installed
+	$(PY) -m kubesim serve --kubeconfig var/kubeconfig
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+
+format: $(VENV)/.installed
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+test: $(VENV)/.installed lint
+	.ci/ensure-chromium
+	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) manage.py makemigrations --check --dry-run
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(VENV)/bin/pytest
+
+bench: $(VENV)/.installed
+	$(PY) -m bench.kubesim_bench
