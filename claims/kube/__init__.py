@@ -1,0 +1,1 @@
+"""The portal's only code that talks to Kubernetes (no Django imports here)."""

@@ -1,0 +1,117 @@
+"""Pure functions building the manifests the portal applies, as plain dicts."""
+
+from typing import Any
+
+import yaml
+
+RESOURCE_GROUP = "resource.k8s.io"
+RESOURCE_VERSIONS = ("v1", "v1beta2", "v1beta1")
+REQUEST_NAME = "gpu"
+POD_CLAIM_NAME = "gpu"
+MANAGED_BY_LABELS = {"app.kubernetes.io/managed-by": "gpu-portal"}
+VECTOR_ADD_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
+DEVICE_QUERY_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:devicequery"
+VERIFICATION_CONTAINERS = (("ctr0", VECTOR_ADD_IMAGE), ("ctr1", DEVICE_QUERY_IMAGE))
+
+Manifest = dict[str, Any]
+
+
+def resource_api_version(version: str) -> str:
+    """Accept "v1" or "resource.k8s.io/v1" and return the full apiVersion."""
+    short = version.removeprefix(f"{RESOURCE_GROUP}/")
+    if short not in RESOURCE_VERSIONS:
+        raise ValueError(f"unsupported resource.k8s.io version: {version!r}")
+    return f"{RESOURCE_GROUP}/{short}"
+
+
+def _metadata(name: str, labels: dict[str, str], namespace: str | None = None) -> Manifest:
+    metadata: Manifest = {"name": name}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    metadata["labels"] = {**MANAGED_BY_LABELS, **labels}
+    return metadata
+
+
+def namespace_manifest(*, name: str, labels: dict[str, str]) -> Manifest:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": _metadata(name, labels)}
+
+
+def _device_request_fields(
+    device_class: str, count: int | None, all_devices: bool, selector: str
+) -> Manifest:
+    fields: Manifest = {"deviceClassName": device_class}
+    if selector:
+        fields["selectors"] = [{"cel": {"expression": selector}}]
+    if all_devices:
+        fields["allocationMode"] = "All"
+    elif count is not None:
+        fields["allocationMode"] = "ExactCount"
+        fields["count"] = count
+    return fields
+
+
+def resource_claim_manifest(
+    *,
+    api_version: str,
+    namespace: str,
+    name: str,
+    device_class: str,
+    count: int | None,
+    all_devices: bool = False,
+    selector: str = "",
+    labels: dict[str, str],
+) -> Manifest:
+    """A claim with one request named "gpu"; v1beta1 is flat, v1beta2 and v1 use `exactly`."""
+    full_version = resource_api_version(api_version)
+    fields = _device_request_fields(device_class, count, all_devices, selector.strip())
+    if full_version.endswith("/v1beta1"):
+        request = {"name": REQUEST_NAME, **fields}
+    else:
+        request = {"name": REQUEST_NAME, "exactly": fields}
+    return {
+        "apiVersion": full_version,
+        "kind": "ResourceClaim",
+        "metadata": _metadata(name, labels, namespace),
+        "spec": {"devices": {"requests": [request]}},
+    }
+
+
+def _claim_using_container(name: str, image: str) -> Manifest:
+    return {"name": name, "image": image, "resources": {"claims": [{"name": POD_CLAIM_NAME}]}}
+
+
+def verification_pod_manifest(
+    *, namespace: str, name: str, claim_name: str, labels: dict[str, str]
+) -> Manifest:
+    """The seed's pod1, with restartPolicy Never so that a failing sample fails the Pod."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": _metadata(name, labels, namespace),
+        "spec": {
+            "restartPolicy": "Never",
+            "resourceClaims": [{"name": POD_CLAIM_NAME, "resourceClaimName": claim_name}],
+            "containers": [_claim_using_container(n, i) for n, i in VERIFICATION_CONTAINERS],
+        },
+    }
+
+
+def pod_spec_snippet(claim_name: str) -> Manifest:
+    """The part of a Pod spec a user adds to their own workload to use the claim."""
+    return {
+        "spec": {
+            "resourceClaims": [{"name": POD_CLAIM_NAME, "resourceClaimName": claim_name}],
+            "containers": [
+                {
+                    "name": "my-container",
+                    "image": "my-image",
+                    "resources": {"claims": [{"name": POD_CLAIM_NAME}]},
+                }
+            ],
+        }
+    }
+
+
+def to_yaml(manifest: Manifest) -> str:
+    """YAML for display, keys in the order Kubernetes users expect (apiVersion, kind, ...)."""
+    return yaml.safe_dump(manifest, sort_keys=False, default_flow_style=False)
