@@ -1,0 +1,161 @@
+"""The CEL environment of DRA device selectors, evaluated for real with cel-python."""
+
+import functools
+import re
+from decimal import Decimal
+from typing import Any
+
+import celpy
+from celpy import celtypes
+
+_ENV = celpy.Environment()
+_BIND = re.compile(r"\bcel\.bind\(")
+
+
+class CelError(Exception):
+    """An expression that does not compile or cannot be evaluated for a device."""
+
+
+def compile_error(expression: str) -> str | None:
+    """None if `expression` compiles, else the detail the API server would print."""
+    try:
+        _compiled(expression)
+    except CelError as error:
+        return f"compilation failed: {error}"
+    return None
+
+
+@functools.cache
+def _compiled(expression: str) -> Any:
+    try:
+        return _ENV.program(_ENV.compile(expression), functions=_FUNCTIONS)
+    except celpy.CELParseError as error:
+        line, column = getattr(error, "line", 1) or 1, getattr(error, "column", 1) or 1
+        reason = str(error.args[0]).splitlines()[0] if error.args else "syntax error"
+        raise CelError(f"ERROR: <input>:{line}:{column}: Syntax error: {reason}") from None
+
+
+QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+SUFFIXES = {
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+}
+
+
+def parse_quantity(text: str) -> Decimal:
+    """The value of a Kubernetes quantity such as `80Gi` or `1500m`."""
+    match = QUANTITY.match(str(text).strip())
+    if not match:
+        raise CelError(f"invalid quantity {text!r}")
+    number, suffix = Decimal(match.group(1)), match.group(2) or ""
+    if suffix[:1] in ("e", "E") and len(suffix) > 1:
+        return number * (Decimal(10) ** int(suffix[1:]))
+    return number * Decimal(SUFFIXES.get(suffix, 1))
+
+
+class Quantity(celtypes.StringType):
+    """A CEL Quantity: a string that knows its value for compareTo() and friends."""
+
+    @property
+    def amount(self) -> Decimal:
+        return parse_quantity(str(self))
+
+
+class Semver(celtypes.StringType):
+    """A CEL semver value (device attributes of kind `version`)."""
+
+    @property
+    def parts(self) -> tuple[int, int, int]:
+        core = str(self).split("-", 1)[0].split("+", 1)[0]
+        major, minor, patch = ([*core.split("."), "0", "0"])[:3]
+        return int(major), int(minor), int(patch)
+
+
+def _sign(difference: Any) -> celtypes.IntType:
+    return celtypes.IntType((difference > 0) - (difference < 0))
+
+
+def _compare_to(left: Any, right: Any) -> celtypes.IntType:
+    if isinstance(left, Quantity) and isinstance(right, Quantity):
+        return _sign(left.amount - right.amount)
+    if isinstance(left, Semver) and isinstance(right, Semver):
+        a, b = left.parts, right.parts
+        return _sign((a > b) - (a < b))
+    raise CelError("compareTo() needs two quantities or two semvers")
+
+
+def _quantity(text: Any) -> Quantity:
+    parse_quantity(str(text))
+    return Quantity(str(text))
+
+
+def _semver(text: Any) -> Semver:
+    version = Semver(str(text))
+    if not version.parts:
+        raise CelError(f"invalid semver {text!r}")
+    return version
+
+
+def _is_greater_than(left: Any, right: Any) -> celtypes.BoolType:
+    return celtypes.BoolType(_compare_to(left, right) > 0)
+
+
+def _is_less_than(left: Any, right: Any) -> celtypes.BoolType:
+    return celtypes.BoolType(_compare_to(left, right) < 0)
+
+
+def _lower_ascii(text: Any) -> celtypes.StringType:
+    return celtypes.StringType(str(text).lower())
+
+
+def _upper_ascii(text: Any) -> celtypes.StringType:
+    return celtypes.StringType(str(text).upper())
+
+
+def _as_approximate_float(value: Any) -> celtypes.DoubleType:
+    return celtypes.DoubleType(float(value.amount))
+
+
+def _as_integer(value: Any) -> celtypes.IntType:
+    return celtypes.IntType(int(value.amount))
+
+
+def _major(value: Any) -> celtypes.IntType:
+    return celtypes.IntType(value.parts[0])
+
+
+def _minor(value: Any) -> celtypes.IntType:
+    return celtypes.IntType(value.parts[1])
+
+
+def _patch(value: Any) -> celtypes.IntType:
+    return celtypes.IntType(value.parts[2])
+
+
+_FUNCTIONS = {
+    "quantity": _quantity,
+    "semver": _semver,
+    "compareTo": _compare_to,
+    "isGreaterThan": _is_greater_than,
+    "isLessThan": _is_less_than,
+    "lowerAscii": _lower_ascii,
+    "upperAscii": _upper_ascii,
+    "asApproximateFloat": _as_approximate_float,
+    "asInteger": _as_integer,
+    "major": _major,
+    "minor": _minor,
+    "patch": _patch,
+}

@@ -1,0 +1,195 @@
+"""The registry of kinds kubesim serves: names, versions, conversion, defaults, validation.
+
+Every object is stored in its storage form (core kinds as v1, resource.k8s.io kinds in the
+v1 shape); `to_storage` / `from_storage` convert a request or response body per version.
+"""
+
+import copy
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubesim import conversion, kinds_core, kinds_resource
+from kubesim.validation import FieldError, invalid_message, unknown_fields
+
+__all__ = ["KINDS", "FieldError", "Kind", "find_kind", "invalid_message", "kind_for"]
+
+RESOURCE_GROUP = conversion.GROUP
+CORE_FIELD_SELECTORS = ("metadata.name", "metadata.namespace")
+
+
+def _served_from_config(config: Any) -> list[str]:
+    versions = getattr(config, "served_versions", config)
+    if isinstance(versions, str):
+        versions = versions.split(",")
+    return [v for v in conversion.VERSIONS if v in set(versions or conversion.VERSIONS)]
+
+
+@dataclass(frozen=True)
+class Kind:
+    group: str
+    plural: str
+    singular: str
+    kind: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+    field_selectors: tuple[str, ...] = CORE_FIELD_SELECTORS
+    defaulter: Callable[[dict], None] = field(default=kinds_core.default_nothing, repr=False)
+    validator: Callable[[dict, dict | None], list[FieldError]] = field(
+        default=kinds_core.validate_named, repr=False
+    )
+
+    @property
+    def version_storage(self) -> str:
+        return "v1"
+
+    @property
+    def api_version_storage(self) -> str:
+        return f"{self.group}/v1" if self.group else "v1"
+
+    def api_version(self, version: str) -> str:
+        return f"{self.group}/{version}" if self.group else version
+
+    def served_versions(self, config: Any = None) -> list[str]:
+        """Versions served for this kind; `config` has `served_versions` (or is that list)."""
+        if not self.group:
+            return ["v1"]
+        return _served_from_config(config)
+
+    def to_storage(self, obj: dict, version: str) -> dict:
+        """The storage form of a body the client sent in `version`."""
+        if not self.group:
+            converted = copy.deepcopy(obj)
+            converted["apiVersion"], converted["kind"] = "v1", self.kind
+            return converted
+        converted = conversion.to_storage(obj, self.kind, version)
+        converted["kind"] = self.kind
+        return converted
+
+    def from_storage(self, obj: dict, version: str) -> dict:
+        """The stored object as served in `version`."""
+        if not self.group:
+            converted = copy.deepcopy(obj)
+            converted["apiVersion"], converted["kind"] = "v1", self.kind
+            return converted
+        converted = conversion.from_storage(obj, self.kind, version)
+        converted["kind"] = self.kind
+        return converted
+
+    def apply_defaults(self, obj: dict) -> None:
+        """Fill in the defaults the API server sets (storage form, in place)."""
+        self.defaulter(obj)
+
+    def validate(self, obj: dict, old: dict | None = None) -> list[FieldError]:
+        """Field errors of `obj` (storage form); `old` is the stored object on update."""
+        return self.validator(obj, old)
+
+    def unknown_fields(self, obj: dict, version: str) -> list[str]:
+        """Paths of fields the upstream schema of `version` does not know (request form)."""
+        return unknown_fields({**obj, "apiVersion": self.api_version(version)}, version)
+
+
+def _core(plural: str, kind: str, namespaced: bool, **extra: Any) -> Kind:
+    return Kind(
+        group="", plural=plural, singular=kind.lower(), kind=kind, namespaced=namespaced, **extra
+    )
+
+
+def _resource(plural: str, kind: str, namespaced: bool, **extra: Any) -> Kind:
+    return Kind(
+        group=RESOURCE_GROUP,
+        plural=plural,
+        singular=kind.lower(),
+        kind=kind,
+        namespaced=namespaced,
+        **extra,
+    )
+
+
+_ALL = (
+    _core(
+        "namespaces",
+        "Namespace",
+        False,
+        short_names=("ns",),
+        subresources=("status",),
+        field_selectors=("metadata.name", "status.phase"),
+        defaulter=kinds_core.default_namespace,
+        validator=kinds_core.validate_namespace,
+    ),
+    _core("nodes", "Node", False, short_names=("no",), subresources=("status",)),
+    _core(
+        "pods",
+        "Pod",
+        True,
+        short_names=("po",),
+        subresources=("status", "log", "binding"),
+        field_selectors=(*CORE_FIELD_SELECTORS, "spec.nodeName", "status.phase"),
+        defaulter=kinds_core.default_pod,
+        validator=kinds_core.validate_pod,
+    ),
+    _core(
+        "events",
+        "Event",
+        True,
+        short_names=("ev",),
+        field_selectors=(
+            *CORE_FIELD_SELECTORS,
+            "involvedObject.name",
+            "involvedObject.kind",
+            "reason",
+            "type",
+        ),
+    ),
+    _core(
+        "resourcequotas", "ResourceQuota", True, short_names=("quota",), subresources=("status",)
+    ),
+    _resource(
+        "deviceclasses",
+        "DeviceClass",
+        False,
+        validator=kinds_resource.validate_device_class,
+    ),
+    _resource(
+        "resourceslices",
+        "ResourceSlice",
+        False,
+        field_selectors=("metadata.name", "spec.nodeName", "spec.driver"),
+        validator=kinds_resource.validate_slice,
+    ),
+    _resource(
+        "resourceclaims",
+        "ResourceClaim",
+        True,
+        subresources=("status",),
+        defaulter=kinds_resource.default_claim,
+        validator=kinds_resource.validate_claim,
+    ),
+    _resource(
+        "resourceclaimtemplates",
+        "ResourceClaimTemplate",
+        True,
+        defaulter=kinds_resource.default_template,
+        validator=kinds_resource.validate_template,
+    ),
+)
+
+KINDS: dict[tuple[str, str], Kind] = {(k.group, k.plural): k for k in _ALL}
+
+
+def kind_for(group: str, plural: str) -> Kind:
+    """The Kind serving `plural` in `group` ("" for core); KeyError if none."""
+    return KINDS[(group, plural)]
+
+
+def find_kind(group: str, kind: str) -> Kind | None:
+    """The Kind whose `kind` name (e.g. "ResourceClaim") lives in `group`."""
+    for candidate in KINDS.values():
+        if candidate.group == group and candidate.kind == kind:
+            return candidate
+    return None
+
+
+def kinds_in(group: str) -> Iterable[Kind]:
+    return [k for k in KINDS.values() if k.group == group]

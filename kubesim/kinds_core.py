@@ -1,0 +1,172 @@
+"""Defaulting and validation of the core/v1 kinds kubesim serves."""
+
+from typing import Any
+
+from kubesim.validation import (
+    DUPLICATE,
+    INVALID,
+    NOT_FOUND,
+    REQUIRED,
+    UNSUPPORTED,
+    FieldError,
+    dns_label_errors,
+    dns_subdomain_errors,
+    metadata_name_errors,
+)
+
+RESTART_POLICIES = ("Always", "Never", "OnFailure")
+
+
+def default_namespace(obj: dict) -> None:
+    metadata = obj.setdefault("metadata", {})
+    if metadata.get("name"):
+        metadata.setdefault("labels", {})["kubernetes.io/metadata.name"] = metadata["name"]
+    obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+    obj.setdefault("status", {}).setdefault("phase", "Active")
+
+
+def _pull_policy(image: str) -> str:
+    tag = image.rsplit("/", 1)[-1]
+    if "@" in tag:
+        return "IfNotPresent"
+    if ":" not in tag or tag.endswith(":latest"):
+        return "Always"
+    return "IfNotPresent"
+
+
+def default_container(container: dict) -> None:
+    container.setdefault("imagePullPolicy", _pull_policy(str(container.get("image") or "")))
+    container.setdefault("resources", {})
+    container.setdefault("terminationMessagePath", "/dev/termination-log")
+    container.setdefault("terminationMessagePolicy", "File")
+
+
+def default_pod(obj: dict) -> None:
+    spec = obj.setdefault("spec", {})
+    for key, value in (
+        ("restartPolicy", "Always"),
+        ("dnsPolicy", "ClusterFirst"),
+        ("schedulerName", "default-scheduler"),
+        ("terminationGracePeriodSeconds", 30),
+        ("securityContext", {}),
+        ("enableServiceLinks", True),
+        ("priority", 0),
+        ("preemptionPolicy", "PreemptLowerPriority"),
+    ):
+        spec.setdefault(key, value)
+    for container in spec.get("containers") or []:
+        if isinstance(container, dict):
+            default_container(container)
+    status = obj.setdefault("status", {})
+    status.setdefault("phase", "Pending")
+    status.setdefault("qosClass", "BestEffort")
+
+
+def default_nothing(obj: dict) -> None:
+    return None
+
+
+def validate_namespace(obj: dict, old: dict | None) -> list[FieldError]:
+    return metadata_name_errors(obj, label=True)
+
+
+def validate_named(obj: dict, old: dict | None) -> list[FieldError]:
+    return metadata_name_errors(obj)
+
+
+def _claim_names_detail(claim_names: set[str]) -> str:
+    if not claim_names:
+        return "must be one of the names in pod.spec.resourceClaims which is empty"
+    listed = ", ".join(sorted(n for n in claim_names if n))
+    return f"must be one of the names in pod.spec.resourceClaims: {listed}"
+
+
+def container_claim_errors(container: dict, claim_names: set[str], path: str) -> list[FieldError]:
+    errors, seen = [], set()
+    for index, claim in enumerate((container.get("resources") or {}).get("claims") or []):
+        field = f"{path}.resources.claims[{index}]"
+        name = (claim or {}).get("name")
+        if not name:
+            errors.append(FieldError(REQUIRED, f"{field}.name"))
+        elif name not in claim_names:
+            errors.append(FieldError(NOT_FOUND, field, name, _claim_names_detail(claim_names)))
+        key = (name, (claim or {}).get("request") or "")
+        if name and key in seen:
+            errors.append(FieldError(DUPLICATE, field, name))
+        seen.add(key)
+    return errors
+
+
+def containers_errors(containers: Any, claim_names: set[str]) -> list[FieldError]:
+    if not containers:
+        return [FieldError(REQUIRED, "spec.containers")]
+    errors, seen = [], set()
+    for index, container in enumerate(containers):
+        path = f"spec.containers[{index}]"
+        container = container if isinstance(container, dict) else {}
+        name = container.get("name")
+        errors += dns_label_errors(name, f"{path}.name")
+        if name and name in seen:
+            errors.append(FieldError(DUPLICATE, f"{path}.name", name))
+        seen.add(name)
+        if not container.get("image"):
+            errors.append(FieldError(REQUIRED, f"{path}.image"))
+        errors += container_claim_errors(container, claim_names, path)
+    return errors
+
+
+def pod_claim_errors(claims: Any) -> tuple[list[FieldError], set[str]]:
+    errors, names = [], set()
+    for index, claim in enumerate(claims or []):
+        path = f"spec.resourceClaims[{index}]"
+        claim = claim if isinstance(claim, dict) else {}
+        name = claim.get("name")
+        errors += dns_label_errors(name, f"{path}.name")
+        if name in names:
+            errors.append(FieldError(DUPLICATE, f"{path}.name", name))
+        names.add(name)
+        sources = [
+            key for key in ("resourceClaimName", "resourceClaimTemplateName") if claim.get(key)
+        ]
+        if not sources:
+            detail = "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`"
+            errors.append(FieldError(INVALID, path, claim, detail))
+        elif len(sources) == 2:
+            detail = (
+                "at most one of `resourceClaimName` or `resourceClaimTemplateName` may be specified"
+            )
+            errors.append(FieldError(INVALID, path, claim, detail))
+        for key in sources:
+            errors += dns_subdomain_errors(claim[key], f"{path}.{key}")
+    return errors, names
+
+
+def validate_pod(obj: dict, old: dict | None) -> list[FieldError]:
+    spec = obj.get("spec") or {}
+    errors = metadata_name_errors(obj)
+    claim_errors, claim_names = pod_claim_errors(spec.get("resourceClaims"))
+    errors += claim_errors
+    errors += containers_errors(spec.get("containers"), claim_names)
+    policy = spec.get("restartPolicy")
+    if policy not in RESTART_POLICIES:
+        detail = 'supported values: "Always", "OnFailure", "Never"'
+        errors.append(FieldError(UNSUPPORTED, "spec.restartPolicy", policy, detail))
+    if old is not None:
+        errors += pod_update_errors(obj, old)
+    return errors
+
+
+def pod_update_errors(obj: dict, old: dict) -> list[FieldError]:
+    """Pod spec updates may only change images (and set nodeName once, via binding)."""
+    new_spec, old_spec = dict(obj.get("spec") or {}), dict(old.get("spec") or {})
+    if not old_spec.get("nodeName"):
+        new_spec.pop("nodeName", None)
+        old_spec.pop("nodeName", None)
+    for spec in (new_spec, old_spec):
+        spec["containers"] = [
+            {**c, "image": ""} for c in spec.get("containers") or [] if isinstance(c, dict)
+        ]
+    if new_spec == old_spec:
+        return []
+    detail = "pod updates may not change fields other than `spec.containers[*].image`"
+    return [FieldError("Forbidden", "spec", detail=detail)]

@@ -1,0 +1,196 @@
+"""Field errors rendered like the real API server, name rules, and unknown-field detection."""
+
+import functools
+import json
+import re
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+REQUIRED = "Required value"
+INVALID = "Invalid value"
+UNSUPPORTED = "Unsupported value"
+DUPLICATE = "Duplicate value"
+FORBIDDEN = "Forbidden"
+TOO_LONG = "Too long"
+TOO_MANY = "Too many"
+NOT_FOUND = "Not found"
+
+REASONS = {
+    REQUIRED: "FieldValueRequired",
+    INVALID: "FieldValueInvalid",
+    UNSUPPORTED: "FieldValueNotSupported",
+    DUPLICATE: "FieldValueDuplicate",
+    FORBIDDEN: "FieldValueForbidden",
+    TOO_LONG: "FieldValueTooLong",
+    TOO_MANY: "FieldValueTooMany",
+    NOT_FOUND: "FieldValueNotFound",
+}
+
+# Upstream prints no value for these types (apimachinery field/errors.go ErrorBody).
+_VALUELESS = {REQUIRED, FORBIDDEN, TOO_LONG}
+
+
+class _Omit:
+    def __repr__(self) -> str:
+        return "OMIT"
+
+
+OMIT: Any = _Omit()
+
+
+def render_value(value: Any) -> str:
+    """A bad value printed as Go's %v / %q would print it in a field error."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, int | float):
+        return str(value)
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+@dataclass(frozen=True)
+class FieldError:
+    type: str
+    field: str
+    value: Any = OMIT
+    detail: str = ""
+
+    def body(self) -> str:
+        """The message without the field path, as used in a Status cause."""
+        text = self.type
+        if self.type not in _VALUELESS and self.value is not OMIT:
+            text += f": {render_value(self.value)}"
+        if self.detail:
+            text += f": {self.detail}"
+        return text
+
+    def message(self) -> str:
+        return f"{self.field}: {self.body()}"
+
+    def reason(self) -> str:
+        return REASONS[self.type]
+
+    def cause(self) -> dict:
+        return {"reason": self.reason(), "message": self.body(), "field": self.field}
+
+
+def aggregate_message(errors: list[FieldError]) -> str:
+    """Several errors joined the way utilerrors.NewAggregate prints them."""
+    if len(errors) == 1:
+        return errors[0].message()
+    return "[" + ", ".join(error.message() for error in errors) + "]"
+
+
+def invalid_message(kind: str, group: str, name: str, errors: list[FieldError]) -> str:
+    qualified = f"{kind}.{group}" if group else kind
+    return f'{qualified} "{name}" is invalid: {aggregate_message(errors)}'
+
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+    "and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', "
+    "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' "
+    "or '.', and must start and end with an alphanumeric character (e.g. 'example.com', "
+    "regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+
+
+def dns_label_errors(value: Any, field: str) -> list[FieldError]:
+    if not isinstance(value, str) or not value:
+        return [FieldError(REQUIRED, field)]
+    errors = []
+    if len(value) > 63:
+        errors.append(FieldError(INVALID, field, value, "must be no more than 63 characters"))
+    if not DNS1123_LABEL.match(value):
+        errors.append(FieldError(INVALID, field, value, LABEL_MSG))
+    return errors
+
+
+def dns_subdomain_errors(value: Any, field: str) -> list[FieldError]:
+    if not isinstance(value, str) or not value:
+        return [FieldError(REQUIRED, field)]
+    errors = []
+    if len(value) > 253:
+        errors.append(FieldError(INVALID, field, value, "must be no more than 253 characters"))
+    if not DNS1123_SUBDOMAIN.match(value):
+        errors.append(FieldError(INVALID, field, value, SUBDOMAIN_MSG))
+    return errors
+
+
+def metadata_name_errors(obj: dict, *, label: bool = False) -> list[FieldError]:
+    """metadata.name checked as a DNS-1123 subdomain (or label, e.g. for namespaces)."""
+    metadata = obj.get("metadata") or {}
+    name = metadata.get("name")
+    if not name and metadata.get("generateName"):
+        return []
+    if not name:
+        return [FieldError(REQUIRED, "metadata.name", detail="name or generateName is required")]
+    check = dns_label_errors if label else dns_subdomain_errors
+    return check(name, "metadata.name")
+
+
+# Schemas: 1.33 for the beta resource.k8s.io versions, 1.34 for v1 (resource and core).
+SCHEMA_RELEASE = {"v1beta1": "v1.33.0", "v1beta2": "v1.33.0", "v1": "v1.34.0"}
+
+
+@functools.cache
+def _definitions(release: str) -> dict:
+    root = resources.files("kubernetes_validate") / "kubernetes-json-schema"
+    path = root / f"{release}-local-strict" / "_definitions.json"
+    return json.loads(path.read_text())["$defs"]
+
+
+def _definition_name(api_version: str, kind: str) -> str:
+    group, _, version = api_version.rpartition("/")
+    if group == "resource.k8s.io":
+        return f"io.k8s.api.resource.{version}.{kind}"
+    return f"io.k8s.api.core.{version}.{kind}"
+
+
+def _resolve(schema: dict, definitions: dict) -> dict:
+    while "$ref" in schema:
+        schema = definitions[schema["$ref"].rsplit("/", 1)[-1]]
+    return schema
+
+
+def _walk_unknown(value: Any, schema: dict, path: str, definitions: dict) -> list[str]:
+    schema = _resolve(schema, definitions)
+    if isinstance(value, list) and "items" in schema:
+        found = []
+        for index, item in enumerate(value):
+            found += _walk_unknown(item, schema["items"], f"{path}[{index}]", definitions)
+        return found
+    if not isinstance(value, dict):
+        return []
+    properties = schema.get("properties")
+    extra = schema.get("additionalProperties")
+    found = []
+    for key, item in value.items():
+        child = f"{path}.{key}" if path else key
+        if properties is not None and key in properties:
+            found += _walk_unknown(item, properties[key], child, definitions)
+        elif isinstance(extra, dict):
+            found += _walk_unknown(item, extra, child, definitions)
+        elif properties is not None or extra is False:
+            found.append(child)
+    return found
+
+
+def unknown_fields(obj: dict, version: str) -> list[str]:
+    """Paths of the fields in `obj` (request form) that its schema does not know."""
+    api_version = obj.get("apiVersion") or ""
+    definitions = _definitions(SCHEMA_RELEASE.get(version, "v1.34.0"))
+    schema = definitions.get(_definition_name(api_version, obj.get("kind") or ""))
+    if schema is None:
+        return []
+    return _walk_unknown(obj, schema, "", definitions)
