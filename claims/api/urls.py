@@ -1,0 +1,2 @@
+# The REST API (issue #4) fills this in.
+urlpatterns: list = []

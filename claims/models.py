@@ -1,0 +1,257 @@
+"""What users asked for (the database is its truth) and what the cluster last told us."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class Cluster(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    kubeconfig_path = models.CharField(max_length=500, blank=True)
+    in_cluster = models.BooleanField(default=False)
+    context = models.CharField(max_length=200, blank=True)
+    simulated = models.BooleanField(default=False)
+    server_version = models.CharField(max_length=50, blank=True)
+    resource_versions = models.JSONField(default=list, blank=True)
+    preferred_resource_version = models.CharField(max_length=20, blank=True)
+    # {"device_classes": [{"name", "selectors"}], "devices": [{"node", "driver", "pool",
+    #  "name", "attributes", "capacity"}], "device_counts": {"<class>": n}}
+    inventory = models.JSONField(default=dict, blank=True)
+    inventory_synced_at = models.DateTimeField(null=True, blank=True)
+    last_synced_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def device_class_names(self) -> list[str]:
+        return [dc["name"] for dc in self.inventory.get("device_classes", [])]
+
+    def device_count(self, device_class: str) -> int:
+        return int(self.inventory.get("device_counts", {}).get(device_class, 0))
+
+
+class NamespaceRequest(models.Model):
+    class State(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        ACTIVE = "active"
+        REJECTED = "rejected"
+        FAILED = "failed"
+        DELETING = "deleting"
+        DELETED = "deleted"
+
+    FINAL_STATES = (State.REJECTED, State.DELETED)
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="+")
+    cluster = models.ForeignKey(Cluster, models.PROTECT, related_name="namespace_requests")
+    name = models.CharField(max_length=63)
+    purpose = models.TextField(blank=True)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
+    state_message = models.TextField(blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+    updated = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "name"],
+                condition=~Q(state__in=["rejected", "deleted"]),
+                name="unique_live_namespace_per_cluster",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} on {self.cluster_id}"
+
+    def labels(self) -> dict[str, str]:
+        return {
+            "app.kubernetes.io/managed-by": "gpu-portal",
+            "gpu-portal.io/namespace-request": str(self.pk),
+        }
+
+
+class ClaimRequest(models.Model):
+    class State(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        APPLYING = "applying"
+        WAITING = "waiting"
+        IN_USE = "in_use", "in use"
+        RELEASED = "released"
+        REJECTED = "rejected"
+        FAILED = "failed"
+
+    FINAL_STATES = (State.RELEASED, State.REJECTED)
+    # The request the pod spec and the resource claim use; the seed calls it "gpu".
+    REQUEST_NAME = "gpu"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="+")
+    namespace_request = models.ForeignKey(
+        NamespaceRequest, models.PROTECT, related_name="claim_requests"
+    )
+    name = models.CharField(max_length=63)
+    device_class = models.CharField(max_length=253)
+    count = models.PositiveIntegerField(null=True, blank=True)
+    all_devices = models.BooleanField(default=False)
+    selector = models.TextField(blank=True)
+    purpose = models.TextField(blank=True)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
+    state_message = models.TextField(blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    applied_api_version = models.CharField(max_length=50, blank=True)
+    applied_manifest = models.JSONField(null=True, blank=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    kube_uid = models.CharField(max_length=64, blank=True)
+    # Current allocation as last seen: {"node", "devices": [{"request", "driver", "pool",
+    # "device", "attributes", "capacity"}], "reserved_for": [...]}; None when unallocated.
+    allocation = models.JSONField(null=True, blank=True)
+    node = models.CharField(max_length=253, blank=True)
+    # Set once the cluster objects of a released claim are gone.
+    cleaned_up_at = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+    updated = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace_request", "name"],
+                condition=~Q(state__in=["rejected", "released"]),
+                name="unique_live_claim_per_namespace",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def cluster(self) -> Cluster:
+        return self.namespace_request.cluster
+
+    @property
+    def namespace(self) -> str:
+        return self.namespace_request.name
+
+    def labels(self) -> dict[str, str]:
+        return {
+            "app.kubernetes.io/managed-by": "gpu-portal",
+            "gpu-portal.io/namespace-request": str(self.namespace_request_id),
+            "gpu-portal.io/claim-request": str(self.pk),
+        }
+
+
+class VerificationRun(models.Model):
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        CREATING = "creating"
+        PENDING = "pending"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    FINAL_STATES = (State.SUCCEEDED, State.FAILED)
+    CONTAINERS = ("ctr0", "ctr1")
+
+    claim = models.ForeignKey(ClaimRequest, models.CASCADE, related_name="runs")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="+")
+    pod_name = models.CharField(max_length=63, blank=True)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
+    state_message = models.TextField(blank=True)
+    node = models.CharField(max_length=253, blank=True)
+    # What this run got: [{"request", "driver", "pool", "device", "attributes", "capacity"}]
+    devices = models.JSONField(default=list, blank=True)
+    passed = models.BooleanField(null=True, blank=True)
+    vector_add_passed = models.BooleanField(null=True, blank=True)
+    device_query_passed = models.BooleanField(null=True, blank=True)
+    device_name = models.CharField(max_length=200, blank=True)
+    compute_capability = models.CharField(max_length=20, blank=True)
+    memory_mib = models.PositiveIntegerField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+    updated = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return self.pod_name or f"run {self.pk}"
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in self.FINAL_STATES
+
+    def labels(self) -> dict[str, str]:
+        return self.claim.labels() | {"gpu-portal.io/verification-run": str(self.pk)}
+
+
+class RunLog(models.Model):
+    """The log of one container of a run: the tail, bounded, fetched incrementally."""
+
+    run = models.ForeignKey(VerificationRun, models.CASCADE, related_name="logs")
+    container = models.CharField(max_length=63)
+    text = models.TextField(blank=True)
+    truncated = models.BooleanField(default=False)
+    # Timestamp of the last line kept: the next fetch asks only for what came after.
+    last_timestamp = models.DateTimeField(null=True, blank=True)
+    updated = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["container"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "container"], name="unique_log_per_container")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}/{self.container}"
+
+
+class AuditEvent(models.Model):
+    """One row per state change (who, what, from, to, why)."""
+
+    class Kind(models.TextChoices):
+        NAMESPACE_REQUEST = "namespace_request"
+        CLAIM_REQUEST = "claim_request"
+        VERIFICATION_RUN = "verification_run"
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    object_kind = models.CharField(max_length=30, choices=Kind.choices)
+    object_id = models.PositiveBigIntegerField()
+    object_name = models.CharField(max_length=253, blank=True)
+    # Owner of the object, so a user's event list is one indexed query.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    from_state = models.CharField(max_length=20, blank=True)
+    to_state = models.CharField(max_length=20)
+    message = models.TextField(blank=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created", "id"]
+        indexes = [models.Index(fields=["object_kind", "object_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.object_kind} {self.object_id}: {self.from_state} → {self.to_state}"
+
+    @property
+    def actor_name(self) -> str:
+        return self.actor.get_username() if self.actor else "system"

@@ -1,0 +1,199 @@
+"""State changes the cluster reports, called by the Celery tasks and the sync.
+
+Like claims.services, each change goes through claims.transitions (conditional UPDATE plus
+an AuditEvent); the actor is the system (None). Every function is safe to call twice.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from claims import logparse
+from claims.models import ClaimRequest, NamespaceRequest, RunLog, VerificationRun
+from claims.transitions import enqueue, transition, update_fields
+
+NS = NamespaceRequest.State
+CS = ClaimRequest.State
+RS = VerificationRun.State
+
+
+def namespace_applied(*, namespace_request: NamespaceRequest) -> bool:
+    return transition(
+        namespace_request, to=NS.ACTIVE, allowed=(NS.APPROVED,), message="Namespace created."
+    )
+
+
+def namespace_failed(*, namespace_request: NamespaceRequest, message: str) -> bool:
+    ns = namespace_request
+    with transaction.atomic():
+        changed = transition(ns, to=NS.FAILED, allowed=(NS.APPROVED,), message=message)
+        if changed:
+            waiting = ns.claim_requests.filter(state__in=(CS.APPROVED, CS.APPLYING))
+            for claim in waiting:
+                claim_failed(claim_request=claim, message=f"Namespace {ns.name}: {message}")
+    return changed
+
+
+def namespace_deleted(*, namespace_request: NamespaceRequest) -> bool:
+    return transition(
+        namespace_request, to=NS.DELETED, allowed=(NS.DELETING,), message="Namespace deleted."
+    )
+
+
+def claim_applying(*, claim_request: ClaimRequest) -> bool:
+    """Approved → applying: this worker owns the apply now."""
+    return transition(
+        claim_request, to=CS.APPLYING, allowed=(CS.APPROVED,), message="Applying to the cluster."
+    )
+
+
+def claim_applied(
+    *, claim_request: ClaimRequest, api_version: str, manifest: dict[str, Any], uid: str = ""
+) -> bool:
+    message = (
+        f"ResourceClaim created ({api_version}). DRA allocates a GPU only while a Pod uses it."
+    )
+    return transition(
+        claim_request,
+        to=CS.WAITING,
+        allowed=(CS.APPLYING,),
+        message=message,
+        applied_api_version=api_version,
+        applied_manifest=manifest,
+        applied_at=timezone.now(),
+        kube_uid=uid,
+    )
+
+
+def claim_failed(*, claim_request: ClaimRequest, message: str) -> bool:
+    allowed = (CS.APPROVED, CS.APPLYING, CS.WAITING, CS.IN_USE)
+    return transition(claim_request, to=CS.FAILED, allowed=allowed, message=message)
+
+
+def claim_allocation_seen(
+    *, claim_request: ClaimRequest, allocation: dict[str, Any] | None
+) -> bool:
+    """Record the claim's current allocation: in use while allocated, waiting when not."""
+    claim = claim_request
+    node = (allocation or {}).get("node") or ""
+    if allocation and claim.state == CS.WAITING:
+        devices = ", ".join(d["device"] for d in allocation.get("devices", []))
+        return transition(
+            claim,
+            to=CS.IN_USE,
+            allowed=(CS.WAITING,),
+            allocation=allocation,
+            node=node,
+            message=f"Allocated {devices} on {node}.",
+        )
+    if not allocation and claim.state == CS.IN_USE:
+        message = "No Pod uses the claim now, so DRA holds no GPU for it."
+        return transition(
+            claim, to=CS.WAITING, allowed=(CS.IN_USE,), allocation=None, node="", message=message
+        )
+    if claim.state in (CS.WAITING, CS.IN_USE) and claim.allocation != allocation:
+        update_fields(claim, allocation=allocation, node=node)
+    return False
+
+
+def claim_cleaned_up(*, claim_request: ClaimRequest) -> None:
+    update_fields(claim_request, cleaned_up_at=timezone.now(), allocation=None, node="")
+
+
+def run_creating(*, run: VerificationRun) -> bool:
+    return transition(run, to=RS.CREATING, allowed=(RS.QUEUED,), message="Creating the Pod.")
+
+
+def run_pod_created(*, run: VerificationRun) -> bool:
+    return transition(
+        run, to=RS.PENDING, allowed=(RS.CREATING,), message="Pod created; waiting to schedule."
+    )
+
+
+def run_failed(*, run: VerificationRun, message: str) -> bool:
+    allowed = (RS.QUEUED, RS.CREATING, RS.PENDING, RS.RUNNING)
+    return transition(
+        run, to=RS.FAILED, allowed=allowed, message=message, finished_at=timezone.now()
+    )
+
+
+def run_pod_observed(
+    *,
+    run: VerificationRun,
+    phase: str,
+    node: str | None = None,
+    message: str = "",
+    devices: list[dict[str, Any]] | None = None,
+    started_at: datetime | None = None,
+) -> bool:
+    """Follow the Pod: Pending (with the scheduler's words) → Running; devices when seen."""
+    if devices and not run.devices:
+        update_fields(run, devices=devices, node=node or run.node)
+    elif node and node != run.node:
+        update_fields(run, node=node)
+    if phase == "Pending" and message and message != run.state_message:
+        return transition(run, to=RS.PENDING, allowed=(RS.PENDING, RS.CREATING), message=message)
+    if phase == "Running":
+        return transition(
+            run,
+            to=RS.RUNNING,
+            allowed=(RS.CREATING, RS.PENDING),
+            message=f"Running on {node}.",
+            started_at=started_at or timezone.now(),
+        )
+    return False
+
+
+def run_logs_appended(
+    *, run: VerificationRun, container: str, lines: list[tuple[datetime, str]]
+) -> None:
+    """Keep the new log lines, bounded: only the tail of a very long log is kept."""
+    if not lines:
+        return
+    log, _ = RunLog.objects.get_or_create(run=run, container=container)
+    if log.last_timestamp:
+        lines = [(ts, text) for ts, text in lines if ts > log.last_timestamp]
+        if not lines:
+            return
+    text = log.text + "".join(line if line.endswith("\n") else line + "\n" for _, line in lines)
+    limit = settings.RUN_LOG_MAX_BYTES
+    encoded = text.encode()
+    if len(encoded) > limit:
+        text = encoded[-limit:].decode(errors="ignore")
+        text = text[text.find("\n") + 1 :] if "\n" in text else text
+        log.truncated = True
+    log.text, log.last_timestamp, log.updated = text, lines[-1][0], timezone.now()
+    log.save()
+
+
+def run_finished(*, run: VerificationRun, phase: str, message: str = "") -> bool:
+    """The Pod ended: parse what each container printed and record the verdict."""
+    logs = {log.container: log.text for log in run.logs.all()}
+    vector = logparse.parse_vector_add(logs.get("ctr0", ""))
+    query = logparse.parse_device_query(logs.get("ctr1", ""))
+    device = query.devices[0] if query.devices else None
+    passed = phase == "Succeeded" and vector.passed is True and query.passed is True
+    to = RS.SUCCEEDED if phase == "Succeeded" else RS.FAILED
+    summary = "CUDA samples passed." if passed else (message or f"Pod {phase.lower()}.")
+    return transition(
+        run,
+        to=to,
+        allowed=(RS.CREATING, RS.PENDING, RS.RUNNING),
+        message=summary,
+        finished_at=timezone.now(),
+        passed=passed,
+        vector_add_passed=vector.passed,
+        device_query_passed=query.passed,
+        device_name=device.name if device else "",
+        compute_capability=(device.compute_capability or "") if device else "",
+        memory_mib=device.memory_mib if device else None,
+    )
+
+
+def reconcile_enqueue(task_name: str, *args: Any) -> None:
+    enqueue(task_name, *args)

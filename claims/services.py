@@ -1,0 +1,339 @@
+"""Every state change a user asks for goes through one function here.
+
+Each function takes keyword-only arguments, checks permission and the transition, writes the
+row and an AuditEvent, and enqueues the cluster work once the transaction commits.
+Bad input raises ValidationError with a dict of field errors (NON_FIELD_ERRORS for a state
+conflict); a forbidden action raises PermissionDenied. State changes the cluster reports
+(through the Celery tasks) live in claims.observations.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
+from claims.selectors import user_is_approver
+from claims.transitions import enqueue, transition
+from claims.validation import (
+    validate_claim_fields,
+    validate_dns_label,
+    validate_namespace_name,
+)
+
+User = AbstractBaseUser | AnonymousUser
+NS = NamespaceRequest.State
+CS = ClaimRequest.State
+RS = VerificationRun.State
+
+
+def _require_login(user: User) -> None:
+    if not user.is_authenticated:
+        raise PermissionDenied("Log in first.")
+
+
+def _require_approver(user: User) -> None:
+    if not user_is_approver(user):
+        raise PermissionDenied("Only approvers can approve or reject requests.")
+
+
+def _require_owner_or_approver(user: User, owner_id: int) -> None:
+    _require_login(user)
+    if user.pk != owner_id and not user_is_approver(user):
+        raise PermissionDenied("This request belongs to someone else.")
+
+
+def _require_reason(reason: str) -> str:
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValidationError({"reason": ["Say why, so the requester knows what to change."]})
+    return reason
+
+
+def namespace_request_submit(
+    *, user: User, cluster: Cluster, name: str, purpose: str = ""
+) -> NamespaceRequest:
+    _require_login(user)
+    name = (name or "").strip()
+    validate_namespace_name(name)
+    live = NamespaceRequest.objects.filter(cluster=cluster, name=name).exclude(
+        state__in=NamespaceRequest.FINAL_STATES
+    )
+    if live.exists():
+        raise ValidationError({"name": [f"Namespace {name!r} is already requested on {cluster}."]})
+    try:
+        with transaction.atomic():
+            ns = NamespaceRequest.objects.create(
+                owner=user, cluster=cluster, name=name, purpose=purpose.strip()
+            )
+            transition(ns, to=NS.PENDING, actor=user, message="Requested.", initial=True)
+    except IntegrityError:
+        raise ValidationError(
+            {"name": [f"Namespace {name!r} is already requested on {cluster}."]}
+        ) from None
+    return ns
+
+
+def namespace_request_approve(
+    *, user: User, namespace_request: NamespaceRequest
+) -> NamespaceRequest:
+    _require_approver(user)
+    ns = namespace_request
+    with transaction.atomic():
+        _change(
+            ns,
+            to=NS.APPROVED,
+            allowed=(NS.PENDING,),
+            actor=user,
+            message="Approved.",
+            decided_by=user,
+            decided_at=timezone.now(),
+        )
+        enqueue("claims.tasks.apply_namespace", ns.pk)
+    return ns
+
+
+def namespace_request_reject(
+    *, user: User, namespace_request: NamespaceRequest, reason: str
+) -> NamespaceRequest:
+    _require_approver(user)
+    reason = _require_reason(reason)
+    ns = namespace_request
+    with transaction.atomic():
+        _change(
+            ns,
+            to=NS.REJECTED,
+            allowed=(NS.PENDING,),
+            actor=user,
+            message=reason,
+            decided_by=user,
+            decided_at=timezone.now(),
+        )
+        _reject_claims_of(ns, user, f"Namespace {ns.name} was rejected: {reason}")
+    return ns
+
+
+def namespace_request_retry(*, user: User, namespace_request: NamespaceRequest) -> NamespaceRequest:
+    ns = namespace_request
+    _require_owner_or_approver(user, ns.owner_id)
+    with transaction.atomic():
+        _change(ns, to=NS.APPROVED, allowed=(NS.FAILED,), actor=user, message="Retried.")
+        enqueue("claims.tasks.apply_namespace", ns.pk)
+    return ns
+
+
+def namespace_request_delete(
+    *, user: User, namespace_request: NamespaceRequest
+) -> NamespaceRequest:
+    """Release every claim in the namespace and delete it from the cluster."""
+    ns = namespace_request
+    _require_owner_or_approver(user, ns.owner_id)
+    with transaction.atomic():
+        if ns.state == NS.PENDING:
+            # Nothing exists in the cluster yet: withdrawing is enough.
+            _change(ns, to=NS.DELETED, allowed=(NS.PENDING,), actor=user, message="Withdrawn.")
+            _reject_claims_of(ns, user, "The namespace request was withdrawn.")
+            return ns
+        _change(
+            ns,
+            to=NS.DELETING,
+            allowed=(NS.APPROVED, NS.ACTIVE, NS.FAILED),
+            actor=user,
+            message="Deletion requested.",
+        )
+        for claim in ns.claim_requests.exclude(state__in=ClaimRequest.FINAL_STATES):
+            _release(claim, user, "Released with its namespace.", enqueue_cleanup=False)
+        enqueue("claims.tasks.delete_namespace", ns.pk)
+    return ns
+
+
+def _reject_claims_of(ns: NamespaceRequest, user: User, message: str) -> None:
+    for claim in ns.claim_requests.filter(state=CS.PENDING):
+        transition(claim, to=CS.REJECTED, allowed=(CS.PENDING,), actor=user, message=message)
+
+
+def claim_request_submit(
+    *,
+    user: User,
+    namespace_request: NamespaceRequest,
+    name: str,
+    device_class: str,
+    count: int | None = 1,
+    all_devices: bool = False,
+    selector: str = "",
+    purpose: str = "",
+) -> ClaimRequest:
+    ns = namespace_request
+    _require_owner_or_approver(user, ns.owner_id)
+    name, selector = (name or "").strip(), (selector or "").strip()
+    if ns.state not in (NS.PENDING, NS.APPROVED, NS.ACTIVE):
+        raise ValidationError(
+            {"namespace_request": [f"Namespace {ns.name} is {ns.state}: claims cannot go there."]}
+        )
+    count = None if all_devices else count
+    validate_claim_fields(
+        cluster=ns.cluster,
+        name=name,
+        device_class=device_class,
+        count=count,
+        all_devices=all_devices,
+        selector=selector,
+    )
+    duplicate = {"name": [f"A claim named {name!r} already exists in namespace {ns.name}."]}
+    if ns.claim_requests.filter(name=name).exclude(state__in=ClaimRequest.FINAL_STATES).exists():
+        raise ValidationError(duplicate)
+    try:
+        with transaction.atomic():
+            claim = ClaimRequest.objects.create(
+                owner=user,
+                namespace_request=ns,
+                name=name,
+                device_class=device_class,
+                count=count,
+                all_devices=all_devices,
+                selector=selector,
+                purpose=purpose.strip(),
+            )
+            transition(claim, to=CS.PENDING, actor=user, message="Requested.", initial=True)
+    except IntegrityError:
+        raise ValidationError(duplicate) from None
+    return claim
+
+
+def claim_request_approve(*, user: User, claim_request: ClaimRequest) -> ClaimRequest:
+    """Approve a claim; its namespace is approved with it when still pending."""
+    _require_approver(user)
+    claim = claim_request
+    with transaction.atomic():
+        ns = claim.namespace_request
+        if ns.state == NS.PENDING:
+            namespace_request_approve(user=user, namespace_request=ns)
+        elif ns.state not in (NS.APPROVED, NS.ACTIVE):
+            raise ValidationError(
+                {NON_FIELD_ERRORS: [f"Namespace {ns.name} is {ns.state}; fix it first."]}
+            )
+        _change(
+            claim,
+            to=CS.APPROVED,
+            allowed=(CS.PENDING,),
+            actor=user,
+            message="Approved.",
+            decided_by=user,
+            decided_at=timezone.now(),
+        )
+        enqueue("claims.tasks.apply_claim", claim.pk)
+    return claim
+
+
+def claim_request_reject(*, user: User, claim_request: ClaimRequest, reason: str) -> ClaimRequest:
+    _require_approver(user)
+    reason = _require_reason(reason)
+    _change(
+        claim_request,
+        to=CS.REJECTED,
+        allowed=(CS.PENDING,),
+        actor=user,
+        message=reason,
+        decided_by=user,
+        decided_at=timezone.now(),
+    )
+    return claim_request
+
+
+def claim_request_release(*, user: User, claim_request: ClaimRequest) -> ClaimRequest:
+    """Give the claim back: the cluster objects (claim and its runs' pods) are deleted."""
+    _require_owner_or_approver(user, claim_request.owner_id)
+    with transaction.atomic():
+        _release(claim_request, user, "Released.", enqueue_cleanup=True)
+    return claim_request
+
+
+def _release(claim: ClaimRequest, user: User, message: str, *, enqueue_cleanup: bool) -> None:
+    allowed = (CS.PENDING, CS.APPROVED, CS.APPLYING, CS.WAITING, CS.IN_USE, CS.FAILED)
+    was_applied = claim.state != CS.PENDING
+    _change(claim, to=CS.RELEASED, allowed=allowed, actor=user, message=message)
+    for run in claim.runs.exclude(state__in=VerificationRun.FINAL_STATES):
+        transition(
+            run,
+            to=RS.FAILED,
+            allowed=tuple(RS),
+            actor=user,
+            message="The claim was released.",
+            finished_at=timezone.now(),
+        )
+    if not was_applied:
+        ClaimRequest.objects.filter(pk=claim.pk).update(cleaned_up_at=timezone.now())
+    elif enqueue_cleanup:
+        enqueue("claims.tasks.delete_claim", claim.pk)
+
+
+def claim_request_retry(*, user: User, claim_request: ClaimRequest) -> ClaimRequest:
+    claim = claim_request
+    _require_owner_or_approver(user, claim.owner_id)
+    with transaction.atomic():
+        _change(claim, to=CS.APPROVED, allowed=(CS.FAILED,), actor=user, message="Retried.")
+        ns = claim.namespace_request
+        if ns.state == NS.FAILED:
+            namespace_request_retry(user=user, namespace_request=ns)
+        enqueue("claims.tasks.apply_claim", claim.pk)
+    return claim
+
+
+def verification_run_start(*, user: User, claim_request: ClaimRequest) -> VerificationRun:
+    """Create the seed's pod1 for this claim: vectorAdd and deviceQuery on its GPU."""
+    claim = claim_request
+    _require_owner_or_approver(user, claim.owner_id)
+    with transaction.atomic():
+        # Lock the claim so a double submit cannot start two runs.
+        claim = ClaimRequest.objects.select_for_update().get(pk=claim.pk)
+        if claim.state not in (CS.WAITING, CS.IN_USE):
+            raise ValidationError(
+                {
+                    NON_FIELD_ERRORS: [
+                        f"The claim is {claim.get_state_display()}; a run needs "
+                        "an applied claim (waiting or in use)."
+                    ]
+                }
+            )
+        if claim.runs.exclude(state__in=VerificationRun.FINAL_STATES).exists():
+            raise ValidationError(
+                {NON_FIELD_ERRORS: ["A verification run of this claim is still going."]}
+            )
+        run = VerificationRun.objects.create(claim=claim, owner=claim.owner)
+        run.pod_name = f"{claim.name[:40]}-verify-{run.pk}"
+        run.save(update_fields=["pod_name"])
+        transition(run, to=RS.QUEUED, actor=user, message="Queued.", initial=True)
+        enqueue("claims.tasks.start_verification_run", run.pk)
+    return run
+
+
+def _change(
+    obj: NamespaceRequest | ClaimRequest,
+    *,
+    to: str,
+    allowed: tuple,
+    actor: User,
+    message: str = "",
+    **fields: object,
+) -> None:
+    if not transition(obj, to=to, allowed=allowed, actor=actor, message=message, **fields):
+        label = obj.get_state_display()  # type: ignore[union-attr]
+        raise ValidationError({NON_FIELD_ERRORS: [f"{obj.name} is already {label}."]})
+
+
+__all__ = [
+    "claim_request_approve",
+    "claim_request_reject",
+    "claim_request_release",
+    "claim_request_retry",
+    "claim_request_submit",
+    "namespace_request_approve",
+    "namespace_request_delete",
+    "namespace_request_reject",
+    "namespace_request_retry",
+    "namespace_request_submit",
+    "validate_dns_label",
+    "verification_run_start",
+]

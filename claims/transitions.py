@@ -1,0 +1,80 @@
+"""The one way a state field changes: a conditional UPDATE plus an AuditEvent row."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models, transaction
+from django.utils import timezone
+
+from claims.models import AuditEvent, ClaimRequest, NamespaceRequest, VerificationRun
+from portal.celery import app
+
+Stateful = NamespaceRequest | ClaimRequest | VerificationRun
+
+KINDS: dict[type[models.Model], str] = {
+    NamespaceRequest: AuditEvent.Kind.NAMESPACE_REQUEST,
+    ClaimRequest: AuditEvent.Kind.CLAIM_REQUEST,
+    VerificationRun: AuditEvent.Kind.VERIFICATION_RUN,
+}
+
+
+def transition(
+    obj: Stateful,
+    *,
+    to: str,
+    allowed: tuple = (),
+    actor: Any = None,
+    message: str = "",
+    initial: bool = False,
+    **fields: Any,
+) -> bool:
+    """Move obj to state `to` if it is still in the state we loaded and that state is allowed.
+
+    The UPDATE names the old state, so of two workers (or a double submit) only one wins;
+    the loser gets False and obj refreshed from the database.
+    """
+    if initial:
+        _record(obj, actor, "", to, message)
+        return True
+    if obj.state not in allowed:
+        return False
+    now = timezone.now()
+    values = {"state": to, "state_message": message, "updated": now, **fields}
+    changed = type(obj).objects.filter(pk=obj.pk, state=obj.state).update(**values)
+    if changed != 1:
+        obj.refresh_from_db()
+        return False
+    from_state = obj.state
+    for field, value in values.items():
+        setattr(obj, field, value)
+    _record(obj, actor, from_state, to, message)
+    return True
+
+
+def update_fields(obj: Stateful, **fields: Any) -> None:
+    """Change fields other than the state (allocation, node, ...) without an event row."""
+    fields["updated"] = timezone.now()
+    type(obj).objects.filter(pk=obj.pk).update(**fields)
+    for field, value in fields.items():
+        setattr(obj, field, value)
+
+
+def _record(obj: Stateful, actor: Any, from_state: str, to_state: str, message: str) -> None:
+    AuditEvent.objects.create(
+        actor=actor if actor is not None and actor.is_authenticated else None,
+        object_kind=KINDS[type(obj)],
+        object_id=obj.pk,
+        object_name=str(getattr(obj, "name", "") or getattr(obj, "pod_name", "")),
+        owner_id=obj.owner_id,
+        from_state=from_state,
+        to_state=to_state,
+        message=message,
+    )
+
+
+def enqueue(task_name: str, *args: Any, countdown: float | None = None) -> None:
+    """Send a task once the surrounding transaction commits (by name: no import of tasks)."""
+    transaction.on_commit(
+        lambda: app.send_task(task_name, args=args, countdown=countdown), robust=True
+    )

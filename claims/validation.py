@@ -1,0 +1,103 @@
+"""Checks of what users type, with a reason a person can act on."""
+
+from __future__ import annotations
+
+import re
+
+from django.core.exceptions import ValidationError
+
+from claims.models import Cluster
+
+DNS_LABEL_MAX = 63
+RESERVED_NAMESPACES = ("default",)
+RESERVED_NAMESPACE_PREFIXES = ("kube-",)
+
+
+def dns_label_problem(name: str) -> str | None:
+    """Why name is not a DNS-1123 label, or None when it is one."""
+    if not name:
+        return "Enter a name."
+    if len(name) > DNS_LABEL_MAX:
+        return f"At most {DNS_LABEL_MAX} characters (this one has {len(name)})."
+    if name != name.lower():
+        return "Use lower-case letters only."
+    if not re.fullmatch(r"[a-z0-9-]+", name):
+        bad = sorted({ch for ch in name if not re.fullmatch(r"[a-z0-9-]", ch)})
+        shown = " ".join(repr(ch) for ch in bad)
+        return f"Only letters a-z, digits and '-' are allowed, not {shown}."
+    if not name[0].isalnum():
+        return "Start with a letter or a digit."
+    if not name[-1].isalnum():
+        return "End with a letter or a digit."
+    return None
+
+
+def validate_dns_label(name: str, field: str = "name") -> None:
+    problem = dns_label_problem(name)
+    if problem:
+        raise ValidationError({field: [problem]})
+
+
+def validate_namespace_name(name: str) -> None:
+    validate_dns_label(name)
+    if name in RESERVED_NAMESPACES or name.startswith(RESERVED_NAMESPACE_PREFIXES):
+        raise ValidationError({"name": [f"{name!r} is reserved for the cluster itself."]})
+
+
+def validate_selector(selector: str) -> None:
+    if not selector:
+        return
+    import celpy
+
+    try:
+        celpy.Environment().compile(selector)
+    except celpy.CELParseError as error:
+        raise ValidationError({"selector": [f"Not a valid CEL expression: {error}"]}) from None
+
+
+def validate_claim_fields(
+    *,
+    cluster: Cluster,
+    name: str,
+    device_class: str,
+    count: int | None,
+    all_devices: bool,
+    selector: str,
+) -> None:
+    errors: dict[str, list[str]] = {}
+    problem = dns_label_problem(name)
+    if problem:
+        errors["name"] = [problem]
+    known = cluster.device_class_names()
+    if not known:
+        errors["device_class"] = [
+            f"The device classes of {cluster} are not known yet; try again in a moment."
+        ]
+    elif device_class not in known:
+        errors["device_class"] = [
+            f"{device_class!r} is not a device class of {cluster}. Known: {', '.join(known)}."
+        ]
+    elif not all_devices:
+        count_problem = _count_problem(cluster, device_class, count)
+        if count_problem:
+            errors["count"] = [count_problem]
+    try:
+        validate_selector(selector)
+    except ValidationError as error:
+        errors.update(error.message_dict)
+    if errors:
+        raise ValidationError(errors)
+
+
+def _count_problem(cluster: Cluster, device_class: str, count: int | None) -> str | None:
+    if count is None:
+        return "Enter how many devices, or ask for all of them."
+    if count < 1:
+        return "Ask for at least 1 device."
+    available = cluster.device_count(device_class)
+    if count > available:
+        return (
+            f"{cluster} has {available} device(s) of class {device_class}; "
+            f"ask for at most {available}."
+        )
+    return None
