@@ -1,0 +1,236 @@
+"""Plain records the portal reads, built from the cluster's JSON (any resource.k8s.io version)."""
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+AttributeValue = str | int | bool
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    server_version: str
+    resource_versions: list[str]
+    preferred_resource_version: str | None
+
+
+@dataclass(frozen=True)
+class DeviceClassInfo:
+    name: str
+    selectors: list[str]
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    node: str | None
+    driver: str
+    pool: str
+    name: str
+    attributes: dict[str, AttributeValue]
+    capacity: dict[str, str]
+
+
+@dataclass(frozen=True)
+class AllocatedDevice:
+    request: str
+    driver: str
+    pool: str
+    device: str
+
+
+@dataclass(frozen=True)
+class ClaimState:
+    namespace: str
+    name: str
+    uid: str
+    allocated: bool
+    node: str | None
+    devices: list[AllocatedDevice] = field(default_factory=list)
+    reserved_for: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    name: str
+    state: str  # "waiting", "running", "terminated" or "unknown"
+    reason: str
+    exit_code: int | None
+    message: str
+
+
+@dataclass(frozen=True)
+class PodState:
+    namespace: str
+    name: str
+    phase: str
+    node: str | None
+    reason: str
+    message: str
+    started_at: datetime | None
+    finished_at: datetime | None
+    containers: list[ContainerState] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LogLine:
+    timestamp: datetime
+    text: str
+
+
+@dataclass(frozen=True)
+class PreflightCheck:
+    name: str
+    ok: bool
+    detail: str
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def device_class_info(obj: Obj) -> DeviceClassInfo:
+    selectors = obj.get("spec", {}).get("selectors") or []
+    expressions = [s["cel"]["expression"] for s in selectors if "cel" in s]
+    return DeviceClassInfo(name=obj["metadata"]["name"], selectors=expressions)
+
+
+def _attribute_value(value: Any) -> AttributeValue:
+    if isinstance(value, dict):
+        for kind in ("string", "version", "int", "bool"):
+            if kind in value:
+                return value[kind]
+    return str(value)
+
+
+def _capacity_value(value: Any) -> str:
+    # v1alpha3 served a bare quantity; later versions wrap it as {value: ...}.
+    return str(value.get("value")) if isinstance(value, dict) else str(value)
+
+
+def _device_info(slice_spec: Obj, device: Obj) -> DeviceInfo:
+    # v1beta1 keeps attributes and capacity under `basic`; v1beta2 and v1 flatten them.
+    body = device.get("basic") or device
+    return DeviceInfo(
+        node=slice_spec.get("nodeName") or device.get("nodeName"),
+        driver=slice_spec["driver"],
+        pool=slice_spec["pool"]["name"],
+        name=device["name"],
+        attributes={k: _attribute_value(v) for k, v in (body.get("attributes") or {}).items()},
+        capacity={k: _capacity_value(v) for k, v in (body.get("capacity") or {}).items()},
+    )
+
+
+def _current_slices(slices: list[Obj]) -> list[Obj]:
+    """Only slices of a pool's newest generation describe the pool (older ones are stale)."""
+    newest: dict[tuple[str, str], int] = {}
+    for s in slices:
+        key = (s["spec"]["driver"], s["spec"]["pool"]["name"])
+        newest[key] = max(newest.get(key, 0), int(s["spec"]["pool"].get("generation", 0)))
+    return [
+        s
+        for s in slices
+        if int(s["spec"]["pool"].get("generation", 0))
+        == newest[(s["spec"]["driver"], s["spec"]["pool"]["name"])]
+    ]
+
+
+def devices_from_slices(slices: list[Obj]) -> list[DeviceInfo]:
+    devices = [
+        _device_info(s["spec"], device)
+        for s in _current_slices(slices)
+        for device in s["spec"].get("devices") or []
+    ]
+    return sorted(devices, key=lambda d: (d.node or "", d.driver, d.pool, d.name))
+
+
+def _allocated_node(allocation: Obj) -> str | None:
+    terms = (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or []
+    for term in terms:
+        for requirement in term.get("matchFields") or []:
+            if requirement.get("key") == "metadata.name" and requirement.get("values"):
+                return requirement["values"][0]
+    return None
+
+
+def claim_state(obj: Obj) -> ClaimState:
+    status = obj.get("status") or {}
+    allocation = status.get("allocation") or {}
+    results = (allocation.get("devices") or {}).get("results") or []
+    return ClaimState(
+        namespace=obj["metadata"]["namespace"],
+        name=obj["metadata"]["name"],
+        uid=obj["metadata"].get("uid", ""),
+        allocated=bool(allocation),
+        node=_allocated_node(allocation),
+        devices=[
+            AllocatedDevice(r["request"], r["driver"], r["pool"], r["device"]) for r in results
+        ],
+        reserved_for=[r.get("name", "") for r in status.get("reservedFor") or []],
+    )
+
+
+def _container_state(status: Obj) -> ContainerState:
+    state = status.get("state") or {}
+    for kind in ("terminated", "running", "waiting"):
+        if kind in state:
+            detail = state[kind] or {}
+            return ContainerState(
+                name=status["name"],
+                state=kind,
+                reason=detail.get("reason", ""),
+                exit_code=detail.get("exitCode"),
+                message=detail.get("message", ""),
+            )
+    return ContainerState(status["name"], "unknown", "", None, "")
+
+
+def _pod_reason(status: Obj) -> tuple[str, str]:
+    """The Pod's own reason, else why the scheduler could not place it."""
+    if status.get("reason") or status.get("message"):
+        return status.get("reason", ""), status.get("message", "")
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return condition.get("reason", ""), condition.get("message", "")
+    return "", ""
+
+
+def _finished_at(containers: list[Obj]) -> datetime | None:
+    ends = [(c.get("state") or {}).get("terminated", {}).get("finishedAt") for c in containers]
+    if not containers or not all(ends):
+        return None
+    return max(t for t in (parse_time(e) for e in ends) if t is not None)
+
+
+def pod_state(obj: Obj) -> PodState:
+    status = obj.get("status") or {}
+    container_statuses = status.get("containerStatuses") or []
+    reason, message = _pod_reason(status)
+    return PodState(
+        namespace=obj["metadata"]["namespace"],
+        name=obj["metadata"]["name"],
+        phase=status.get("phase", "Pending"),
+        node=(obj.get("spec") or {}).get("nodeName"),
+        reason=reason,
+        message=message,
+        started_at=parse_time(status.get("startTime")),
+        finished_at=_finished_at(container_statuses),
+        containers=[_container_state(c) for c in container_statuses],
+    )
+
+
+def log_lines(body: bytes, since: datetime | None) -> list[LogLine]:
+    """Lines of a `timestamps=true` log, those at or before `since` dropped."""
+    lines = []
+    for raw in body.decode("utf-8", errors="replace").splitlines():
+        stamp, _, text = raw.partition(" ")
+        timestamp = parse_time(stamp)
+        if timestamp is None or (since is not None and timestamp <= since):
+            continue
+        lines.append(LogLine(timestamp=timestamp, text=text.rstrip("\r")))
+    return lines
