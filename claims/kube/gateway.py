@@ -262,6 +262,7 @@ class ClusterGateway:
             "limitBytes": limit_bytes,
         }
         if since is not None:
+            since = since if since.tzinfo else since.replace(tzinfo=UTC)
             query["sinceSeconds"] = _since_seconds(since)
         path = _object_path("v1", "Pod", namespace, pod) + "/log"
         try:

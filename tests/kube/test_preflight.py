@@ -1,0 +1,43 @@
+from claims.kube import preflight
+from claims.kube.parsing import ClusterInfo, DeviceClassInfo, DeviceInfo
+
+
+def gpu(node: str | None, driver: str = "gpu.nvidia.com") -> DeviceInfo:
+    return DeviceInfo(node, driver, node or "pool", "gpu-0", {"type": "gpu"}, {})
+
+
+def test_it_requires_kubernetes_1_33_or_newer() -> None:
+    old = preflight.check_server_version(ClusterInfo("v1.32.9", ["v1beta1"], "v1beta1"))
+    seed = preflight.check_server_version(ClusterInfo("v1.33.5-gke.1", ["v1beta1"], "v1beta1"))
+    garbled = preflight.check_server_version(ClusterInfo("", [], None))
+
+    assert (old.ok, seed.ok, garbled.ok) == (False, True, False)
+    assert "v1.32.9" in old.detail and "1.33" in old.detail
+
+
+def test_it_requires_the_dra_api() -> None:
+    missing = preflight.check_dra_served(ClusterInfo("v1.34.1", [], None))
+    served = preflight.check_dra_served(ClusterInfo("v1.34.1", ["v1", "v1beta1"], "v1"))
+
+    assert not missing.ok
+    assert served.ok and "v1, v1beta1" in served.detail
+
+
+def test_it_requires_a_device_class() -> None:
+    assert not preflight.check_device_classes([]).ok
+    check = preflight.check_device_classes([DeviceClassInfo("gpu.nvidia.com", [])])
+    assert check.ok and check.detail == "gpu.nvidia.com"
+
+
+def test_it_requires_devices_from_the_nvidia_driver() -> None:
+    assert not preflight.check_gpu_devices([gpu("n1", driver="gpu.example.com")]).ok
+    assert preflight.check_gpu_devices([gpu("n1")]).ok
+
+
+def test_it_counts_only_existing_nodes_with_gpus() -> None:
+    devices = [gpu("n1"), gpu("n1"), gpu("gone"), gpu(None)]
+
+    check = preflight.check_gpu_nodes(devices, ["n1", "cpu-node"])
+
+    assert check.ok and check.detail == "1: n1"
+    assert not preflight.check_gpu_nodes(devices, ["cpu-node"]).ok
