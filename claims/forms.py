@@ -1,0 +1,100 @@
+"""Forms of the web pages. They shape input; the services decide what is allowed."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from django import forms
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+
+from claims import selectors
+from claims.models import Cluster, NamespaceRequest
+
+NAME_HELP = "Lower-case letters, digits and '-', at most 63 characters (a DNS-1123 label)."
+SELECTOR_HELP = (
+    "Optional CEL, all must match, e.g. "
+    "<code>device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA H100')</code>"
+)
+
+
+class SubmissionTokenMixin(forms.Form):
+    """A random token per rendered form, so a second submit of the same form is recognised."""
+
+    submission_token = forms.CharField(widget=forms.HiddenInput, required=False)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.is_bound:
+            self.initial.setdefault("submission_token", secrets.token_urlsafe(16))
+
+    def add_service_errors(self, error: ValidationError) -> None:
+        """Put a service's field errors next to their fields, the rest on top."""
+        for field, messages in error.message_dict.items():
+            target = field if field in self.fields else NON_FIELD_ERRORS
+            for message in messages:
+                self.add_error(None if target == NON_FIELD_ERRORS else target, message)
+
+
+class NamespaceRequestForm(SubmissionTokenMixin):
+    cluster = forms.ModelChoiceField(queryset=Cluster.objects.none(), empty_label=None)
+    name = forms.CharField(max_length=100, help_text=NAME_HELP)
+    purpose = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+        help_text="What the GPUs are for; it helps the approver decide.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["cluster"].queryset = selectors.cluster_list()
+
+
+class NamespaceChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj: NamespaceRequest) -> str:
+        return f"{obj.name} on {obj.cluster.name} ({obj.get_state_display()})"
+
+
+class ClaimRequestForm(SubmissionTokenMixin):
+    namespace_request = NamespaceChoiceField(
+        queryset=NamespaceRequest.objects.none(), label="Namespace", empty_label=None
+    )
+    name = forms.CharField(max_length=100, label="Claim name", help_text=NAME_HELP)
+    # Free text behind a select, so an unknown class gets the service's explanation.
+    device_class = forms.CharField(label="Device class", widget=forms.Select)
+    count = forms.IntegerField(required=False, initial=1, help_text="How many devices.")
+    all_devices = forms.BooleanField(
+        required=False, label="All matching devices (allocationMode: All)"
+    )
+    selector = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        required=False,
+        label="Device selector",
+        help_text=SELECTOR_HELP,
+    )
+    purpose = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        namespaces = selectors.namespaces_for_claims(user=user)
+        self.fields["namespace_request"].queryset = namespaces
+        self.fields["device_class"].widget.choices = device_class_choices(namespaces)
+
+
+def device_class_choices(namespaces: Any) -> list[tuple[str, str]]:
+    """Device classes of the clusters the user's namespaces live on, with device counts."""
+    clusters = {ns.cluster_id: ns.cluster for ns in namespaces}.values()
+    choices: dict[str, str] = {}
+    for cluster in clusters:
+        for dc in selectors.device_classes(cluster=cluster):
+            label = f"{dc['name']} ({dc['device_count']} devices on {cluster.name})"
+            choices.setdefault(dc["name"], label)
+    return sorted(choices.items())
+
+
+class RejectForm(forms.Form):
+    reason = forms.CharField(
+        required=True,
+        max_length=1000,
+        error_messages={"required": "Say why, so the requester knows what to change."},
+    )

@@ -1,0 +1,22 @@
+from django.urls import path
+
+from claims import views
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("namespaces/new/", views.namespace_request_create, name="namespace-request"),
+    path("claims/new/", views.claim_request_create, name="claim-request"),
+    path("claims/new/preview/", views.claim_request_preview, name="claim-preview"),
+    path("claims/<int:pk>/", views.claim_detail, name="claim"),
+    path("claims/<int:pk>/release/", views.claim_release, name="claim-release"),
+    path("claims/<int:pk>/retry/", views.claim_retry, name="claim-retry"),
+    path("claims/<int:pk>/verify/", views.claim_verify, name="claim-verify"),
+    path("runs/<int:pk>/", views.run_detail, name="run"),
+    path("approvals/", views.approvals, name="approvals"),
+    path("approvals/ns/<int:pk>/approve/", views.namespace_approve, name="namespace-approve"),
+    path("approvals/ns/<int:pk>/reject/", views.namespace_reject, name="namespace-reject"),
+    path("approvals/claims/<int:pk>/approve/", views.claim_approve, name="claim-approve"),
+    path("approvals/claims/<int:pk>/reject/", views.claim_reject, name="claim-reject"),
+    path("clusters/", views.cluster_list, name="clusters"),
+    path("clusters/<int:pk>/", views.cluster_detail, name="cluster"),
+]

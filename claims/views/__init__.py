@@ -1,0 +1,36 @@
+"""The portal's web pages, one module per area."""
+
+from claims.views.approvals import (
+    approvals,
+    claim_approve,
+    claim_reject,
+    namespace_approve,
+    namespace_reject,
+)
+from claims.views.claims import claim_detail, claim_release, claim_retry, claim_verify, run_detail
+from claims.views.clusters import cluster_detail, cluster_list
+from claims.views.requests import (
+    claim_request_create,
+    claim_request_preview,
+    dashboard,
+    namespace_request_create,
+)
+
+__all__ = [
+    "approvals",
+    "claim_approve",
+    "claim_detail",
+    "claim_reject",
+    "claim_release",
+    "claim_request_create",
+    "claim_request_preview",
+    "claim_retry",
+    "claim_verify",
+    "cluster_detail",
+    "cluster_list",
+    "dashboard",
+    "namespace_approve",
+    "namespace_reject",
+    "namespace_request_create",
+    "run_detail",
+]

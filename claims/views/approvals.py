@@ -1,0 +1,132 @@
+"""The approval queue: approvers approve or reject in place (the row is swapped by htmx)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_POST
+
+from claims import selectors, services
+from claims.forms import RejectForm
+from claims.models import ClaimRequest, NamespaceRequest
+
+ROWS = {
+    NamespaceRequest: ("claims/approvals.html#namespace-row", "ns"),
+    ClaimRequest: ("claims/approvals.html#claim-row", "claim"),
+}
+
+
+def _require_approver(request: HttpRequest) -> None:
+    if not selectors.user_is_approver(request.user):
+        raise PermissionDenied("Only approvers see the approval queue.")
+
+
+@login_required
+def approvals(request: HttpRequest) -> HttpResponse:
+    _require_approver(request)
+    context = {"nav": "approvals", **selectors.approval_queue(user=request.user)}
+    return render(request, "claims/approvals.html", context)
+
+
+@login_required
+@require_POST
+def namespace_approve(request: HttpRequest, pk: int) -> HttpResponse:
+    ns = _pending_item(request, NamespaceRequest, pk)
+    return _decide(
+        request,
+        ns,
+        lambda: services.namespace_request_approve(user=request.user, namespace_request=ns),
+    )
+
+
+@login_required
+@require_POST
+def namespace_reject(request: HttpRequest, pk: int) -> HttpResponse:
+    ns = _pending_item(request, NamespaceRequest, pk)
+    return _reject(
+        request,
+        ns,
+        lambda reason: services.namespace_request_reject(
+            user=request.user, namespace_request=ns, reason=reason
+        ),
+    )
+
+
+@login_required
+@require_POST
+def claim_approve(request: HttpRequest, pk: int) -> HttpResponse:
+    claim = _pending_item(request, ClaimRequest, pk)
+    return _decide(
+        request,
+        claim,
+        lambda: services.claim_request_approve(user=request.user, claim_request=claim),
+    )
+
+
+@login_required
+@require_POST
+def claim_reject(request: HttpRequest, pk: int) -> HttpResponse:
+    claim = _pending_item(request, ClaimRequest, pk)
+    return _reject(
+        request,
+        claim,
+        lambda reason: services.claim_request_reject(
+            user=request.user, claim_request=claim, reason=reason
+        ),
+    )
+
+
+def _pending_item(request: HttpRequest, model: type, pk: int) -> Any:
+    _require_approver(request)
+    return get_object_or_404(model, pk=pk)
+
+
+def _reject(request: HttpRequest, item: Any, reject: Callable[[str], Any]) -> HttpResponse:
+    form = RejectForm(request.POST)
+    if not form.is_valid():
+        return _row(request, item, reject_form=form)
+    return _decide(request, item, lambda: reject(form.cleaned_data["reason"]), form)
+
+
+def _decide(
+    request: HttpRequest, item: Any, decide: Callable[[], Any], form: RejectForm | None = None
+) -> HttpResponse:
+    try:
+        decide()
+    except ValidationError as error:
+        item.refresh_from_db()
+        return _row(request, item, reject_form=form, decision_error=" ".join(error.messages))
+    item.refresh_from_db()
+    return _row(request, item)
+
+
+def _row(
+    request: HttpRequest,
+    item: Any,
+    *,
+    reject_form: RejectForm | None = None,
+    decision_error: str = "",
+) -> HttpResponse:
+    """The decided row for htmx; without JavaScript, back to the queue with a message."""
+    if not request.htmx:
+        reason_errors = reject_form.errors.get("reason", []) if reject_form else []
+        problem = decision_error or " ".join(reason_errors)
+        if problem:
+            messages.error(request, f"{item.name}: {problem}")
+        return redirect("approvals")
+    template, name = ROWS[type(item)]
+    context = {name: item, "reject_form": reject_form, "decision_error": decision_error}
+    html = render_to_string(template, context, request=request)
+    if isinstance(item, ClaimRequest):
+        # Approving a claim approves its pending namespace too: update that row as well.
+        html += render_to_string(
+            ROWS[NamespaceRequest][0], {"ns": item.namespace_request, "oob": True}, request=request
+        )
+    return HttpResponse(html)

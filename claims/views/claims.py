@@ -1,0 +1,127 @@
+"""A claim's page (live state, allocation, runs, manifests) and its actions; a run's page."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from claims import selectors, services
+from claims.kube import manifests
+from claims.models import ClaimRequest, VerificationRun
+from claims.views.common import render_live
+
+CS = ClaimRequest.State
+
+
+@login_required
+def claim_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    claim = selectors.claim_request_get(user=request.user, pk=pk)
+    runs = list(claim.runs.all())
+    final = claim.state in ClaimRequest.FINAL_STATES
+    run_going = any(run.state not in VerificationRun.FINAL_STATES for run in runs)
+    context = {
+        "claim": claim,
+        "runs": runs,
+        "events": selectors.events_for(claim),
+        "is_final": final,
+        "can_verify": claim.state in (CS.WAITING, CS.IN_USE) and not run_going,
+        "can_release": not final,
+        "can_retry": claim.state == CS.FAILED,
+    }
+    if not request.htmx:
+        context.update(_manifest_context(claim))
+    return render_live(request, "claims/claim_detail.html", context, final=final)
+
+
+def _manifest_context(claim: ClaimRequest) -> dict[str, Any]:
+    """The manifests as applied (or as they will be), the kubectl command, the Pod snippet."""
+    ns = claim.namespace_request
+    claim_manifest = claim.applied_manifest or _planned_claim_manifest(claim)
+    documents = [
+        manifests.to_yaml(manifests.namespace_manifest(name=ns.name, labels=ns.labels())),
+        manifests.to_yaml(claim_manifest),
+    ]
+    kubectl = (
+        "kubectl apply --server-side --field-manager=gpu-portal -f - <<'EOF'\n"
+        + "---\n".join(documents)
+        + "EOF"
+    )
+    return {
+        "manifest_api_version": claim_manifest["apiVersion"],
+        "kubectl_apply": kubectl,
+        "pod_snippet_yaml": manifests.to_yaml(manifests.pod_spec_snippet(claim.name)),
+    }
+
+
+def _planned_claim_manifest(claim: ClaimRequest) -> dict[str, Any]:
+    return manifests.resource_claim_manifest(
+        api_version=claim.cluster.preferred_resource_version or "v1",
+        namespace=claim.namespace,
+        name=claim.name,
+        device_class=claim.device_class,
+        count=claim.count,
+        all_devices=claim.all_devices,
+        selector=claim.selector,
+        labels=claim.labels(),
+    )
+
+
+@login_required
+@require_POST
+def claim_release(request: HttpRequest, pk: int) -> HttpResponse:
+    return _claim_action(request, pk, services.claim_request_release, "Claim released.")
+
+
+@login_required
+@require_POST
+def claim_retry(request: HttpRequest, pk: int) -> HttpResponse:
+    return _claim_action(request, pk, services.claim_request_retry, "Applying the claim again.")
+
+
+@login_required
+@require_POST
+def claim_verify(request: HttpRequest, pk: int) -> HttpResponse:
+    claim = selectors.claim_request_get(user=request.user, pk=pk)
+    try:
+        run = services.verification_run_start(user=request.user, claim_request=claim)
+    except (ValidationError, PermissionDenied) as error:
+        messages.error(request, " ".join(_messages_of(error)))
+        return redirect("claim", claim.pk)
+    return redirect("run", run.pk)
+
+
+def _claim_action(
+    request: HttpRequest, pk: int, action: Callable[..., Any], done: str
+) -> HttpResponse:
+    claim = selectors.claim_request_get(user=request.user, pk=pk)
+    try:
+        action(user=request.user, claim_request=claim)
+    except (ValidationError, PermissionDenied) as error:
+        messages.error(request, " ".join(_messages_of(error)))
+    else:
+        messages.success(request, done)
+    return redirect("claim", claim.pk)
+
+
+def _messages_of(error: ValidationError | PermissionDenied) -> list[str]:
+    if isinstance(error, ValidationError):
+        return error.messages
+    return [str(error) or "You may not do that."]
+
+
+@login_required
+def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    run = selectors.verification_run_get(user=request.user, pk=pk)
+    logs = {log.container: log for log in run.logs.all()}
+    context = {
+        "run": run,
+        "logs": [logs.get(name) or {"container": name} for name in VerificationRun.CONTAINERS],
+    }
+    return render_live(request, "claims/run_detail.html", context, final=run.is_final)

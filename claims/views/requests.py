@@ -1,0 +1,151 @@
+"""The dashboard and the two request forms (namespace, GPU claim with its live preview)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from claims import selectors, services
+from claims.forms import ClaimRequestForm, NamespaceRequestForm
+from claims.kube import manifests
+from claims.models import ClaimRequest, NamespaceRequest, VerificationRun
+from claims.views.common import already_submitted, remember_submission, render_live
+
+DASHBOARD_ROWS = 50
+
+
+@login_required
+def dashboard(request: HttpRequest) -> HttpResponse:
+    user = request.user
+    namespaces = list(selectors.namespace_request_list(user=user)[:DASHBOARD_ROWS])
+    claims = list(selectors.claim_request_list(user=user)[:DASHBOARD_ROWS])
+    runs = list(selectors.verification_run_list(user=user)[:DASHBOARD_ROWS])
+    all_final = (
+        all(ns.state in NamespaceRequest.FINAL_STATES for ns in namespaces)
+        and all(claim.state in ClaimRequest.FINAL_STATES for claim in claims)
+        and all(run.state in VerificationRun.FINAL_STATES for run in runs)
+    )
+    context = {
+        "nav": "dashboard",
+        "everyone": selectors.user_is_approver(user),
+        "namespaces": namespaces,
+        "claims": claims,
+        "runs": runs,
+        "all_final": all_final,
+    }
+    return render_live(request, "claims/dashboard.html", context, final=all_final)
+
+
+@login_required
+def namespace_request_create(request: HttpRequest) -> HttpResponse:
+    form = NamespaceRequestForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        token = form.cleaned_data["submission_token"]
+        if already_submitted(request, token):
+            messages.info(request, "You already submitted this namespace request.")
+            return redirect("dashboard")
+        try:
+            ns = services.namespace_request_submit(
+                user=request.user,
+                cluster=form.cleaned_data["cluster"],
+                name=form.cleaned_data["name"],
+                purpose=form.cleaned_data["purpose"],
+            )
+        except ValidationError as error:
+            form.add_service_errors(error)
+        else:
+            remember_submission(request, token, ns.pk)
+            messages.success(request, f"Namespace {ns.name} requested; an approver decides next.")
+            return redirect("dashboard")
+    return render(request, "claims/namespace_form.html", {"nav": "namespace", "form": form})
+
+
+@login_required
+def claim_request_create(request: HttpRequest) -> HttpResponse:
+    form = ClaimRequestForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        token = form.cleaned_data["submission_token"]
+        existing = already_submitted(request, token)
+        if existing:
+            messages.info(request, "You already submitted this claim request; here it is.")
+            return redirect("claim", existing)
+        try:
+            claim = _submit_claim(request, form.cleaned_data)
+        except ValidationError as error:
+            form.add_service_errors(error)
+        else:
+            remember_submission(request, token, claim.pk)
+            messages.success(request, f"Claim {claim.name} requested; an approver decides next.")
+            return redirect("claim", claim.pk)
+    context = {"nav": "claim", "form": form, **_preview_context(form)}
+    return render(request, "claims/claim_form.html", context)
+
+
+def _submit_claim(request: HttpRequest, data: dict[str, Any]) -> ClaimRequest:
+    return services.claim_request_submit(
+        user=request.user,
+        namespace_request=data["namespace_request"],
+        name=data["name"],
+        device_class=data["device_class"],
+        count=data["count"],
+        all_devices=data["all_devices"],
+        selector=data["selector"],
+        purpose=data["purpose"],
+    )
+
+
+@login_required
+@require_POST
+def claim_request_preview(request: HttpRequest) -> HttpResponse:
+    form = ClaimRequestForm(request.POST, user=request.user)
+    return render(request, "claims/claim_form.html#preview", _preview_context(form))
+
+
+def _preview_context(form: ClaimRequestForm) -> dict[str, Any]:
+    """The ResourceClaim the form would produce, as far as the input allows."""
+    raw = form.data if form.is_bound else form.initial
+    namespace = _chosen_namespace(form, raw.get("namespace_request"))
+    name = (raw.get("name") or "").strip()
+    device_class = raw.get("device_class") or ""
+    if namespace is None:
+        return {"preview_problem": "Choose a namespace to see the manifest."}
+    if not name or not device_class:
+        return {"preview_problem": "Enter a claim name and choose a device class."}
+    cluster = namespace.cluster
+    manifest = selectors.claim_manifest_preview(
+        cluster=cluster,
+        namespace=namespace.name,
+        name=name,
+        device_class=device_class,
+        count=_as_count(raw.get("count")),
+        all_devices=str(raw.get("all_devices", "")).lower() in ("on", "true", "1"),
+        selector=(raw.get("selector") or "").strip(),
+    )
+    return {
+        "preview_yaml": manifests.to_yaml(manifest),
+        "preview_version": cluster.preferred_resource_version or "v1",
+        "preview_cluster": cluster.name,
+    }
+
+
+def _chosen_namespace(form: ClaimRequestForm, value: Any) -> NamespaceRequest | None:
+    queryset = form.fields["namespace_request"].queryset
+    if value in (None, ""):
+        return queryset.first()
+    try:
+        return queryset.filter(pk=int(value)).first()
+    except (TypeError, ValueError):
+        return None
+
+
+def _as_count(value: Any) -> int:
+    try:
+        return max(int(value), 1)
+    except (TypeError, ValueError):
+        return 1

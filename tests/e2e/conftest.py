@@ -1,0 +1,67 @@
+"""A real Chromium, driven by Playwright, against pytest-django's live server."""
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls the test makes
+# between browser steps are still plain synchronous calls.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def _new_page(browser: Browser) -> Page:
+    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    context.set_default_timeout(10_000)
+    return context.new_page()
+
+
+@pytest.fixture
+def open_page(browser: Browser) -> Iterator:
+    """Opens a fresh browser context per call, so two personas can work side by side."""
+    pages: list[Page] = []
+
+    def open_() -> Page:
+        page = _new_page(browser)
+        pages.append(page)
+        return page
+
+    yield open_
+    for page in pages:
+        page.context.close()
+
+
+def log_in(page: Page, base_url: str, username: str, password: str) -> None:
+    page.goto(f"{base_url}/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base_url}/")
+
+
+def screenshot(page: Page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
