@@ -22,6 +22,8 @@ class Cluster(models.Model):
     inventory = models.JSONField(default=dict, blank=True)
     inventory_synced_at = models.DateTimeField(null=True, blank=True)
     last_synced_at = models.DateTimeField(null=True, blank=True)
+    # Held while one worker syncs this cluster, so overlapping beats do not sync twice.
+    sync_started_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     created = models.DateTimeField(default=timezone.now)
 

@@ -1,45 +1,123 @@
-"""Thin Celery tasks: load by id, talk to the cluster through the gateway, call one service."""
+"""Thin Celery tasks: load the row by id, do one step, retry only transient cluster errors.
+
+A task whose row is gone returns quietly; every task is safe to run twice (the step checks
+the row's state and the cluster side is server-side apply with deterministic names).
+"""
 
 from __future__ import annotations
 
-from celery import shared_task
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from celery import Task, shared_task
+
+from claims import cluster_ops, observations, sync
+from claims.kube.gateway import TransientKubeError
+from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
+
+log = logging.getLogger(__name__)
+
+MAX_RETRIES = 8
+MAX_BACKOFF_SECONDS = 30
 
 
-@shared_task
-def apply_namespace(namespace_request_id: int) -> None:
-    raise NotImplementedError
+def backoff(retries: int) -> int:
+    return min(2**retries, MAX_BACKOFF_SECONDS)
 
 
-@shared_task
-def apply_claim(claim_request_id: int) -> None:
-    raise NotImplementedError
+def _step(task: Task, step: Callable[[], None], give_up: Callable[[str], Any] | None) -> None:
+    try:
+        step()
+    except TransientKubeError as error:
+        if task.request.retries >= MAX_RETRIES:
+            log.warning("%s gave up: %s", task.name, error)
+            if give_up:
+                give_up(f"The cluster did not answer after {MAX_RETRIES} tries: {error.message}")
+            return
+        raise task.retry(exc=error, countdown=backoff(task.request.retries)) from None
 
 
-@shared_task
-def delete_claim(claim_request_id: int) -> None:
-    raise NotImplementedError
+@shared_task(bind=True, max_retries=None)
+def apply_namespace(self: Task, namespace_request_id: int) -> None:
+    ns = NamespaceRequest.objects.select_related("cluster").filter(pk=namespace_request_id).first()
+    if ns is None:
+        return
+    _step(
+        self,
+        lambda: cluster_ops.apply_namespace(ns),
+        lambda message: observations.namespace_failed(namespace_request=ns, message=message),
+    )
 
 
-@shared_task
-def delete_namespace(namespace_request_id: int) -> None:
-    raise NotImplementedError
+def _claim(claim_request_id: int) -> ClaimRequest | None:
+    related = ClaimRequest.objects.select_related("namespace_request__cluster")
+    return related.filter(pk=claim_request_id).first()
 
 
-@shared_task
-def start_verification_run(run_id: int) -> None:
-    raise NotImplementedError
+@shared_task(bind=True, max_retries=None)
+def apply_claim(self: Task, claim_request_id: int) -> None:
+    claim = _claim(claim_request_id)
+    if claim is None:
+        return
+    _step(
+        self,
+        lambda: cluster_ops.apply_claim(claim),
+        lambda message: observations.claim_failed(claim_request=claim, message=message),
+    )
+
+
+@shared_task(bind=True, max_retries=None)
+def delete_claim(self: Task, claim_request_id: int) -> None:
+    claim = _claim(claim_request_id)
+    if claim is not None:
+        # Giving up leaves the row for the reconciler to try again later.
+        _step(self, lambda: cluster_ops.delete_claim(claim), None)
+
+
+@shared_task(bind=True, max_retries=None)
+def delete_namespace(self: Task, namespace_request_id: int) -> None:
+    ns = NamespaceRequest.objects.select_related("cluster").filter(pk=namespace_request_id).first()
+    if ns is not None:
+        _step(self, lambda: cluster_ops.delete_namespace(ns), None)
+
+
+@shared_task(bind=True, max_retries=None)
+def start_verification_run(self: Task, run_id: int) -> None:
+    related = VerificationRun.objects.select_related("claim__namespace_request__cluster")
+    run = related.filter(pk=run_id).first()
+    if run is None:
+        return
+    _step(
+        self,
+        lambda: cluster_ops.start_run(run),
+        lambda message: observations.run_failed(run=run, message=message),
+    )
 
 
 @shared_task
 def sync_all_clusters() -> None:
-    raise NotImplementedError
+    for cluster in Cluster.objects.all():
+        sync.sync_cluster(cluster)
 
 
 @shared_task
 def sync_cluster(cluster_id: int) -> None:
-    raise NotImplementedError
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is not None:
+        sync.sync_cluster(cluster)
 
 
 @shared_task
-def reconcile() -> None:
-    raise NotImplementedError
+def refresh_inventory(cluster_id: int) -> None:
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is not None:
+        try:
+            sync.refresh_inventory(cluster)
+        except TransientKubeError as error:
+            Cluster.objects.filter(pk=cluster.pk).update(last_error=error.message)
+
+
+@shared_task
+def reconcile(stale_seconds: float | None = None) -> int:
+    return sync.reconcile(stale_seconds=stale_seconds)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db import models, transaction
 from django.utils import timezone
 
@@ -76,5 +77,8 @@ def _record(obj: Stateful, actor: Any, from_state: str, to_state: str, message: 
 def enqueue(task_name: str, *args: Any, countdown: float | None = None) -> None:
     """Send a task once the surrounding transaction commits (by name: no import of tasks)."""
     transaction.on_commit(
-        lambda: app.send_task(task_name, args=args, countdown=countdown), robust=True
+        lambda: app.send_task(
+            task_name, args=args, countdown=countdown, queue=settings.CELERY_TASK_DEFAULT_QUEUE
+        ),
+        robust=True,
     )

@@ -1,0 +1,81 @@
+"""The cluster's device classes and devices as the portal keeps them (Cluster.inventory).
+
+Device counts per class come from evaluating each class's CEL selectors against the devices,
+as the scheduler does, so "count more than the cluster has" is checked against real numbers.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+from typing import Any
+
+import celpy
+
+from claims.kube.parsing import DeviceClassInfo, DeviceInfo
+
+log = logging.getLogger(__name__)
+
+
+def device_for_cel(device: dict[str, Any]) -> dict[str, Any]:
+    """The `device` variable of a DRA CEL expression: attributes grouped by domain."""
+    driver = device["driver"]
+    attributes: dict[str, dict[str, Any]] = {}
+    for key, value in device.get("attributes", {}).items():
+        domain, _, name = key.rpartition("/")
+        attributes.setdefault(domain or driver, {})[name] = value
+    capacity: dict[str, dict[str, Any]] = {}
+    for key, value in device.get("capacity", {}).items():
+        domain, _, name = key.rpartition("/")
+        capacity.setdefault(domain or driver, {})[name] = value
+    return {"driver": driver, "attributes": attributes, "capacity": capacity}
+
+
+def matches(expressions: list[str], device: dict[str, Any]) -> bool:
+    """True when every expression holds for the device; an evaluation error is a no."""
+    env = celpy.Environment()
+    activation = {"device": celpy.json_to_cel(device_for_cel(device))}
+    for expression in expressions:
+        try:
+            if not env.program(env.compile(expression)).evaluate(activation):
+                return False
+        except Exception as error:  # CEL errors mean "does not match", as in the scheduler
+            log.debug("CEL %r on %s: %s", expression, device.get("name"), error)
+            return False
+    return True
+
+
+def device_counts(classes: list[dict[str, Any]], devices: list[dict[str, Any]]) -> dict[str, int]:
+    return {
+        dc["name"]: sum(1 for device in devices if matches(dc["selectors"], device))
+        for dc in classes
+    }
+
+
+def build_inventory(classes: list[DeviceClassInfo], devices: list[DeviceInfo]) -> dict[str, Any]:
+    class_rows = [asdict(dc) for dc in classes]
+    device_rows = [asdict(device) for device in devices]
+    return {
+        "device_classes": class_rows,
+        "devices": device_rows,
+        "device_counts": device_counts(class_rows, device_rows),
+    }
+
+
+def describe_devices(
+    inventory: dict[str, Any], allocated: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Allocated devices with their attributes and capacity from the ResourceSlices."""
+    known = {(d["driver"], d["pool"], d["name"]): d for d in inventory.get("devices", [])}
+    described = []
+    for device in allocated:
+        info = known.get((device["driver"], device["pool"], device["device"]), {})
+        described.append(
+            {
+                **device,
+                "node": info.get("node"),
+                "attributes": info.get("attributes", {}),
+                "capacity": info.get("capacity", {}),
+            }
+        )
+    return described

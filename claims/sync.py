@@ -1,0 +1,234 @@
+"""Bring the database up to date with the cluster, and finish work whose message was lost.
+
+The sync costs a fixed number of API calls per cluster and cycle, whatever the number of
+claims: one list of claims and one list of Pods by label, plus logs only for Pods that are
+running or just finished (and discovery + inventory now and then).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from claims import inventory, observations
+from claims.cluster_ops import gateway_for
+from claims.kube.gateway import ClaimState, ClusterGateway, KubeError, PodState
+from claims.models import ClaimRequest, Cluster, NamespaceRequest, RunLog, VerificationRun
+from claims.transitions import enqueue
+
+log = logging.getLogger(__name__)
+
+MANAGED = "app.kubernetes.io/managed-by=gpu-portal"
+# A Pod or claim missing from a list is only "gone" once it had time to appear.
+GONE_GRACE = timedelta(seconds=15)
+# A sync that crashed without letting go frees the cluster after this long.
+SYNC_LEASE = timedelta(seconds=30)
+NS = NamespaceRequest.State
+CS = ClaimRequest.State
+RS = VerificationRun.State
+FOLLOWED_CLAIMS = (CS.WAITING, CS.IN_USE)
+FOLLOWED_RUNS = (RS.CREATING, RS.PENDING, RS.RUNNING)
+
+
+def sync_cluster(cluster: Cluster) -> bool:
+    """One sync cycle; False when another worker is already syncing this cluster."""
+    started = timezone.now()
+    free = Q(sync_started_at__isnull=True) | Q(sync_started_at__lt=started - SYNC_LEASE)
+    if not Cluster.objects.filter(free, pk=cluster.pk).update(sync_started_at=started):
+        return False
+    try:
+        _sync_cycle(cluster)
+    finally:
+        Cluster.objects.filter(pk=cluster.pk, sync_started_at=started).update(sync_started_at=None)
+    return True
+
+
+def _sync_cycle(cluster: Cluster) -> None:
+    gateway = gateway_for(cluster)
+    try:
+        if _inventory_is_stale(cluster):
+            refresh_inventory(cluster, gateway)
+        allocations = _sync_claims(cluster, gateway)
+        _sync_runs(cluster, gateway, allocations)
+    except KubeError as error:
+        log.warning("sync of %s: %s", cluster, error)
+        Cluster.objects.filter(pk=cluster.pk).update(last_error=error.message)
+        return
+    Cluster.objects.filter(pk=cluster.pk).update(last_synced_at=timezone.now(), last_error="")
+
+
+def _inventory_is_stale(cluster: Cluster) -> bool:
+    if not cluster.inventory_synced_at or not cluster.inventory.get("device_classes"):
+        return True
+    age = timezone.now() - cluster.inventory_synced_at
+    return age > timedelta(seconds=settings.INVENTORY_REFRESH_SECONDS)
+
+
+def refresh_inventory(cluster: Cluster, gateway: ClusterGateway | None = None) -> None:
+    """Discovery (versions) plus device classes and devices from the ResourceSlices."""
+    gateway = gateway or gateway_for(cluster)
+    info = gateway.discover()
+    cluster.server_version = info.server_version
+    cluster.resource_versions = info.resource_versions
+    cluster.preferred_resource_version = info.preferred_resource_version or ""
+    if cluster.preferred_resource_version:
+        classes, devices = gateway.list_device_classes(), gateway.list_devices()
+        cluster.inventory = inventory.build_inventory(classes, devices)
+    else:
+        cluster.inventory = {}
+    cluster.inventory_synced_at = timezone.now()
+    cluster.save(
+        update_fields=[
+            "server_version",
+            "resource_versions",
+            "preferred_resource_version",
+            "inventory",
+            "inventory_synced_at",
+        ]
+    )
+
+
+def _sync_claims(cluster: Cluster, gateway: ClusterGateway) -> dict[int, dict | None]:
+    """Follow allocation of every applied claim; returns claim id → current allocation."""
+    claims = list(
+        ClaimRequest.objects.filter(
+            namespace_request__cluster=cluster, state__in=FOLLOWED_CLAIMS
+        ).select_related("namespace_request")
+    )
+    if not claims:
+        return {}
+    listed_at = timezone.now()
+    observed = {(c.namespace, c.name): c for c in gateway.list_claims(MANAGED)}
+    allocations: dict[int, dict | None] = {}
+    for claim in claims:
+        state = observed.get((claim.namespace, claim.name))
+        if state is None:
+            _claim_missing(claim, listed_at)
+            continue
+        allocation = _allocation(cluster, state)
+        allocations[claim.pk] = allocation
+        observations.claim_allocation_seen(claim_request=claim, allocation=allocation)
+    return allocations
+
+
+def _claim_missing(claim: ClaimRequest, listed_at: Any) -> None:
+    if claim.applied_at and claim.applied_at < listed_at - GONE_GRACE:
+        message = "The ResourceClaim is no longer in the cluster (deleted outside the portal)."
+        observations.claim_failed(claim_request=claim, message=message)
+
+
+def _allocation(cluster: Cluster, state: ClaimState) -> dict[str, Any] | None:
+    if not state.allocated:
+        return None
+    devices = [asdict(device) for device in state.devices]
+    return {
+        "node": state.node or "",
+        "devices": inventory.describe_devices(cluster.inventory, devices),
+        "reserved_for": list(state.reserved_for),
+    }
+
+
+def _sync_runs(
+    cluster: Cluster, gateway: ClusterGateway, allocations: dict[int, dict | None]
+) -> None:
+    runs = list(
+        VerificationRun.objects.filter(
+            claim__namespace_request__cluster=cluster, state__in=FOLLOWED_RUNS
+        ).select_related("claim__namespace_request")
+    )
+    if not runs:
+        return
+    listed_at = timezone.now()
+    pods = {(p.namespace, p.name): p for p in gateway.list_pods(MANAGED)}
+    for run in runs:
+        pod = pods.get((run.claim.namespace, run.pod_name))
+        if pod is None:
+            _pod_missing(run, listed_at)
+            continue
+        allocation = allocations.get(run.claim_id) or run.claim.allocation
+        _follow_pod(run, pod, gateway, allocation)
+
+
+def _pod_missing(run: VerificationRun, listed_at: Any) -> None:
+    if run.state != RS.CREATING and run.updated < listed_at - GONE_GRACE:
+        observations.run_failed(run=run, message="The Pod is no longer in the cluster.")
+
+
+def _follow_pod(
+    run: VerificationRun, pod: PodState, gateway: ClusterGateway, allocation: dict | None
+) -> None:
+    devices = (allocation or {}).get("devices") if pod.node else None
+    message = pod.message or pod.reason
+    observations.run_pod_observed(
+        run=run,
+        phase=pod.phase,
+        node=pod.node,
+        message=message,
+        devices=devices,
+        started_at=pod.started_at,
+    )
+    if pod.phase in ("Running", "Succeeded", "Failed"):
+        _fetch_logs(run, pod, gateway)
+    if pod.phase in ("Succeeded", "Failed"):
+        observations.run_finished(run=run, phase=pod.phase, message=_failure_message(pod))
+
+
+def _fetch_logs(run: VerificationRun, pod: PodState, gateway: ClusterGateway) -> None:
+    """Only what came after the last line kept, for containers that have started."""
+    started = {c.name for c in pod.containers if c.state in ("running", "terminated")}
+    kept = {log.container: log.last_timestamp for log in RunLog.objects.filter(run=run)}
+    for container in VerificationRun.CONTAINERS:
+        if container not in started:
+            continue
+        lines = gateway.read_log(
+            pod.namespace,
+            pod.name,
+            container,
+            since=kept.get(container),
+            limit_bytes=settings.RUN_LOG_MAX_BYTES,
+        )
+        pairs = [(line.timestamp, line.text) for line in lines]
+        observations.run_logs_appended(run=run, container=container, lines=pairs)
+
+
+def _failure_message(pod: PodState) -> str:
+    failed = [c for c in pod.containers if c.exit_code not in (None, 0)]
+    if failed:
+        parts = [f"{c.name} exited with {c.exit_code} ({c.reason or 'Error'})" for c in failed]
+        return "; ".join(parts) + "."
+    return pod.message or pod.reason
+
+
+def reconcile(*, stale_seconds: float | None = None) -> int:
+    """Re-enqueue approved work that sat still too long (its message was lost); count sent."""
+    if stale_seconds is None:
+        stale_seconds = settings.RECONCILE_STALE_SECONDS
+    before = timezone.now() - timedelta(seconds=stale_seconds)
+    work = [
+        ("claims.tasks.apply_namespace", NamespaceRequest.objects.filter(state=NS.APPROVED)),
+        ("claims.tasks.delete_namespace", NamespaceRequest.objects.filter(state=NS.DELETING)),
+        (
+            "claims.tasks.apply_claim",
+            ClaimRequest.objects.filter(state__in=(CS.APPROVED, CS.APPLYING)),
+        ),
+        (
+            "claims.tasks.delete_claim",
+            ClaimRequest.objects.filter(state=CS.RELEASED, cleaned_up_at__isnull=True),
+        ),
+        (
+            "claims.tasks.start_verification_run",
+            VerificationRun.objects.filter(state__in=(RS.QUEUED, RS.CREATING)),
+        ),
+    ]
+    sent = 0
+    for task_name, queryset in work:
+        for pk in queryset.filter(updated__lt=before).values_list("pk", flat=True):
+            enqueue(task_name, pk)
+            sent += 1
+    return sent
