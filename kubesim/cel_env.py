@@ -10,6 +10,7 @@ from celpy import celtypes
 
 _ENV = celpy.Environment()
 _BIND = re.compile(r"\bcel\.bind\(")
+_CLOSERS = {"(": ")", "[": "]", "{": "}"}
 
 
 class CelError(Exception):
@@ -28,11 +29,13 @@ def compile_error(expression: str) -> str | None:
 @functools.cache
 def _compiled(expression: str) -> Any:
     try:
-        return _ENV.program(_ENV.compile(expression), functions=_FUNCTIONS)
+        return _ENV.program(_ENV.compile(expand_bind(expression)), functions=_FUNCTIONS)
     except celpy.CELParseError as error:
-        line, column = getattr(error, "line", 1) or 1, getattr(error, "column", 1) or 1
-        reason = str(error.args[0]).splitlines()[0] if error.args else "syntax error"
-        raise CelError(f"ERROR: <input>:{line}:{column}: Syntax error: {reason}") from None
+        line, column = error.line or 1, error.column or 1
+        source = expression.splitlines()[line - 1] if expression.strip() else ""
+        pointer = "." * (column - 1) + "^"
+        detail = f"ERROR: <input>:{line}:{column}: Syntax error: unexpected input"
+        raise CelError(f"{detail}\n | {source}\n | {pointer}") from None
 
 
 QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
@@ -159,3 +162,98 @@ _FUNCTIONS = {
     "minor": _minor,
     "patch": _patch,
 }
+
+
+def _split_arguments(text: str, start: int) -> tuple[list[str], int]:
+    """The top-level comma-separated arguments from text[start] up to the closing paren."""
+    arguments, depth, quote, current = [], 0, "", start
+    for index in range(start, len(text)):
+        char = text[index]
+        if quote:
+            quote = "" if char == quote and text[index - 1] != "\\" else quote
+        elif char in "'\"":
+            quote = char
+        elif char in _CLOSERS:
+            depth += 1
+        elif char in _CLOSERS.values():
+            if depth == 0:
+                return [*arguments, text[current:index]], index
+            depth -= 1
+        elif char == "," and depth == 0:
+            arguments.append(text[current:index])
+            current = index + 1
+    raise CelError("ERROR: <input>: Syntax error: unterminated cel.bind(")
+
+
+def expand_bind(expression: str) -> str:
+    """cel.bind(name, init, body) rewritten as body with name replaced by (init).
+
+    cel-python has no cel.bind macro; textual expansion keeps its meaning for the
+    selectors DRA users write (the bound name is a plain identifier).
+    """
+    match = _BIND.search(expression)
+    if not match:
+        return expression
+    arguments, end = _split_arguments(expression, match.end())
+    if len(arguments) != 3:
+        raise CelError("ERROR: <input>: Syntax error: cel.bind() takes three arguments")
+    name, init, body = (argument.strip() for argument in arguments)
+    pattern = re.compile(rf"(?<![\w.'\"]){re.escape(name)}\b")
+    expanded = pattern.sub(lambda _: f"({expand_bind(init)})", expand_bind(body))
+    return expand_bind(expression[: match.start()] + f"({expanded})" + expression[end + 1 :])
+
+
+class _Domains(celtypes.MapType):
+    """device.attributes / device.capacity: an unknown domain is an empty map."""
+
+    def __getitem__(self, key: Any) -> Any:
+        if key not in self:
+            return celtypes.MapType({})
+        return super().__getitem__(key)
+
+
+def _attribute_value(value: dict) -> Any:
+    if "bool" in value:
+        return celtypes.BoolType(value["bool"])
+    if "int" in value:
+        return celtypes.IntType(value["int"])
+    if "version" in value:
+        return Semver(value["version"])
+    return celtypes.StringType(value.get("string", ""))
+
+
+def _by_domain(entries: dict, driver: str, convert: Any) -> _Domains:
+    domains: dict[str, dict] = {}
+    for qualified, value in (entries or {}).items():
+        domain, _, name = qualified.rpartition("/")
+        domains.setdefault(domain or driver, {})[celtypes.StringType(name)] = convert(value)
+    return _Domains(
+        {celtypes.StringType(d): celtypes.MapType(names) for d, names in domains.items()}
+    )
+
+
+def device_activation(driver: str, device: dict) -> dict:
+    """The `device` variable of a selector for one ResourceSlice device (v1 shape)."""
+    attributes = _by_domain(device.get("attributes"), driver, _attribute_value)
+    capacity = _by_domain(device.get("capacity"), driver, lambda c: Quantity(str(c["value"])))
+    return {
+        "device": celtypes.MapType(
+            {
+                celtypes.StringType("driver"): celtypes.StringType(driver),
+                celtypes.StringType("attributes"): attributes,
+                celtypes.StringType("capacity"): capacity,
+                celtypes.StringType("allowMultipleAllocations"): celtypes.BoolType(
+                    bool(device.get("allowMultipleAllocations"))
+                ),
+            }
+        )
+    }
+
+
+def matches(expression: str, activation: dict) -> bool:
+    """True if the selector holds for the device; an evaluation error means no match."""
+    try:
+        result = _compiled(expression).evaluate(activation)
+    except (CelError, celpy.CELEvalError, TypeError, ValueError, KeyError):
+        return False
+    return result is True or (isinstance(result, celtypes.BoolType) and bool(result))

@@ -1,0 +1,264 @@
+"""kube-scheduler's DRA part and the resourceclaim controller, as one thread over the Store.
+
+Store events are queued by the subscriber callback (the writer never waits) and handled in
+the scheduler's own thread: pods waiting for a node are tried, claims are allocated and
+reserved, pods bound; finished or deleted pods leave `reservedFor`, and a claim without
+consumers is deallocated.
+"""
+
+import logging
+import queue
+import threading
+from typing import Any
+
+from kubesim.allocator import ClassMissing, DeviceId, allocate, candidates
+from kubesim.errors import ApiError
+from kubesim.kinds import kind_for
+from kubesim.reservations import (
+    ClaimNotReady,
+    bind,
+    claims_for_pod,
+    delete_generated_claims,
+    mark_unschedulable,
+    pod_claims,
+    release_claim,
+    reserve,
+    unreserve,
+)
+
+log = logging.getLogger(__name__)
+
+PODS, CLAIMS = kind_for("", "pods"), kind_for("resource.k8s.io", "resourceclaims")
+SLICES, CLASSES = (
+    kind_for("resource.k8s.io", "resourceslices"),
+    kind_for("resource.k8s.io", "deviceclasses"),
+)
+NODES = kind_for("", "nodes")
+CANNOT_ALLOCATE = "cannot allocate all claims"
+NOT_ON_NODE = "resourceclaim not available on the node"
+TERMINAL = ("Succeeded", "Failed")
+
+
+class Unschedulable(Exception):
+    """The pod fits no node now; str() is the reason the scheduler reports."""
+
+
+def fit_error(node_count: int, reasons: dict[str, int] | None = None, prefilter: str = "") -> str:
+    """The FailedScheduling message, built as the real scheduler's FitError.Error()."""
+    message = f"0/{node_count} nodes are available:"
+    if prefilter:
+        message += f" {prefilter}."
+    else:
+        histogram = sorted(f"{count} {reason}" for reason, count in (reasons or {}).items())
+        message += " " + ", ".join(histogram) + "."
+    preemption = (
+        f"0/{node_count} nodes are available: {node_count} Preemption is not helpful for scheduling"
+    )
+    return f"{message} still not schedulable, preemption: {preemption}."
+
+
+def _key(obj: dict) -> tuple[str, str]:
+    metadata = obj.get("metadata") or {}
+    return metadata.get("namespace") or "", metadata.get("name") or ""
+
+
+def _allocated_devices(claim: dict) -> set[DeviceId]:
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    results = (allocation.get("devices") or {}).get("results") or []
+    return {(r["driver"], r["pool"], r["device"]) for r in results}
+
+
+def allocated_node(claim: dict) -> str | None:
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    for term in (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or []:
+        for field in term.get("matchFields") or []:
+            if field.get("key") == "metadata.name" and field.get("values"):
+                return field["values"][0]
+    return None
+
+
+class Scheduler:
+    def __init__(
+        self, store: Any, topology: Any = None, *, allocation_timestamp: bool = True
+    ) -> None:
+        self.store = store
+        self.topology = topology
+        self.allocation_timestamp = allocation_timestamp
+        self._events: queue.SimpleQueue = queue.SimpleQueue()
+        self._in_use: dict[tuple[str, str], set[DeviceId]] = {}
+        self._waiting: set[tuple[str, str]] = set()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kubesim-scheduler", daemon=True)
+        store.subscribe(self._on_event)
+
+    def start(self) -> "Scheduler":
+        self._events.put(("RESYNC", "", {}))
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._events.put(None)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _on_event(self, event: str, ref: Any, obj: dict) -> None:
+        if ref.plural in ("pods", "resourceclaims", "resourceslices", "deviceclasses"):
+            self._events.put((event, ref.plural, obj))
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                batch = [self._events.get(timeout=2.0)]
+            except queue.Empty:
+                batch = [("RESYNC", "", {})]  # a periodic retry, like the scheduler's backoff queue
+            while not self._events.empty():
+                batch.append(self._events.get())
+            try:
+                self._handle_batch([item for item in batch if item is not None])
+            except Exception:
+                log.exception("scheduler pass failed; retrying on the next event")
+
+    def _handle_batch(self, batch: list[tuple[str, str, dict]]) -> None:
+        retry = False
+        for event, plural, obj in batch:
+            retry |= self._handle(event, plural, obj)
+        if retry:
+            self._waiting |= self._unscheduled_pods()
+        for key in sorted(self._waiting):
+            self._try_schedule(key)
+
+    def _handle(self, event: str, plural: str, obj: dict) -> bool:
+        """Record one event; True if waiting pods deserve another try."""
+        if event == "RESYNC":
+            self._resync()
+            return True
+        if plural == "pods":
+            return self._pod_changed(event, obj)
+        if plural == "resourceclaims":
+            self._claim_changed(event, obj)
+        return True
+
+    def _resync(self) -> None:
+        claims, _ = self.store.list(CLAIMS)
+        self._in_use = {_key(claim): _allocated_devices(claim) for claim in claims}
+        for claim in claims:
+            release_claim(self.store, claim, self._live_pod_uids())
+        pods, _ = self.store.list(PODS)
+        for pod in pods:
+            if (pod.get("status") or {}).get("phase") in TERMINAL:
+                self._release(pod)
+
+    def _live_pod_uids(self) -> set[str]:
+        pods, _ = self.store.list(PODS)
+        return {
+            p["metadata"]["uid"]
+            for p in pods
+            if (p.get("status") or {}).get("phase") not in TERMINAL
+        }
+
+    def _pod_changed(self, event: str, pod: dict) -> bool:
+        key = _key(pod)
+        phase = (pod.get("status") or {}).get("phase")
+        if event == "DELETED" or phase in TERMINAL:
+            self._waiting.discard(key)
+            return self._release(pod)
+        if not (pod.get("spec") or {}).get("nodeName"):
+            self._waiting.add(key)
+        return False
+
+    def _claim_changed(self, event: str, claim: dict) -> None:
+        if event == "DELETED":
+            self._in_use.pop(_key(claim), None)
+            return
+        self._in_use[_key(claim)] = _allocated_devices(claim)
+        if claim["metadata"].get("deletionTimestamp"):
+            release_claim(self.store, claim, self._live_pod_uids())
+
+    def _release(self, pod: dict) -> bool:
+        """Take a finished or deleted pod out of its claims; True if devices were freed."""
+        freed = False
+        for claim in pod_claims(self.store, pod):
+            released = unreserve(self.store, claim, pod)
+            if released is not None and not _allocated_devices(released):
+                self._in_use[_key(released)] = set()
+                freed = True
+        delete_generated_claims(self.store, pod)
+        return freed
+
+    def _unscheduled_pods(self) -> set[tuple[str, str]]:
+        pods, _ = self.store.list(PODS)
+        return {
+            _key(pod)
+            for pod in pods
+            if not (pod.get("spec") or {}).get("nodeName")
+            and (pod.get("status") or {}).get("phase") not in TERMINAL
+            and not pod["metadata"].get("deletionTimestamp")
+        }
+
+    def _try_schedule(self, key: tuple[str, str]) -> None:
+        try:
+            pod = self.store.get(PODS, key[0], key[1])
+        except ApiError:
+            self._waiting.discard(key)
+            return
+        if (pod.get("spec") or {}).get("nodeName") or pod["metadata"].get("deletionTimestamp"):
+            self._waiting.discard(key)
+            return
+        try:
+            claims = claims_for_pod(self.store, pod)
+        except ClaimNotReady:
+            return  # PreEnqueue: the pod is not tried until its claims exist
+        try:
+            node, allocations = self._choose_node(claims)
+        except Unschedulable as reason:
+            mark_unschedulable(self.store, pod, str(reason))
+            return
+        except ApiError as error:
+            log.info("retrying %s/%s later: %s", *key, error)
+            return
+        self._commit(pod, node, claims, allocations)
+
+    def _choose_node(self, claims: list[dict]) -> tuple[str, dict[tuple[str, str], list[dict]]]:
+        nodes = [node["metadata"]["name"] for node in self.store.list(NODES)[0]]
+        slices, _ = self.store.list(SLICES)
+        classes = {c["metadata"]["name"]: c for c in self.store.list(CLASSES)[0]}
+        reasons: dict[str, int] = {}
+        for node in nodes:
+            try:
+                return node, self._fit_on_node(node, claims, slices, classes)
+            except Unschedulable as reason:
+                reasons[str(reason)] = reasons.get(str(reason), 0) + 1
+            except ClassMissing as missing:
+                raise Unschedulable(fit_error(len(nodes), prefilter=str(missing))) from None
+        raise Unschedulable(fit_error(len(nodes), reasons))
+
+    def _fit_on_node(
+        self, node: str, claims: list[dict], slices: list[dict], classes: dict
+    ) -> dict:
+        in_use = set().union(*self._in_use.values()) if self._in_use else set()
+        devices = candidates(slices, node)
+        allocations: dict[tuple[str, str], list[dict]] = {}
+        for claim in claims:
+            if (claim.get("status") or {}).get("allocation"):
+                if allocated_node(claim) not in (None, node):
+                    raise Unschedulable(NOT_ON_NODE)
+                continue
+            results = allocate(claim, classes, devices, in_use)
+            if results is None:
+                raise Unschedulable(CANNOT_ALLOCATE)
+            in_use |= {(r["driver"], r["pool"], r["device"]) for r in results}
+            allocations[_key(claim)] = results
+        return allocations
+
+    def _commit(self, pod: dict, node: str, claims: list[dict], allocations: dict) -> None:
+        try:
+            for claim in claims:
+                results = allocations.get(_key(claim))
+                stored = reserve(self.store, claim, pod, node, results, self.allocation_timestamp)
+                self._in_use[_key(stored)] = _allocated_devices(stored)
+            bind(self.store, pod, node)
+        except ApiError as error:
+            log.info("binding %s/%s failed, retrying: %s", *_key(pod), error)
+            return
+        self._waiting.discard(_key(pod))
