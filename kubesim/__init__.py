@@ -1,0 +1,236 @@
+"""kubesim: a small Kubernetes API server simulating a cluster with DRA GPUs.
+
+`kubesim.start(...)` runs one in this process and returns a `Handle`; `python -m kubesim
+serve` runs one from the command line (docs/kubesim.md).
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import json as jsonlib
+import logging
+import os
+import secrets
+import ssl
+import tempfile
+import threading
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from kubesim import certs
+from kubesim.faults import Faults, parse_fault
+from kubesim.namespaces import NamespaceFinalizer
+from kubesim.routes import Api
+from kubesim.server import ApiServer, serve_in_thread
+from kubesim.store import Store
+
+__all__ = ["Handle", "start"]
+log = logging.getLogger("kubesim")
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+@dataclass
+class Handle:
+    url: str
+    kubeconfig: str
+    token: str
+    ca_pem: bytes
+    api: Api
+    _server: ApiServer
+    _stoppables: list[Any] = field(default_factory=list)
+    _temporary_kubeconfig: bool = False
+    _stopped: bool = False
+
+    def admin(self, method: str, path: str, json: Any = None) -> dict[str, Any]:
+        """Call the admin API (/_kubesim/...) with the token."""
+        data = jsonlib.dumps(json).encode() if json is not None else None
+        request = urllib.request.Request(self.url + path, data=data, method=method.upper())
+        request.add_header("Authorization", f"Bearer {self.token}")
+        request.add_header("Content-Type", "application/json")
+        context = ssl.create_default_context(cadata=self.ca_pem.decode())
+        with urllib.request.urlopen(request, context=context, timeout=30) as response:
+            return jsonlib.loads(response.read() or b"{}")
+
+    @property
+    def store(self) -> Store:
+        return self.api.store
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        self.api.stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+        for component in reversed(self._stoppables):
+            component.stop()
+        self.api.store.close()
+        if self._temporary_kubeconfig and os.path.exists(self.kubeconfig):
+            os.unlink(self.kubeconfig)
+
+    def __enter__(self) -> Handle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _optional(module: str) -> Any:
+    """A module of the DRA half, or None while it is not there yet."""
+    try:
+        return importlib.import_module(f"kubesim.{module}")
+    except ImportError as exc:
+        if exc.name != f"kubesim.{module}":
+            raise
+        log.warning("kubesim.%s is not available; running without it", module)
+        return None
+
+
+def _bootstrap(store: Store, kinds: dict, topology_module: Any, topology: Any) -> None:
+    namespaces = kinds[("", "namespaces")]
+    for name in DEFAULT_NAMESPACES:
+        if not store.list(namespaces, field_selector=lambda o, n=name: o["metadata"]["name"] == n)[
+            0
+        ]:
+            obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+            namespaces.apply_defaults(obj)
+            store.create(namespaces, obj)
+    if topology is None or store.has_objects("", "nodes"):
+        return
+    if hasattr(topology_module, "seed"):
+        topology_module.seed(store, topology)
+    else:
+        for kind, obj in topology.bootstrap_objects():
+            store.create(kind, obj)
+
+
+def _controllers(store: Store, topology: Any, speed: float) -> tuple[list[Any], Any]:
+    started: list[Any] = []
+    kubelet = None
+    scheduler_module, kubelet_module = _optional("scheduler"), _optional("kubelet")
+    if scheduler_module and topology is not None:
+        scheduler = scheduler_module.Scheduler(store, topology)
+        scheduler.start()
+        started.append(scheduler)
+    if kubelet_module and topology is not None:
+        kubelet = kubelet_module.Kubelet(store, topology, speed)
+        kubelet.start()
+        started.append(kubelet)
+    return started, kubelet
+
+
+class _StateSaver:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kubesim-state", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            self.store.save()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+
+
+def kubeconfig_text(url: str, ca_pem: bytes, token: str) -> str:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "kubesim",
+                "cluster": {
+                    "server": url,
+                    "certificate-authority-data": base64.b64encode(ca_pem).decode(),
+                },
+            }
+        ],
+        "users": [{"name": "kubesim", "user": {"token": token}}],
+        "contexts": [
+            {
+                "name": "kubesim",
+                "context": {"cluster": "kubesim", "user": "kubesim", "namespace": "default"},
+            }
+        ],
+        "current-context": "kubesim",
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def write_kubeconfig(path: str, text: str) -> None:
+    """Write atomically, so a reader never sees half a kubeconfig."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".kubeconfig-")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def _initial_faults(latency_ms: float, error_rate: float, error_codes: tuple[int, ...]) -> Faults:
+    faults = Faults()
+    if latency_ms or error_rate:
+        spec = {
+            "path": r"^/api",
+            "latency_ms": latency_ms,
+            "error_rate": error_rate,
+            "error_codes": list(error_codes),
+        }
+        faults.add(parse_fault(spec))
+    return faults
+
+
+def start(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    kubeconfig: str | None = None,
+    topology: str | None = None,
+    speed: float = 1.0,
+    served_versions: tuple[str, ...] = ("v1", "v1beta2", "v1beta1"),
+    k8s_version: str = "1.34.1",
+    state: str | None = None,
+    token: str | None = None,
+    latency_ms: float = 0,
+    error_rate: float = 0.0,
+    error_codes: tuple[int, ...] = (500,),
+) -> Handle:
+    """Start a kubesim API server in background threads; the kubeconfig is written last."""
+    from kubesim.kinds import KINDS
+
+    token = token or secrets.token_urlsafe(24)
+    store = Store(state_path=state)
+    topology_module = _optional("topology")
+    cluster_topology = topology_module.load(topology) if topology_module else None
+    _bootstrap(store, KINDS, topology_module, cluster_topology)
+    faults = _initial_faults(latency_ms, error_rate, error_codes)
+    api = Api(
+        store=store,
+        kinds=KINDS,
+        served_versions=tuple(served_versions),
+        k8s_version=k8s_version,
+        faults=faults,
+    )
+    bundle = certs.generate((host,))
+    server = ApiServer((host, port), api, token, bundle)
+    bound_host, bound_port = server.server_address[:2]
+    api.server_address = f"{bound_host}:{bound_port}"
+    url = f"https://{bound_host}:{bound_port}"
+    controllers, api.kubelet = _controllers(store, cluster_topology, speed)
+    finalizer = NamespaceFinalizer(store, KINDS)
+    finalizer.start()
+    stoppables = [*controllers, finalizer, *([_StateSaver(store)] if state else [])]
+    serve_in_thread(server)
+    temporary = kubeconfig is None
+    if kubeconfig is None:
+        fd, kubeconfig = tempfile.mkstemp(prefix="kubesim-", suffix=".kubeconfig")
+        os.close(fd)
+    write_kubeconfig(kubeconfig, kubeconfig_text(url, bundle.ca_pem, token))
+    return Handle(url, kubeconfig, token, bundle.ca_pem, api, server, stoppables, temporary)

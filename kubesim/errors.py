@@ -1,0 +1,106 @@
+"""Kubernetes `Status` errors, worded as the real API server words them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class ApiError(Exception):
+    code: int
+    reason: str
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.code} {self.reason}: {self.message}"
+
+    def status(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+        }
+        if self.details:
+            body["details"] = self.details
+        body["code"] = self.code
+        return body
+
+
+def qualified(group: str, plural: str) -> str:
+    return f"{plural}.{group}" if group else plural
+
+
+def _details(group: str, kind: str, name: str) -> dict[str, Any]:
+    details: dict[str, Any] = {"name": name}
+    if group:
+        details["group"] = group
+    details["kind"] = kind
+    return details
+
+
+def not_found(group: str, plural: str, name: str) -> ApiError:
+    message = f'{qualified(group, plural)} "{name}" not found'
+    return ApiError(404, "NotFound", message, _details(group, plural, name))
+
+
+def already_exists(group: str, plural: str, name: str) -> ApiError:
+    message = f'{qualified(group, plural)} "{name}" already exists'
+    return ApiError(409, "AlreadyExists", message, _details(group, plural, name))
+
+
+def conflict(group: str, plural: str, name: str) -> ApiError:
+    message = (
+        f'Operation cannot be fulfilled on {qualified(group, plural)} "{name}": the object '
+        "has been modified; please apply your changes to the latest version and try again"
+    )
+    return ApiError(409, "Conflict", message, _details(group, plural, name))
+
+
+def invalid(group: str, kind: str, name: str, field_errors: list[Any]) -> ApiError:
+    """422 Invalid from B's `FieldError`s (they render themselves as apimachinery does)."""
+    rendered = [error.message() for error in field_errors]
+    summary = rendered[0] if len(rendered) == 1 else "[" + ", ".join(rendered) + "]"
+    qualified_kind = f"{kind}.{group}" if group else kind
+    details = _details(group, kind, name)
+    details["causes"] = [error.cause() for error in field_errors]
+    message = f'{qualified_kind} "{name}" is invalid: {summary}'
+    return ApiError(422, "Invalid", message, details)
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError(400, "BadRequest", message)
+
+
+def unauthorized() -> ApiError:
+    return ApiError(401, "Unauthorized", "Unauthorized")
+
+
+def method_not_allowed() -> ApiError:
+    message = "the server does not allow this method on the requested resource"
+    return ApiError(405, "MethodNotAllowed", message)
+
+
+def unsupported_media_type(content_type: str) -> ApiError:
+    message = (
+        f"the body of the request was in an unknown format ({content_type}) - accepted media "
+        "types include: application/json-patch+json, application/merge-patch+json, "
+        "application/apply-patch+yaml, application/strategic-merge-patch+json"
+    )
+    return ApiError(415, "UnsupportedMediaType", message)
+
+
+def too_large() -> ApiError:
+    return ApiError(413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728")
+
+
+def expired(rv: int, oldest: int) -> ApiError:
+    return ApiError(410, "Expired", f"too old resource version: {rv} ({oldest})")
+
+
+def internal(message: str) -> ApiError:
+    return ApiError(500, "InternalError", f"Internal error occurred: {message}")

@@ -1,0 +1,209 @@
+"""URL routing: discovery, OpenAPI, the admin API under /_kubesim/, and resource verbs."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from kubesim import discovery, errors, handlers, openapi, streams
+from kubesim.faults import Faults, parse_fault
+from kubesim.namespaces import terminate
+from kubesim.server import Request, Response, Stream, json_response
+from kubesim.store import Store
+
+RESOURCE_GROUP = "resource.k8s.io"
+NOT_FOUND_PAGE = Response(404, b"404 page not found\n", "text/plain; charset=utf-8")
+VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+@dataclass
+class Target:
+    kind: Any
+    version: str
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+
+
+def _resource_not_found() -> errors.ApiError:
+    return errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+
+
+class Api:
+    """Everything a request can reach: store, kinds, faults, the kubelet for logs."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        kinds: dict[tuple[str, str], Any],
+        served_versions: tuple[str, ...],
+        k8s_version: str,
+        faults: Faults,
+    ) -> None:
+        self.store = store
+        self.kinds = kinds
+        self.served_versions = tuple(served_versions)
+        self.k8s_version = k8s_version
+        self.faults = faults
+        self.kubelet: Any = None
+        self.server_address = ""
+        self.stopping = threading.Event()
+        self.namespace_kind = kinds[("", "namespaces")]
+
+    def terminate_namespace(self, name: str) -> dict[str, Any]:
+        return terminate(self.store, self.namespace_kind, name)
+
+    def group_versions(self) -> dict[str, list[str]]:
+        return {RESOURCE_GROUP: list(self.served_versions)}
+
+    def kinds_in(self, group: str) -> list[Any]:
+        return [kind for (kind_group, _), kind in self.kinds.items() if kind_group == group]
+
+    def __call__(self, request: Request) -> Response | Stream:
+        if request.path.startswith("/_kubesim/"):
+            return self._admin(request)
+        failure = self.faults.before_request(request.path)
+        if failure:
+            return json_response(failure.code, failure.status())
+        parts = [part for part in request.path.split("/") if part]
+        if request.method not in ("GET", "HEAD") and parts[:1] not in (["api"], ["apis"]):
+            raise errors.method_not_allowed()
+        return self._route(request, parts)
+
+    def _route(self, request: Request, parts: list[str]) -> Response | Stream:
+        if parts == ["version"]:
+            return json_response(200, discovery.version_document(self.k8s_version))
+        if parts[:1] == ["openapi"]:
+            document = openapi.document(self, parts[1:])
+            return json_response(200, document) if document else NOT_FOUND_PAGE
+        if parts[:1] == ["api"]:
+            return self._core(request, parts[1:])
+        if parts[:1] == ["apis"]:
+            return self._groups(request, parts[1:])
+        return NOT_FOUND_PAGE
+
+    def _core(self, request: Request, parts: list[str]) -> Response | Stream:
+        if not parts:
+            return json_response(200, discovery.api_versions(self.server_address))
+        if parts[0] != "v1":
+            return NOT_FOUND_PAGE
+        if len(parts) == 1:
+            return json_response(200, discovery.resource_list("v1", self.kinds_in("")))
+        return self._resource(request, "", "v1", parts[1:])
+
+    def _groups(self, request: Request, parts: list[str]) -> Response | Stream:
+        groups = self.group_versions()
+        if not parts:
+            return json_response(200, discovery.api_group_list(groups))
+        versions = groups.get(parts[0])
+        if not versions or (len(parts) > 1 and parts[1] not in versions):
+            return NOT_FOUND_PAGE
+        if len(parts) == 1:
+            return json_response(200, discovery.api_group(parts[0], versions))
+        if len(parts) == 2:
+            kinds = self.kinds_in(parts[0])
+            return json_response(200, discovery.resource_list("/".join(parts), kinds))
+        return self._resource(request, parts[0], parts[1], parts[2:])
+
+    def _target(self, group: str, version: str, parts: list[str]) -> Target:
+        namespace = None
+        if (
+            len(parts) >= 3
+            and parts[0] == "namespaces"
+            and getattr(self.kinds.get((group, parts[2])), "namespaced", False)
+        ):
+            namespace, parts = parts[1], parts[2:]
+        kind = self.kinds.get((group, parts[0]))
+        if (
+            kind is None
+            or len(parts) > 3
+            or (kind.namespaced and namespace is None and len(parts) > 1)
+        ):
+            raise _resource_not_found()
+        name = parts[1] if len(parts) > 1 else None
+        subresource = parts[2] if len(parts) > 2 else None
+        if subresource and subresource not in (*kind.subresources, "finalize"):
+            raise _resource_not_found()
+        return Target(kind, version, namespace, name, subresource)
+
+    def _resource(
+        self, request: Request, group: str, version: str, parts: list[str]
+    ) -> Response | Stream:
+        target = self._target(group, version, parts)
+        verb = self._verb(request, target)
+        self.faults.count(verb, target.kind.plural)
+        if verb == "watch":
+            return streams.watch(self, request, target)
+        if verb == "log":
+            return streams.pod_log(self, request, target)
+        if target.subresource == "binding":
+            raise errors.method_not_allowed()
+        return self._verb_handler(request, target, verb)(self, request, target)
+
+    def _verb(self, request: Request, target: Target) -> str:
+        if target.subresource == "log":
+            if request.method != "GET":
+                raise errors.method_not_allowed()
+            return "log"
+        if request.method in ("GET", "HEAD"):
+            if target.name:
+                return "get"
+            return "watch" if request.flag("watch") else "list"
+        if request.method == "POST" and target.name:
+            raise errors.method_not_allowed()
+        return VERB_BY_METHOD[request.method]
+
+    def _verb_handler(self, request: Request, target: Target, verb: str) -> Any:
+        if target.name is None:
+            collection = {
+                "list": handlers.list_objects,
+                "create": handlers.create,
+                "delete": handlers.delete_collection,
+            }
+            if verb not in collection:
+                raise errors.method_not_allowed()
+            return collection[verb]
+        if target.subresource == "finalize":
+            target.subresource = None
+        single = {
+            "get": handlers.get,
+            "update": handlers.update,
+            "patch": handlers.patch_object,
+            "delete": handlers.delete,
+        }
+        if target.subresource and verb == "delete":
+            raise errors.method_not_allowed()
+        return single[verb]
+
+    # -- admin API (tests and benchmarks only) -------------------------------------------
+
+    def _admin(self, request: Request) -> Response:
+        route = (request.method, request.path.rstrip("/"))
+        if route == ("GET", "/_kubesim/counters"):
+            return json_response(200, {"requests": self.faults.counters()})
+        if route == ("POST", "/_kubesim/counters/reset"):
+            self.faults.reset_counters()
+            return json_response(200, {"requests": {}})
+        if route == ("POST", "/_kubesim/faults"):
+            fault = parse_fault(_json_body(request))
+            return json_response(200, {"id": self.faults.add(fault)})
+        if route == ("DELETE", "/_kubesim/faults"):
+            self.faults.clear()
+            return json_response(200, {"ok": True})
+        if route == ("POST", "/_kubesim/compact"):
+            self.store.compact()
+            return json_response(200, {"compactedResourceVersion": self.store.compacted_rv})
+        return NOT_FOUND_PAGE
+
+
+def _json_body(request: Request) -> dict[str, Any]:
+    try:
+        body = json.loads(request.body or b"{}")
+    except ValueError:
+        raise errors.bad_request("the body must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise errors.bad_request("the body must be a JSON object")
+    return body

@@ -1,0 +1,308 @@
+"""Storage of every object in its storage form, one resourceVersion counter, watch history."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import threading
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from kubesim import errors
+from kubesim.selectors import Matcher
+
+HISTORY_SIZE = 10_000
+
+
+class KindRef(Protocol):
+    group: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+
+@dataclass(frozen=True)
+class Event:
+    rv: int
+    type: str
+    key: tuple[str, str]
+    obj: dict[str, Any]
+
+
+Subscriber = Callable[[str, Any, dict[str, Any]], None]
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _namespace_of(obj: dict[str, Any]) -> str:
+    return obj.get("metadata", {}).get("namespace") or ""
+
+
+def _without_volatile(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = {k: v for k, v in obj.get("metadata", {}).items() if k != "resourceVersion"}
+    return {**obj, "metadata": meta}
+
+
+class Store:
+    def __init__(self, state_path: str | None = None, history_size: int = HISTORY_SIZE) -> None:
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._objects: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = {}
+        self._refs: dict[tuple[str, str], Any] = {}
+        self._history: deque[Event] = deque(maxlen=history_size)
+        self._subscribers: list[Subscriber] = []
+        self._rv = 1
+        self._compacted_rv = 1
+        self._closed = False
+        self._state_path = state_path
+        self._dirty = False
+        if state_path and os.path.exists(state_path):
+            self._load(state_path)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    @property
+    def compacted_rv(self) -> int:
+        return self._compacted_rv
+
+    def get(self, ref: Any, namespace: str | None, name: str) -> dict[str, Any]:
+        with self._lock:
+            obj = self._bucket(ref).get((namespace or "", name))
+            if obj is None:
+                raise errors.not_found(ref.group, ref.plural, name)
+            return copy.deepcopy(obj)
+
+    def list(
+        self,
+        ref: Any,
+        namespace: str | None = None,
+        label_selector: Matcher | None = None,
+        field_selector: Matcher | None = None,
+    ) -> tuple[list[dict[str, Any]], int]:
+        with self._lock:
+            bucket = self._bucket(ref)
+            keys = sorted(key for key in bucket if not namespace or key[0] == namespace)
+            items = [bucket[key] for key in keys]
+            rv = self._rv
+        items = [obj for obj in items if _selected(obj, label_selector, field_selector)]
+        return [copy.deepcopy(obj) for obj in items], rv
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def create(self, ref: Any, obj: dict[str, Any]) -> dict[str, Any]:
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        key = (meta.get("namespace") or "", meta["name"])
+        with self._lock:
+            bucket = self._bucket(ref)
+            if key in bucket:
+                raise errors.already_exists(ref.group, ref.plural, key[1])
+            meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = now_rfc3339()
+            meta["generation"] = 1
+            for transient in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+                meta.pop(transient, None)
+            stored = self._commit(ref, key, obj, "ADDED")
+        self._notify("ADDED", ref, stored)
+        return stored
+
+    def update(self, ref: Any, obj: dict[str, Any], *, check_rv: bool = True) -> dict[str, Any]:
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        key = (meta.get("namespace") or "", meta.get("name", ""))
+        with self._lock:
+            old = self._bucket(ref).get(key)
+            if old is None:
+                raise errors.not_found(ref.group, ref.plural, key[1])
+            sent_rv = meta.get("resourceVersion")
+            if check_rv and sent_rv and sent_rv != old["metadata"]["resourceVersion"]:
+                raise errors.conflict(ref.group, ref.plural, key[1])
+            _keep_system_metadata(meta, old["metadata"])
+            if _spec_changed(old, obj):
+                meta["generation"] = old["metadata"].get("generation", 1) + 1
+            if _without_volatile(old) == _without_volatile(obj):
+                return copy.deepcopy(old)
+            if meta.get("deletionTimestamp") and not _finalizers(obj):
+                stored = self._remove(ref, key, obj)
+                event = "DELETED"
+            else:
+                stored = self._commit(ref, key, obj, "MODIFIED")
+                event = "MODIFIED"
+        self._notify(event, ref, stored)
+        return stored
+
+    def delete(self, ref: Any, namespace: str | None, name: str) -> dict[str, Any]:
+        key = (namespace or "", name)
+        with self._lock:
+            old = self._bucket(ref).get(key)
+            if old is None:
+                raise errors.not_found(ref.group, ref.plural, name)
+            if _finalizers(old):
+                if old["metadata"].get("deletionTimestamp"):
+                    return copy.deepcopy(old)
+                obj = copy.deepcopy(old)
+                obj["metadata"]["deletionTimestamp"] = now_rfc3339()
+                obj["metadata"]["deletionGracePeriodSeconds"] = 0
+                stored = self._commit(ref, key, obj, "MODIFIED")
+                event = "MODIFIED"
+            else:
+                stored = self._remove(ref, key, copy.deepcopy(old))
+                event = "DELETED"
+        self._notify(event, ref, stored)
+        return stored
+
+    def subscribe(self, callback: Subscriber) -> None:
+        self._subscribers.append(callback)
+
+    # -- watching --------------------------------------------------------------------------
+
+    def events_since(self, since_rv: int) -> list[Event]:
+        """Events after since_rv; raises 410 Expired when they left the history window."""
+        with self._lock:
+            if since_rv < self._compacted_rv:
+                raise errors.expired(since_rv, self._compacted_rv)
+            return [event for event in self._history if event.rv > since_rv]
+
+    def watch(
+        self, ref: Any, namespace: str | None, since_rv: int, tick: float = 1.0
+    ) -> Iterator[Event | None]:
+        """Yield events of one resource after since_rv; `None` every `tick` seconds of quiet."""
+        key = (ref.group, ref.plural)
+        last = since_rv
+        while not self._closed:
+            with self._lock:
+                pending = self.events_since(last)
+                if not pending:
+                    self._changed.wait(tick)
+                    pending = self.events_since(last)
+            if not pending:
+                yield None
+                continue
+            last = pending[-1].rv
+            for event in pending:
+                if event.key == key and (not namespace or _namespace_of(event.obj) == namespace):
+                    yield event
+
+    def compact(self) -> None:
+        """Forget all history, as etcd compaction does: older watches then get 410."""
+        with self._lock:
+            self._history.clear()
+            self._compacted_rv = self._rv
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._changed.notify_all()
+        self.save()
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _bucket(self, ref: Any) -> dict[tuple[str, str], dict[str, Any]]:
+        key = (ref.group, ref.plural)
+        self._refs.setdefault(key, ref)
+        return self._objects.setdefault(key, {})
+
+    def _next_rv(self) -> int:
+        self._rv += 1
+        return self._rv
+
+    def _commit(self, ref: Any, key: tuple[str, str], obj: dict, kind: str) -> dict[str, Any]:
+        rv = self._next_rv()
+        obj["metadata"]["resourceVersion"] = str(rv)
+        self._bucket(ref)[key] = obj
+        self._record(Event(rv, kind, (ref.group, ref.plural), obj))
+        return copy.deepcopy(obj)
+
+    def _remove(self, ref: Any, key: tuple[str, str], obj: dict) -> dict[str, Any]:
+        rv = self._next_rv()
+        obj["metadata"]["resourceVersion"] = str(rv)
+        self._bucket(ref).pop(key, None)
+        self._record(Event(rv, "DELETED", (ref.group, ref.plural), obj))
+        return copy.deepcopy(obj)
+
+    def _record(self, event: Event) -> None:
+        if len(self._history) == self._history.maxlen:
+            self._compacted_rv = self._history[0].rv
+        self._history.append(event)
+        self._dirty = True
+        self._changed.notify_all()
+
+    def _notify(self, event: str, ref: Any, obj: dict[str, Any]) -> None:
+        for callback in list(self._subscribers):
+            callback(event, ref, copy.deepcopy(obj))
+
+    # -- persistence -----------------------------------------------------------------------
+
+    def save(self) -> None:
+        if not self._state_path or not self._dirty:
+            return
+        with self._lock:
+            snapshot = {
+                "resourceVersion": self._rv,
+                "objects": [
+                    {"group": group, "plural": plural, "items": list(bucket.values())}
+                    for (group, plural), bucket in self._objects.items()
+                ],
+            }
+            self._dirty = False
+        tmp = f"{self._state_path}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(snapshot, f)
+        os.replace(tmp, self._state_path)
+
+    def _load(self, path: str) -> None:
+        with open(path) as f:
+            snapshot = json.load(f)
+        for entry in snapshot["objects"]:
+            bucket = self._objects.setdefault((entry["group"], entry["plural"]), {})
+            for obj in entry["items"]:
+                bucket[(_namespace_of(obj), obj["metadata"]["name"])] = obj
+        self._rv = self._compacted_rv = int(snapshot["resourceVersion"])
+
+    def exists(self, ref: Any, namespace: str | None, name: str) -> bool:
+        with self._lock:
+            return (namespace or "", name) in self._bucket(ref)
+
+    def has_objects(self, group: str, plural: str) -> bool:
+        with self._lock:
+            return bool(self._objects.get((group, plural)))
+
+
+def _finalizers(obj: dict[str, Any]) -> list[str]:
+    """Finalizers holding an object back; a namespace's also sit in `spec.finalizers`."""
+    pending = list(obj.get("metadata", {}).get("finalizers") or [])
+    if obj.get("kind") == "Namespace":
+        pending += (obj.get("spec") or {}).get("finalizers") or []
+    return pending
+
+
+def _selected(obj: dict[str, Any], labels: Matcher | None, fields: Matcher | None) -> bool:
+    return (labels is None or labels(obj)) and (fields is None or fields(obj))
+
+
+def _keep_system_metadata(meta: dict[str, Any], old: dict[str, Any]) -> None:
+    for name in ("uid", "creationTimestamp", "generation", "deletionTimestamp"):
+        if name in old:
+            meta[name] = old[name]
+        else:
+            meta.pop(name, None)
+    if "deletionGracePeriodSeconds" in old:
+        meta["deletionGracePeriodSeconds"] = old["deletionGracePeriodSeconds"]
+
+
+def _spec_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    ignored = ("metadata", "status", "apiVersion", "kind")
+    old_rest = {k: v for k, v in old.items() if k not in ignored}
+    new_rest = {k: v for k, v in new.items() if k not in ignored}
+    return old_rest != new_rest

@@ -1,0 +1,207 @@
+"""Long-running responses: watch streams and `pods/log` (with `follow`)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kubesim import errors
+from kubesim.handlers import api_version_of, selected_items, served
+from kubesim.selectors import field_matcher, label_matcher
+from kubesim.server import Request, Response, Stream
+
+DEFAULT_WATCH_SECONDS = 1800
+BOOKMARK_EVERY = 1.0
+
+
+def _line(event_type: str, obj: dict[str, Any]) -> bytes:
+    return json.dumps({"type": event_type, "object": obj}, separators=(",", ":")).encode() + b"\n"
+
+
+def _since(request: Request) -> int | None:
+    """The resourceVersion to resume after; None means "send the current state first"."""
+    value = request.query.get("resourceVersion", "")
+    if value in ("", "0"):
+        return None
+    if not value.isdigit():
+        raise errors.bad_request(f"invalid resource version: {value}")
+    return int(value)
+
+
+def watch(api: Any, request: Request, target: Any) -> Stream:
+    since = _since(request)
+    try:
+        timeout = float(request.query.get("timeoutSeconds") or DEFAULT_WATCH_SECONDS)
+    except ValueError:
+        raise errors.bad_request("invalid timeoutSeconds") from None
+    mode = api.faults.watch_mode(request.path)
+    if mode == "drop":
+        return Stream(iter(()))
+    if mode == "silent":
+        return Stream(_silence(api, timeout))
+    return Stream(_events(api, request, target, since, timeout))
+
+
+def _silence(api: Any, timeout: float) -> Iterator[bytes]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not api.stopping.is_set():
+        api.stopping.wait(min(1.0, max(0.0, deadline - time.monotonic())))
+        yield b""
+
+
+def _events(
+    api: Any, request: Request, target: Any, since: int | None, timeout: float
+) -> Iterator[bytes]:
+    if since is None:
+        items, since = selected_items(api, request, target)
+        for item in items:
+            yield _line("ADDED", served(target, item))
+    elif since < api.store.compacted_rv:
+        expired = errors.expired(since, api.store.compacted_rv)
+        yield _line("ERROR", expired.status())
+        return
+    yield from _follow(api, request, target, since, timeout)
+
+
+def _follow(api: Any, request: Request, target: Any, since: int, timeout: float) -> Iterator[bytes]:
+    labels = label_matcher(request.query.get("labelSelector"))
+    fields = field_matcher(request.query.get("fieldSelector"), target.kind.field_selectors)
+    bookmarks = request.flag("allowWatchBookmarks")
+    deadline = time.monotonic() + timeout
+    try:
+        for event in api.store.watch(target.kind, target.namespace, since, tick=BOOKMARK_EVERY):
+            if time.monotonic() >= deadline or api.stopping.is_set():
+                return
+            if event is None:
+                if bookmarks:
+                    yield _line("BOOKMARK", _bookmark(target, api.store.resource_version))
+                else:
+                    yield b""
+                continue
+            if labels(event.obj) and fields(event.obj):
+                yield _line(event.type, served(target, event.obj))
+    except errors.ApiError as error:
+        yield _line("ERROR", error.status())
+
+
+def _bookmark(target: Any, rv: int) -> dict[str, Any]:
+    return {
+        "kind": target.kind.kind,
+        "apiVersion": api_version_of(target),
+        "metadata": {"resourceVersion": str(rv)},
+    }
+
+
+WAITING_MESSAGES = {
+    "ErrImagePull": "trying and failing to pull image",
+    "ImagePullBackOff": "image can't be pulled",
+}
+
+
+def _container_name(pod: dict[str, Any], request: Request) -> str:
+    names = [c["name"] for c in pod.get("spec", {}).get("containers") or []]
+    name = request.query.get("container")
+    pod_name = pod["metadata"]["name"]
+    if not name:
+        if len(names) == 1:
+            return names[0]
+        raise errors.bad_request(
+            f"a container name must be specified for pod {pod_name}, "
+            f"choose one of: [{' '.join(names)}]"
+        )
+    if name not in names:
+        raise errors.bad_request(f"container {name} is not valid for pod {pod_name}")
+    return name
+
+
+def _container_state(pod: dict[str, Any], container: str) -> dict[str, Any]:
+    for status in pod.get("status", {}).get("containerStatuses") or []:
+        if status.get("name") == container:
+            return status.get("state") or {}
+    return {}
+
+
+def _check_started(pod: dict[str, Any], container: str, request: Request) -> None:
+    state = _container_state(pod, container)
+    pod_name = pod["metadata"]["name"]
+    if request.flag("previous"):
+        raise errors.bad_request(
+            f'previous terminated container "{container}" in pod "{pod_name}" not found'
+        )
+    if "running" in state or "terminated" in state:
+        return
+    reason = (state.get("waiting") or {}).get("reason") or "ContainerCreating"
+    raise errors.bad_request(
+        f'container "{container}" in pod "{pod_name}" is waiting to start: '
+        f"{WAITING_MESSAGES.get(reason, reason)}"
+    )
+
+
+def _render(lines: list[tuple[datetime, str]], request: Request) -> bytes:
+    since_seconds = request.query.get("sinceSeconds", "")
+    if since_seconds.isdigit():
+        cutoff = datetime.now(UTC) - timedelta(seconds=int(since_seconds))
+        lines = [(stamp, text) for stamp, text in lines if stamp >= cutoff]
+    tail = request.query.get("tailLines", "")
+    if tail.isdigit():
+        lines = lines[len(lines) - int(tail) :] if int(tail) else []
+    return b"".join(_log_line(stamp, text, request.flag("timestamps")) for stamp, text in lines)
+
+
+def _log_line(stamp: datetime, text: str, timestamps: bool) -> bytes:
+    line = text if text.endswith("\n") else text + "\n"
+    if timestamps:
+        moment = stamp.astimezone(UTC)
+        line = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond:06d}000Z " + line
+    return line.encode()
+
+
+def _limited(body: bytes, request: Request) -> bytes:
+    limit = request.query.get("limitBytes", "")
+    return body[: int(limit)] if limit.isdigit() else body
+
+
+def pod_log(api: Any, request: Request, target: Any) -> Response | Stream:
+    pod = api.store.get(target.kind, target.namespace, target.name)
+    container = _container_name(pod, request)
+    if not pod.get("spec", {}).get("nodeName") or api.kubelet is None:
+        return Response(200, b"", "text/plain")
+    _check_started(pod, container, request)
+    lines = api.kubelet.logs(target.namespace, target.name, container)
+    if not request.flag("follow"):
+        return Response(200, _limited(_render(lines, request), request), "text/plain")
+    return Stream(_follow_log(api, request, target, container, lines), "text/plain")
+
+
+def _follow_log(
+    api: Any, request: Request, target: Any, container: str, lines: list
+) -> Iterator[bytes]:
+    limit = request.query.get("limitBytes", "")
+    budget = int(limit) if limit.isdigit() else None
+    chunk, seen = _render(lines, request), len(lines)
+    while True:
+        if budget is not None:
+            chunk = chunk[:budget]
+            budget -= len(chunk)
+        yield chunk
+        done = _finished(api, target, container)
+        if budget == 0 or api.stopping.is_set() or seen < 0:
+            return
+        if not done:
+            api.kubelet.wait_for_log_change(target.namespace, target.name, container, seen, 1.0)
+        lines = api.kubelet.logs(target.namespace, target.name, container)
+        stamps = request.flag("timestamps")
+        chunk = b"".join(_log_line(stamp, text, stamps) for stamp, text in lines[seen:])
+        # After the container ended, send what is left once and close the stream.
+        seen = -1 if done else len(lines)
+
+
+def _finished(api: Any, target: Any, container: str) -> bool:
+    try:
+        pod = api.store.get(target.kind, target.namespace, target.name)
+    except errors.ApiError:
+        return True
+    return "terminated" in _container_state(pod, container)
