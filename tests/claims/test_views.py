@@ -1,0 +1,185 @@
+"""Personas and data shared by the view tests, and the dashboard and login pages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+from django.urls import reverse
+
+from claims import services
+from claims.models import ClaimRequest, Cluster, NamespaceRequest
+from claims.selectors import APPROVERS_GROUP
+
+# The other view test modules take these fixtures with `import *`.
+__all__ = ["alice", "bob", "charlie", "claim", "cluster", "namespace"]
+
+PASSWORD = "correct-horse-battery"
+GPU_CLASS = "gpu.nvidia.com"
+
+
+def h100(index: int, node: str = "gpu-node-1") -> dict[str, Any]:
+    return {
+        "node": node,
+        "driver": GPU_CLASS,
+        "pool": node,
+        "name": f"gpu-{index}",
+        "attributes": {
+            "type": "gpu",
+            "productName": "NVIDIA H100 80GB HBM3",
+            "cudaComputeCapability": "9.0.0",
+            "uuid": f"GPU-0000000{index}-aaaa-bbbb-cccc-dddddddddddd",
+        },
+        "capacity": {"memory": "80Gi"},
+    }
+
+
+INVENTORY = {
+    "device_classes": [
+        {
+            "name": GPU_CLASS,
+            "selectors": ["device.driver == 'gpu.nvidia.com'"],
+        },
+        {"name": "mig.nvidia.com", "selectors": []},
+    ],
+    "devices": [h100(0), h100(1)],
+    "device_counts": {GPU_CLASS: 2, "mig.nvidia.com": 0},
+}
+
+
+@pytest.fixture
+def cluster(db: None) -> Cluster:
+    return Cluster.objects.create(
+        name="kubesim",
+        simulated=True,
+        server_version="v1.34.1",
+        resource_versions=["v1", "v1beta2", "v1beta1"],
+        preferred_resource_version="v1",
+        inventory=INVENTORY,
+    )
+
+
+def _user(username: str) -> User:
+    # No password hashing here (it is slow by design); tests log in with force_login.
+    return User.objects.create(username=username, email=f"{username}@example.org")
+
+
+@pytest.fixture
+def alice(db: None) -> User:
+    """A data scientist who owns the requests in these tests."""
+    return _user("alice")
+
+
+@pytest.fixture
+def bob(db: None) -> User:
+    """Another data scientist: must not see alice's things."""
+    return _user("bob")
+
+
+@pytest.fixture
+def charlie(db: None) -> User:
+    """An approver."""
+    user = _user("charlie")
+    user.groups.add(Group.objects.get_or_create(name=APPROVERS_GROUP)[0])
+    return user
+
+
+def client_for(user: User | None) -> Client:
+    client = Client()
+    if user is not None:
+        client.force_login(user)
+    return client
+
+
+def htmx_client_for(user: User) -> Client:
+    client = Client(headers={"HX-Request": "true"})
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def namespace(alice: User, cluster: Cluster) -> NamespaceRequest:
+    return services.namespace_request_submit(
+        user=alice, cluster=cluster, name="alice-ml", purpose="Training"
+    )
+
+
+@pytest.fixture
+def claim(alice: User, namespace: NamespaceRequest) -> ClaimRequest:
+    return services.claim_request_submit(
+        user=alice,
+        namespace_request=namespace,
+        name="train-gpu",
+        device_class=GPU_CLASS,
+        count=1,
+        purpose="Fine-tuning",
+    )
+
+
+def test_it_redirects_anonymous_visitors_to_login(db: None) -> None:
+    response = client_for(None).get(reverse("dashboard"))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+def test_it_logs_in_with_the_form(alice: User) -> None:
+    alice.set_password(PASSWORD)
+    alice.save()
+    client = Client()
+    response = client.post(reverse("login"), {"username": "alice", "password": PASSWORD})
+    assert response.status_code == 302
+    assert client.get(reverse("dashboard")).status_code == 200
+
+
+def test_it_shows_a_wrong_password_on_the_login_page(alice: User) -> None:
+    response = Client().post(reverse("login"), {"username": "alice", "password": "nope"})
+    assert response.status_code == 200
+    assert b"Please enter a correct username and password" in response.content
+
+
+def test_it_shows_the_owner_her_claims_with_state_badges(claim: ClaimRequest) -> None:
+    response = client_for(claim.owner).get(reverse("dashboard"))
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert "train-gpu" in content
+    assert "alice-ml" in content
+    assert 'class="badge warn state-pending"' in content
+
+
+def test_it_hides_alices_claims_from_bob(claim: ClaimRequest, bob: User) -> None:
+    content = client_for(bob).get(reverse("dashboard")).content.decode()
+    assert "train-gpu" not in content
+    assert "alice-ml" not in content
+
+
+def test_it_shows_an_approver_everyones_claims(claim: ClaimRequest, charlie: User) -> None:
+    content = client_for(charlie).get(reverse("dashboard")).content.decode()
+    assert "train-gpu" in content
+    assert "All requests" in content
+    assert reverse("approvals") in content
+
+
+def test_it_says_the_cluster_is_simulated(claim: ClaimRequest) -> None:
+    content = client_for(claim.owner).get(reverse("dashboard")).content.decode()
+    assert 'id="simulated-banner"' in content
+
+
+def test_it_serves_only_the_live_part_to_htmx_polls(claim: ClaimRequest) -> None:
+    response = htmx_client_for(claim.owner).get(reverse("dashboard"))
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert content.lstrip().startswith('<div id="dashboard-live"')
+    assert 'hx-trigger="every 1s"' in content
+    assert "<html" not in content
+
+
+def test_it_stops_polling_when_everything_is_final(claim: ClaimRequest, charlie: User) -> None:
+    services.claim_request_reject(user=charlie, claim_request=claim, reason="No budget")
+    services.namespace_request_reject(
+        user=charlie, namespace_request=claim.namespace_request, reason="No budget"
+    )
+    response = htmx_client_for(claim.owner).get(reverse("dashboard"))
+    assert response.status_code == 286
+    assert 'hx-trigger="every 1s"' not in response.content.decode()
