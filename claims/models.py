@@ -42,13 +42,13 @@ class Cluster(models.Model):
 
 class NamespaceRequest(models.Model):
     class State(models.TextChoices):
-        PENDING = "pending"
-        APPROVED = "approved"
-        ACTIVE = "active"
-        REJECTED = "rejected"
-        FAILED = "failed"
-        DELETING = "deleting"
-        DELETED = "deleted"
+        PENDING = "pending", "pending"
+        APPROVED = "approved", "approved"
+        ACTIVE = "active", "active"
+        REJECTED = "rejected", "rejected"
+        FAILED = "failed", "failed"
+        DELETING = "deleting", "deleting"
+        DELETED = "deleted", "deleted"
 
     FINAL_STATES = (State.REJECTED, State.DELETED)
 
@@ -87,14 +87,14 @@ class NamespaceRequest(models.Model):
 
 class ClaimRequest(models.Model):
     class State(models.TextChoices):
-        PENDING = "pending"
-        APPROVED = "approved"
-        APPLYING = "applying"
-        WAITING = "waiting"
+        PENDING = "pending", "pending"
+        APPROVED = "approved", "approved"
+        APPLYING = "applying", "applying"
+        WAITING = "waiting", "waiting"
         IN_USE = "in_use", "in use"
-        RELEASED = "released"
-        REJECTED = "rejected"
-        FAILED = "failed"
+        RELEASED = "released", "released"
+        REJECTED = "rejected", "rejected"
+        FAILED = "failed", "failed"
 
     FINAL_STATES = (State.RELEASED, State.REJECTED)
     # The request the pod spec and the resource claim use; the seed calls it "gpu".
@@ -160,12 +160,12 @@ class ClaimRequest(models.Model):
 
 class VerificationRun(models.Model):
     class State(models.TextChoices):
-        QUEUED = "queued"
-        CREATING = "creating"
-        PENDING = "pending"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
+        QUEUED = "queued", "queued"
+        CREATING = "creating", "creating"
+        PENDING = "pending", "pending"
+        RUNNING = "running", "running"
+        SUCCEEDED = "succeeded", "succeeded"
+        FAILED = "failed", "failed"
 
     FINAL_STATES = (State.SUCCEEDED, State.FAILED)
     CONTAINERS = ("ctr0", "ctr1")
@@ -228,9 +228,9 @@ class AuditEvent(models.Model):
     """One row per state change (who, what, from, to, why)."""
 
     class Kind(models.TextChoices):
-        NAMESPACE_REQUEST = "namespace_request"
-        CLAIM_REQUEST = "claim_request"
-        VERIFICATION_RUN = "verification_run"
+        NAMESPACE_REQUEST = "namespace_request", "namespace request"
+        CLAIM_REQUEST = "claim_request", "claim request"
+        VERIFICATION_RUN = "verification_run", "verification run"
 
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
