@@ -1,0 +1,121 @@
+"""The approval queue: only approvers, decisions in place (htmx row swaps), reasons required."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import User
+from django.urls import reverse
+
+from claims.models import ClaimRequest, NamespaceRequest
+from tests.claims.test_views import *  # noqa: F403 (shared fixtures)
+from tests.claims.test_views import client_for, htmx_client_for
+
+
+def test_it_sends_anonymous_visitors_to_login(db: None) -> None:
+    response = client_for(None).get(reverse("approvals"))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+def test_it_forbids_the_queue_to_data_scientists(claim: ClaimRequest, bob: User) -> None:
+    assert client_for(bob).get(reverse("approvals")).status_code == 403
+    assert client_for(claim.owner).get(reverse("approvals")).status_code == 403
+
+
+def test_it_shows_approvers_what_waits(claim: ClaimRequest, charlie: User) -> None:
+    content = client_for(charlie).get(reverse("approvals")).content.decode()
+    assert f'id="claim-request-{claim.pk}"' in content
+    assert f'id="namespace-request-{claim.namespace_request.pk}"' in content
+    assert "Fine-tuning" in content
+    assert 'hx-target="closest tr"' in content
+
+
+def test_it_does_not_let_the_owner_approve_her_own_claim(claim: ClaimRequest) -> None:
+    url = reverse("claim-approve", args=[claim.pk])
+    assert client_for(claim.owner).post(url).status_code == 403
+    claim.refresh_from_db()
+    assert claim.state == "pending"
+
+
+def test_it_approves_a_claim_in_place(claim: ClaimRequest, charlie: User) -> None:
+    url = reverse("claim-approve", args=[claim.pk])
+    response = htmx_client_for(charlie).post(url)
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert content.lstrip().startswith(f'<tr id="claim-request-{claim.pk}"')
+    assert "state-approved" in content
+    assert "by charlie" in content
+    claim.refresh_from_db()
+    assert claim.state == "approved"
+
+
+def test_it_updates_the_namespace_row_approved_with_the_claim(
+    claim: ClaimRequest, charlie: User
+) -> None:
+    url = reverse("claim-approve", args=[claim.pk])
+    content = htmx_client_for(charlie).post(url).content.decode()
+    ns_row = f'<tr id="namespace-request-{claim.namespace_request.pk}" hx-swap-oob="true">'
+    assert ns_row in content
+    assert NamespaceRequest.objects.get().state == "approved"
+
+
+def test_it_rejects_a_claim_with_a_reason(claim: ClaimRequest, charlie: User) -> None:
+    url = reverse("claim-reject", args=[claim.pk])
+    content = htmx_client_for(charlie).post(url, {"reason": "Use the A100s"}).content.decode()
+    assert "state-rejected" in content
+    assert "Use the A100s" in content
+    claim.refresh_from_db()
+    assert (claim.state, claim.state_message) == ("rejected", "Use the A100s")
+
+
+def test_it_asks_for_a_reason_next_to_the_field(claim: ClaimRequest, charlie: User) -> None:
+    url = reverse("claim-reject", args=[claim.pk])
+    response = htmx_client_for(charlie).post(url, {"reason": "  "})
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert 'class="field has-error"' in content
+    assert "Say why, so the requester knows what to change." in content
+    claim.refresh_from_db()
+    assert claim.state == "pending"
+
+
+def test_it_says_when_someone_else_decided_first(claim: ClaimRequest, charlie: User) -> None:
+    url = reverse("claim-approve", args=[claim.pk])
+    client = htmx_client_for(charlie)
+    client.post(url)
+    response = client.post(url)
+    assert response.status_code == 200
+    assert "train-gpu is already approved." in response.content.decode()
+
+
+def test_it_approves_a_namespace_in_place(namespace: NamespaceRequest, charlie: User) -> None:
+    url = reverse("namespace-approve", args=[namespace.pk])
+    content = htmx_client_for(charlie).post(url).content.decode()
+    assert content.lstrip().startswith(f'<tr id="namespace-request-{namespace.pk}"')
+    assert "state-approved" in content
+    namespace.refresh_from_db()
+    assert namespace.state == "approved"
+
+
+def test_it_rejects_a_namespace_and_its_claims(claim: ClaimRequest, charlie: User) -> None:
+    url = reverse("namespace-reject", args=[claim.namespace_request.pk])
+    htmx_client_for(charlie).post(url, {"reason": "Wrong team"})
+    claim.refresh_from_db()
+    assert claim.namespace_request.state == "rejected"
+    assert claim.state == "rejected"
+
+
+def test_it_falls_back_to_a_redirect_without_javascript(claim: ClaimRequest, charlie: User) -> None:
+    url = reverse("claim-reject", args=[claim.pk])
+    response = client_for(charlie).post(url, {"reason": ""}, follow=True)
+    assert response.redirect_chain[-1][0] == reverse("approvals")
+    assert "train-gpu: Say why" in response.content.decode()
+
+
+def test_it_answers_404_for_an_unknown_request(charlie: User) -> None:
+    url = reverse("claim-approve", args=[999])
+    assert htmx_client_for(charlie).post(url).status_code == 404
+
+
+def test_it_refuses_get_on_decisions(claim: ClaimRequest, charlie: User) -> None:
+    url = reverse("claim-approve", args=[claim.pk])
+    assert client_for(charlie).get(url).status_code == 405
