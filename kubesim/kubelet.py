@@ -1,0 +1,280 @@
+"""The simulated kubelet: runs bound pods through their phases and keeps container logs.
+
+One thread per pod. Known CUDA sample images print what the real samples print on the
+GPUs allocated to the container's claims; any other image fails to pull. Timings are divided
+by `speed` (speed 1: about 2 s pulling, 3 s running, so a person can watch).
+"""
+
+import logging
+import queue
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from kubesim import cuda, pod_status
+from kubesim.errors import ApiError
+from kubesim.kinds import kind_for
+from kubesim.reservations import pod_claims, record_event
+
+log = logging.getLogger(__name__)
+
+PODS = kind_for("", "pods")
+PULL_SECONDS, RUN_SECONDS = 2.0, 3.0
+BACKOFF_SECONDS, MAX_BACKOFF_SECONDS = 10.0, 300.0  # the kubelet's crash-loop back-off
+LogLine = tuple[datetime, str]
+
+
+class PodGone(Exception):
+    """The pod was deleted (or replaced by a new one with the same name)."""
+
+
+class Kubelet:
+    def __init__(self, store: Any, topology: Any, speed: float = 1.0) -> None:
+        self.store = store
+        self.topology = topology
+        self.speed = max(float(speed or 1.0), 0.001)
+        self._logs: dict[tuple[str, str, str], list[LogLine]] = {}
+        self._changed = threading.Condition()
+        self._running: dict[tuple[str, str], str] = {}
+        self._events: queue.SimpleQueue = queue.SimpleQueue()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._dispatch, name="kubesim-kubelet", daemon=True)
+        store.subscribe(self._on_event)
+
+    def start(self) -> "Kubelet":
+        pods, _ = self.store.list(PODS)
+        for pod in pods:
+            self._events.put(("ADDED", pod))
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._events.put(None)
+        with self._changed:
+            self._changed.notify_all()
+
+    # -- logs ------------------------------------------------------------------------------
+
+    def logs(self, namespace: str, pod: str, container: str) -> list[LogLine]:
+        with self._changed:
+            return list(self._logs.get((namespace, pod, container), []))
+
+    def wait_for_log_change(
+        self, namespace: str, pod: str, container: str, seen: int, timeout: float
+    ) -> bool:
+        """Wait until the container has more than `seen` lines; False on timeout."""
+        key = (namespace, pod, container)
+        with self._changed:
+            return self._changed.wait_for(
+                lambda: len(self._logs.get(key, [])) > seen or self._stopping.is_set(), timeout
+            )
+
+    def _append_logs(self, key: tuple[str, str, str], lines: list[str]) -> None:
+        with self._changed:
+            stored = self._logs.setdefault(key, [])
+            stored.extend((datetime.now(UTC), line) for line in lines)
+            self._changed.notify_all()
+
+    # -- dispatch --------------------------------------------------------------------------
+
+    def _on_event(self, event: str, ref: Any, obj: dict) -> None:
+        if ref.plural == "pods":
+            self._events.put((event, obj))
+
+    def _dispatch(self) -> None:
+        while not self._stopping.is_set():
+            item = self._events.get()
+            if item is None:
+                return
+            event, pod = item
+            key = (pod["metadata"].get("namespace", ""), pod["metadata"]["name"])
+            if event == "DELETED":
+                self._forget(key, pod["metadata"].get("uid", ""))
+            elif self._should_run(key, pod):
+                self._running[key] = pod["metadata"]["uid"]
+                threading.Thread(
+                    target=self._run_pod, args=(key, pod["metadata"]["uid"]), daemon=True
+                ).start()
+
+    def _should_run(self, key: tuple[str, str], pod: dict) -> bool:
+        phase = (pod.get("status") or {}).get("phase")
+        bound = bool((pod.get("spec") or {}).get("nodeName"))
+        started = bool((pod.get("status") or {}).get("startTime"))
+        return (
+            bound
+            and not started
+            and phase == "Pending"
+            and self._running.get(key) != pod["metadata"]["uid"]
+        )
+
+    def _forget(self, key: tuple[str, str], uid: str) -> None:
+        if self._running.get(key) == uid:
+            self._running.pop(key, None)
+        with self._changed:
+            for log_key in [k for k in self._logs if k[:2] == key]:
+                del self._logs[log_key]
+            self._changed.notify_all()
+
+    # -- one pod ---------------------------------------------------------------------------
+
+    def _run_pod(self, key: tuple[str, str], uid: str) -> None:
+        try:
+            PodRun(self, key, uid).run()
+        except PodGone:
+            return
+        except Exception:
+            log.exception("simulating pod %s/%s failed", *key)
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds / self.speed)
+
+
+class PodRun:
+    """The life of one pod on its node, container by container, in lockstep."""
+
+    def __init__(self, kubelet: Kubelet, key: tuple[str, str], uid: str) -> None:
+        self.kubelet, self.key, self.uid = kubelet, key, uid
+        self.store = kubelet.store
+        pod = self._pod()
+        self.containers = [c for c in pod["spec"].get("containers") or []]
+        self.restart_policy = pod["spec"].get("restartPolicy", "Always")
+        self.devices = container_devices(self.store, kubelet.topology, pod)
+        self.states = {c["name"]: pod_status.waiting("ContainerCreating") for c in self.containers}
+        self.last_states: dict[str, dict] = {}
+        self.restarts = {c["name"]: 0 for c in self.containers}
+        self.start_time = pod_status.now()
+
+    def _pod(self) -> dict:
+        try:
+            pod = self.store.get(PODS, *self.key)
+        except ApiError:
+            raise PodGone from None
+        if pod["metadata"]["uid"] != self.uid:
+            raise PodGone
+        return pod
+
+    def _write(self) -> dict:
+        for _ in range(5):
+            pod = self._pod()
+            pod["status"] = pod_status.build(pod, self)
+            try:
+                return self.store.update(PODS, pod)
+            except ApiError as error:
+                if error.code != 409:
+                    raise PodGone from None
+        raise PodGone
+
+    def _event(self, event_type: str, reason: str, message: str) -> None:
+        try:
+            record_event(self.store, self._pod(), event_type, reason, message, component="kubelet")
+        except ApiError:
+            return
+
+    def known(self, image: str) -> bool:
+        return image in self.kubelet.topology.images
+
+    def run(self) -> None:
+        self._write()
+        for container in self.containers:
+            self._event("Normal", "Pulling", f'Pulling image "{container.get("image", "")}"')
+        self.kubelet.sleep(PULL_SECONDS)
+        unknown = [c for c in self.containers if not self.known(c.get("image", ""))]
+        for container in unknown:
+            self._fail_pull(container)
+        runnable = [c for c in self.containers if c not in unknown]
+        if not runnable:
+            self._write()
+        while runnable:
+            runnable = self._run_round(runnable)
+        if unknown:
+            self.kubelet.sleep(PULL_SECONDS)
+            self._back_off_pulls(unknown)
+
+    def _back_off_pulls(self, unknown: list[dict]) -> None:
+        for container in unknown:
+            message = f'Back-off pulling image "{container.get("image", "")}"'
+            self.states[container["name"]] = pod_status.waiting("ImagePullBackOff", message)
+            self._event("Normal", "BackOff", message)
+        self._write()
+
+    def _fail_pull(self, container: dict) -> None:
+        image = container.get("image", "")
+        message = pull_error(image)
+        self.states[container["name"]] = pod_status.waiting("ErrImagePull", message)
+        self._event("Warning", "Failed", f'Failed to pull image "{image}": {message}')
+
+    def _run_round(self, runnable: list[dict]) -> list[dict]:
+        """Start the containers, let them run, end them; the ones to restart come back."""
+        results = {}
+        for container in runnable:
+            name = container["name"]
+            self.states[name] = pod_status.running()
+            results[name] = cuda.run_image(container["image"], self.devices.get(name, []))
+            log_key = (*self.key, name)
+            self.kubelet._append_logs(log_key, results[name].lines)
+        self._write()
+        self.kubelet.sleep(RUN_SECONDS)
+        for container in runnable:
+            name = container["name"]
+            started = self.states[name]["running"]["startedAt"]
+            self.states[name] = pod_status.terminated(results[name].exit_code, started)
+        self._write()
+        again = [c for c in runnable if self._restarts(results[c["name"]].exit_code)]
+        if again:
+            restarts = max(self.restarts[c["name"]] for c in again)
+            self.kubelet.sleep(min(BACKOFF_SECONDS * 2**restarts, MAX_BACKOFF_SECONDS))
+            for container in again:
+                self.last_states[container["name"]] = self.states[container["name"]]
+                self.restarts[container["name"]] += 1
+        return again
+
+    def _restarts(self, exit_code: int) -> bool:
+        return self.restart_policy == "Always" or (
+            self.restart_policy == "OnFailure" and exit_code != 0
+        )
+
+
+def pull_error(image: str) -> str:
+    reference = image if "/" in image.split(":")[0] else f"docker.io/library/{image}"
+    return (
+        f'failed to pull and unpack image "{reference}": failed to resolve reference '
+        f'"{reference}": {reference.split("/")[0]}: not found'
+    )
+
+
+def _claim_names_by_pod_claim(pod: dict) -> dict[str, str]:
+    generated = {
+        entry.get("name"): entry.get("resourceClaimName")
+        for entry in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    }
+    return {
+        entry["name"]: entry.get("resourceClaimName") or generated.get(entry["name"]) or ""
+        for entry in pod["spec"].get("resourceClaims") or []
+    }
+
+
+def _results(claim: dict | None) -> list[dict]:
+    allocation = ((claim or {}).get("status") or {}).get("allocation") or {}
+    return (allocation.get("devices") or {}).get("results") or []
+
+
+def container_devices(store: Any, topology: Any, pod: dict) -> dict[str, list]:
+    """The topology devices each container sees, from its claims' allocation results."""
+    claim_names = _claim_names_by_pod_claim(pod)
+    claims = {claim["metadata"]["name"]: claim for claim in pod_claims(store, pod)}
+    seen: dict[str, list] = {}
+    for container in pod["spec"].get("containers") or []:
+        devices: list = []
+        for reference in (container.get("resources") or {}).get("claims") or []:
+            claim = claims.get(claim_names.get(reference.get("name"), ""))
+            wanted = reference.get("request")
+            for result in _results(claim):
+                if wanted and result["request"].split("/")[0] != wanted:
+                    continue
+                device = topology.device(result["pool"], result["device"])
+                if device is not None and device not in devices:
+                    devices.append(device)
+        seen[container["name"]] = devices
+    return seen

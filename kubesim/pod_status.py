@@ -1,0 +1,142 @@
+"""Pod status as the kubelet reports it: container states, phase, conditions."""
+
+import hashlib
+from datetime import UTC, datetime
+from typing import Any
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def waiting(reason: str, message: str = "") -> dict:
+    state = {"reason": reason}
+    if message:
+        state["message"] = message
+    return {"waiting": state}
+
+
+def running() -> dict:
+    return {"running": {"startedAt": now()}}
+
+
+def terminated(exit_code: int, started_at: str) -> dict:
+    reason = "Completed" if exit_code == 0 else "Error"
+    return {
+        "terminated": {
+            "exitCode": exit_code,
+            "reason": reason,
+            "startedAt": started_at,
+            "finishedAt": now(),
+        }
+    }
+
+
+def phase(states: list[dict], restart_policy: str) -> str:
+    """The pod phase from its container states (the kubelet's getPhase)."""
+    if any("running" in state for state in states):
+        return "Running"
+    if any("waiting" in state for state in states):
+        return "Pending"
+    if restart_policy == "Always":
+        return "Running"
+    if all(state["terminated"]["exitCode"] == 0 for state in states):
+        return "Succeeded"
+    return "Running" if restart_policy == "OnFailure" else "Failed"
+
+
+def _condition(kind: str, ok: bool, reason: str = "", message: str = "") -> dict:
+    condition = {
+        "type": kind,
+        "status": "True" if ok else "False",
+        "lastProbeTime": None,
+        "lastTransitionTime": now(),
+    }
+    if not ok and reason:
+        condition["reason"] = reason
+        condition["message"] = message
+    return condition
+
+
+def _keep_transition_times(old: list[dict], new: list[dict]) -> list[dict]:
+    previous = {c["type"]: c for c in old}
+    for condition in new:
+        before = previous.get(condition["type"])
+        if before and before.get("status") == condition["status"]:
+            condition["lastTransitionTime"] = before.get("lastTransitionTime")
+    return new
+
+
+def conditions(pod: dict, states: dict[str, dict], pod_phase: str) -> list[dict]:
+    unready = [name for name, state in states.items() if "running" not in state]
+    ready = not unready
+    if pod_phase in ("Succeeded", "Failed"):
+        reason, message = "PodCompleted", ""
+    else:
+        reason = "ContainersNotReady"
+        message = f"containers with unready status: [{' '.join(unready)}]"
+    new = [
+        _condition("PodReadyToStartContainers", pod_phase not in ("Succeeded", "Failed")),
+        _condition("Initialized", True),
+        _condition("Ready", ready, reason, message),
+        _condition("ContainersReady", ready, reason, message),
+        _condition("PodScheduled", True),
+    ]
+    if pod_phase in ("Succeeded", "Failed"):
+        new[0]["status"] = "False"
+    return _keep_transition_times((pod.get("status") or {}).get("conditions") or [], new)
+
+
+def container_status(container: dict, state: dict, last: dict, restarts: int, pod_uid: str) -> dict:
+    image = container.get("image", "")
+    status: dict[str, Any] = {
+        "name": container["name"],
+        "image": image,
+        "imageID": "",
+        "ready": "running" in state,
+        "restartCount": restarts,
+        "started": "running" in state,
+        "state": state,
+        "lastState": last or {},
+    }
+    if "waiting" not in state or restarts:
+        seed = f"{pod_uid}/{container['name']}/{restarts}".encode()
+        status["containerID"] = "containerd://" + hashlib.sha256(seed).hexdigest()
+        digest = hashlib.sha256(image.encode()).hexdigest()
+        status["imageID"] = f"{image.split(':')[0]}@sha256:{digest}"
+    return status
+
+
+def _addresses(pod: dict, uid: str) -> dict:
+    node_index = sum(map(ord, pod["spec"].get("nodeName", ""))) % 200
+    host, address = f"10.0.0.{node_index + 10}", f"10.244.{node_index}.{int(uid[:2], 16) + 2}"
+    return {
+        "hostIP": host,
+        "hostIPs": [{"ip": host}],
+        "podIP": address,
+        "podIPs": [{"ip": address}],
+    }
+
+
+def build(pod: dict, run: Any) -> dict:
+    """The pod's status from a kubelet PodRun (states, last states, restart counts)."""
+    names = [c["name"] for c in run.containers]
+    states = {name: run.states[name] for name in names}
+    pod_phase = phase(list(states.values()), run.restart_policy)
+    status = dict(pod.get("status") or {})
+    status.update(_addresses(pod, run.uid))
+    status["phase"] = pod_phase
+    status["conditions"] = conditions(pod, states, pod_phase)
+    status["startTime"] = run.start_time
+    status.setdefault("qosClass", "BestEffort")
+    status["containerStatuses"] = [
+        container_status(
+            c,
+            states[c["name"]],
+            run.last_states.get(c["name"], {}),
+            run.restarts[c["name"]],
+            run.uid,
+        )
+        for c in run.containers
+    ]
+    return status
