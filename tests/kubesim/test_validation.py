@@ -1,0 +1,273 @@
+"""Validation of claims, classes, slices and pods, as the real API server rejects them."""
+
+import copy
+import json
+import uuid
+
+import pytest
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from kubesim.kinds import kind_for
+
+CLAIMS = kind_for("resource.k8s.io", "resourceclaims")
+PODS = kind_for("", "pods")
+
+
+def claim(*requests: dict, name: str = "gpu-claim") -> dict:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "dra-test"},
+        "spec": {"devices": {"requests": list(requests)}},
+    }
+
+
+def exact(name: str = "gpu", **fields: object) -> dict:
+    return {"name": name, "exactly": {"deviceClassName": "gpu.nvidia.com", **fields}}
+
+
+def messages(kind, obj: dict, old: dict | None = None) -> list[str]:
+    obj = copy.deepcopy(obj)
+    kind.apply_defaults(obj)
+    return [error.message() for error in kind.validate(obj, old)]
+
+
+def pod(**spec: object) -> dict:
+    containers = [{"name": "ctr0", "image": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "pod1", "namespace": "dra-test"},
+        "spec": {"containers": containers, **spec},
+    }
+
+
+def test_it_accepts_the_seed_claim() -> None:
+    assert messages(CLAIMS, claim(exact())) == []
+
+
+def test_it_rejects_names_that_are_not_dns_subdomains() -> None:
+    (message,) = messages(CLAIMS, claim(exact(), name="GPU_claim"))
+    assert message.startswith(
+        'metadata.name: Invalid value: "GPU_claim": a lowercase RFC 1123 subdomain'
+    )
+
+
+def test_it_rejects_a_request_name_that_is_not_a_dns_label() -> None:
+    (message,) = messages(CLAIMS, claim(exact(name="gpu.one")))
+    assert message.startswith(
+        'spec.devices.requests[0].name: Invalid value: "gpu.one": a lowercase RFC 1123 label'
+    )
+
+
+def test_it_rejects_duplicate_request_names() -> None:
+    assert messages(CLAIMS, claim(exact(), exact())) == [
+        'spec.devices.requests[1].name: Duplicate value: "gpu"'
+    ]
+
+
+def test_it_needs_exactly_one_of_exactly_or_first_available() -> None:
+    expected = (
+        "spec.devices.requests[0]: Required value: "
+        "exactly one of `exactly` or `firstAvailable` is required"
+    )
+    assert messages(CLAIMS, claim({"name": "gpu"})) == [expected]
+    both = {**exact(), "firstAvailable": [{"name": "a", "deviceClassName": "gpu.nvidia.com"}]}
+    assert messages(CLAIMS, claim(both)) == [expected]
+
+
+def test_it_needs_a_device_class() -> None:
+    assert messages(CLAIMS, claim({"name": "gpu", "exactly": {}})) == [
+        "spec.devices.requests[0].exactly.deviceClassName: Required value"
+    ]
+
+
+def test_it_needs_a_positive_count() -> None:
+    assert messages(CLAIMS, claim(exact(count=-2))) == [
+        "spec.devices.requests[0].exactly.count: Invalid value: -2: must be greater than zero"
+    ]
+
+
+def test_it_forbids_a_count_with_all_mode() -> None:
+    assert messages(CLAIMS, claim(exact(allocationMode="All", count=2))) == [
+        "spec.devices.requests[0].exactly.count: Invalid value: 2: "
+        "must not be specified when allocationMode is 'All'"
+    ]
+
+
+def test_it_rejects_an_unknown_allocation_mode() -> None:
+    assert messages(CLAIMS, claim(exact(allocationMode="Some"))) == [
+        "spec.devices.requests[0].exactly.allocationMode: Unsupported value: "
+        '"Some": supported values: "All", "ExactCount"'
+    ]
+
+
+def test_it_compiles_cel_selectors() -> None:
+    selectors = [{"cel": {"expression": "device.driver == "}}]
+    (message,) = messages(CLAIMS, claim(exact(selectors=selectors)))
+    assert message.startswith(
+        "spec.devices.requests[0].exactly.selectors[0].cel.expression: "
+        'Invalid value: "device.driver == ": compilation failed: ERROR: <input>:1:'
+    )
+
+
+def test_it_checks_subrequests() -> None:
+    request = {"name": "gpu", "firstAvailable": [{"name": "big", "deviceClassName": ""}]}
+    assert messages(CLAIMS, claim(request)) == [
+        "spec.devices.requests[0].firstAvailable[0].deviceClassName: Required value"
+    ]
+
+
+def test_it_keeps_the_claim_spec_immutable() -> None:
+    old = claim(exact())
+    CLAIMS.apply_defaults(old)
+    assert messages(CLAIMS, claim(exact(count=2)), old)[0].startswith("spec: Invalid value: ")
+    assert messages(CLAIMS, claim(exact(count=2)), old)[0].endswith(": field is immutable")
+    assert messages(CLAIMS, claim(exact()), old) == []
+
+
+def test_it_validates_device_class_selectors() -> None:
+    device_class = {
+        "metadata": {"name": "gpu.example.com"},
+        "spec": {"selectors": [{"cel": {"expression": ")"}}]},
+    }
+    (message,) = messages(kind_for("resource.k8s.io", "deviceclasses"), device_class)
+    assert message.startswith("spec.selectors[0].cel.expression: Invalid value")
+
+
+def test_it_needs_containers_with_images() -> None:
+    assert messages(PODS, pod(containers=[])) == ["spec.containers: Required value"]
+    assert messages(PODS, pod(containers=[{"name": "ctr0"}])) == [
+        "spec.containers[0].image: Required value"
+    ]
+
+
+def test_it_checks_container_names() -> None:
+    containers = [
+        {"name": "Ctr", "image": "x"},
+        {"name": "b", "image": "x"},
+        {"name": "b", "image": "x"},
+    ]
+    found = messages(PODS, pod(containers=containers))
+    assert found[0].startswith('spec.containers[0].name: Invalid value: "Ctr"')
+    assert found[1] == 'spec.containers[2].name: Duplicate value: "b"'
+
+
+def test_it_needs_container_claims_to_name_a_pod_claim() -> None:
+    containers = [{"name": "ctr0", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}]
+    assert messages(PODS, pod(containers=containers)) == [
+        'spec.containers[0].resources.claims[0]: Not found: "gpu": '
+        "must be one of the names in pod.spec.resourceClaims which is empty"
+    ]
+    claims = [{"name": "other", "resourceClaimName": "c"}]
+    assert messages(PODS, pod(containers=containers, resourceClaims=claims)) == [
+        'spec.containers[0].resources.claims[0]: Not found: "gpu": '
+        "must be one of the names in pod.spec.resourceClaims: other"
+    ]
+
+
+def test_it_needs_exactly_one_claim_source() -> None:
+    neither = messages(PODS, pod(resourceClaims=[{"name": "gpu"}]))
+    assert neither == [
+        'spec.resourceClaims[0]: Invalid value: {"name":"gpu"}: '
+        "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`"
+    ]
+    both = messages(
+        PODS,
+        pod(
+            resourceClaims=[
+                {"name": "gpu", "resourceClaimName": "a", "resourceClaimTemplateName": "b"}
+            ]
+        ),
+    )
+    assert both[0].endswith(
+        "at most one of `resourceClaimName` or `resourceClaimTemplateName` may be specified"
+    )
+
+
+def test_it_checks_the_restart_policy() -> None:
+    assert messages(PODS, pod(restartPolicy="Sometimes")) == [
+        'spec.restartPolicy: Unsupported value: "Sometimes": supported values: '
+        '"Always", "OnFailure", "Never"'
+    ]
+
+
+def test_it_validates_namespace_names_as_labels() -> None:
+    (message,) = messages(kind_for("", "namespaces"), {"metadata": {"name": "dra.test"}})
+    assert message.startswith(
+        'metadata.name: Invalid value: "dra.test": a lowercase RFC 1123 label'
+    )
+
+
+def test_it_finds_unknown_fields_for_the_version_sent() -> None:
+    beta = {**claim(), "apiVersion": "resource.k8s.io/v1beta1"}
+    beta["spec"]["devices"]["requests"] = [{"name": "gpu", "deviceClassName": "gpu.nvidia.com"}]
+    assert CLAIMS.unknown_fields(beta, "v1beta1") == []
+    assert CLAIMS.unknown_fields(beta, "v1") == ["spec.devices.requests[0].deviceClassName"]
+    typo = claim(exact())
+    typo["spec"]["devices"]["requests"][0]["exactly"]["cuont"] = 1
+    typo["metadata"]["labelz"] = {}
+    assert CLAIMS.unknown_fields(typo, "v1") == [
+        "metadata.labelz",
+        "spec.devices.requests[0].exactly.cuont",
+    ]
+
+
+def test_it_accepts_free_form_maps_and_opaque_parameters() -> None:
+    obj = claim(exact())
+    obj["metadata"]["labels"] = {"anything/goes": "x"}
+    obj["spec"]["devices"]["config"] = [
+        {
+            "opaque": {
+                "driver": "gpu.nvidia.com",
+                "parameters": {"kind": "GpuConfig", "sharing": {"strategy": "TimeSlicing"}},
+            }
+        }
+    ]
+    assert CLAIMS.unknown_fields(obj, "v1") == []
+    assert PODS.unknown_fields(
+        {
+            **pod(),
+            "spec": {
+                "containers": [
+                    {"name": "c", "image": "x", "imagePullPolicy": "Always", "colour": 1}
+                ]
+            },
+        },
+        "v1",
+    ) == ["spec.containers[0].colour"]
+
+
+@pytest.fixture
+def resource_api(kubesim_cluster) -> client.ResourceV1Api:
+    api = config.new_client_from_config(kubesim_cluster.kubeconfig)
+    return client.ResourceV1Api(api)
+
+
+def test_it_answers_422_with_causes_through_the_api(resource_api: client.ResourceV1Api) -> None:
+    namespace = f"val-{uuid.uuid4().hex[:6]}"
+    client.CoreV1Api(resource_api.api_client).create_namespace({"metadata": {"name": namespace}})
+    body = claim(exact(count=0, allocationMode="All"), {"name": "other"})
+    body["spec"]["devices"]["requests"][0]["exactly"]["count"] = 3
+    body["metadata"]["namespace"] = namespace
+    with pytest.raises(ApiException) as raised:
+        resource_api.create_namespaced_resource_claim(namespace, body)
+    status = json.loads(raised.value.body)
+    assert raised.value.status == 422 and status["reason"] == "Invalid"
+    assert status["details"]["causes"] == [
+        {
+            "reason": "FieldValueInvalid",
+            "message": "Invalid value: 3: must not be specified when allocationMode is 'All'",
+            "field": "spec.devices.requests[0].exactly.count",
+        },
+        {
+            "reason": "FieldValueRequired",
+            "message": "Required value: exactly one of `exactly` or `firstAvailable` is required",
+            "field": "spec.devices.requests[1]",
+        },
+    ]
+    assert status["message"].startswith(
+        'ResourceClaim.resource.k8s.io "gpu-claim" is invalid: '
+        "[spec.devices.requests[0].exactly.count"
+    )
