@@ -1,0 +1,138 @@
+"""Examples shown in the OpenAPI schema and Swagger UI (what a real exchange looks like)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+WHEN = "2026-11-30T09:00:00Z"
+LATER = "2026-11-30T09:00:12Z"
+
+DEVICE: dict[str, Any] = {
+    "request": "gpu",
+    "driver": "gpu.nvidia.com",
+    "pool": "gpu-node-1",
+    "device": "gpu-0",
+    "attributes": {"productName": "NVIDIA H100 80GB HBM3", "architecture": "Hopper"},
+    "capacity": {"memory": "80Gi"},
+}
+
+CLUSTER: dict[str, Any] = {
+    "id": 1,
+    "name": "kubesim",
+    "simulated": True,
+    "server_version": "v1.34.1",
+    "resource_versions": ["v1", "v1beta2", "v1beta1"],
+    "preferred_resource_version": "v1",
+    "device_classes": [
+        {
+            "name": "gpu.nvidia.com",
+            "selectors": ["device.driver == 'gpu.nvidia.com'"],
+            "device_count": 8,
+        }
+    ],
+    "inventory_synced_at": WHEN,
+    "last_synced_at": WHEN,
+    "last_error": "",
+}
+
+NAMESPACE_REQUEST: dict[str, Any] = {
+    "id": 3,
+    "cluster": 1,
+    "cluster_name": "kubesim",
+    "name": "team-vision",
+    "purpose": "Training the detector",
+    "state": "pending",
+    "state_message": "Requested.",
+    "owner": "alice",
+    "decided_by": None,
+    "decided_at": None,
+    "created": WHEN,
+    "updated": WHEN,
+}
+
+CLAIM_REQUEST: dict[str, Any] = {
+    "id": 7,
+    "cluster": 1,
+    "cluster_name": "kubesim",
+    "namespace_request": 3,
+    "namespace": "team-vision",
+    "name": "gpu-claim",
+    "device_class": "gpu.nvidia.com",
+    "count": 1,
+    "all_devices": False,
+    "selector": "",
+    "purpose": "",
+    "state": "in_use",
+    "state_message": "Allocated gpu-0 on gpu-node-1.",
+    "owner": "alice",
+    "decided_by": "carol",
+    "decided_at": WHEN,
+    "applied_api_version": "resource.k8s.io/v1",
+    "applied_at": WHEN,
+    "node": "gpu-node-1",
+    "allocation": {"node": "gpu-node-1", "devices": [DEVICE], "reserved_for": ["pod1"]},
+    "created": WHEN,
+    "updated": LATER,
+}
+
+VERIFICATION_RUN: dict[str, Any] = {
+    "id": 12,
+    "claim": 7,
+    "claim_name": "gpu-claim",
+    "namespace": "team-vision",
+    "cluster_name": "kubesim",
+    "pod_name": "gpu-claim-verify-12",
+    "state": "succeeded",
+    "state_message": "CUDA samples passed.",
+    "owner": "alice",
+    "node": "gpu-node-1",
+    "devices": [DEVICE],
+    "passed": True,
+    "vector_add_passed": True,
+    "device_query_passed": True,
+    "device_name": "NVIDIA H100 80GB HBM3",
+    "compute_capability": "9.0",
+    "memory_mib": 81559,
+    "started_at": WHEN,
+    "finished_at": LATER,
+    "logs": [
+        {
+            "container": "ctr0",
+            "url": "/api/v1/runs/12/logs/ctr0/",
+            "length": 182,
+            "truncated": False,
+        },
+        {
+            "container": "ctr1",
+            "url": "/api/v1/runs/12/logs/ctr1/",
+            "length": 2304,
+            "truncated": False,
+        },
+    ],
+    "created": WHEN,
+    "updated": LATER,
+}
+
+AUDIT_EVENT: dict[str, Any] = {
+    "id": 40,
+    "object_kind": "claim_request",
+    "object_id": 7,
+    "object_name": "gpu-claim",
+    "owner": "alice",
+    "actor": "carol",
+    "from_state": "pending",
+    "to_state": "approved",
+    "message": "Approved.",
+    "created": WHEN,
+}
+
+ME: dict[str, Any] = {"username": "alice", "is_approver": False}
+
+VECTOR_ADD_LOG = (
+    "[Vector addition of 50000 elements]\n"
+    "Copy input data from the host memory to the CUDA device\n"
+    "CUDA kernel launch with 196 blocks of 256 threads\n"
+    "Copy output data from the CUDA device to the host memory\n"
+    "Test PASSED\n"
+    "Done\n"
+)

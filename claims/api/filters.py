@@ -1,0 +1,53 @@
+"""Query filters of the list endpoints: ?state=, ?cluster=, ?namespace=, ?owner=, ..."""
+
+from __future__ import annotations
+
+import django_filters
+
+from claims.models import AuditEvent, ClaimRequest, NamespaceRequest, VerificationRun
+
+
+class NamespaceRequestFilter(django_filters.FilterSet):
+    state = django_filters.MultipleChoiceFilter(choices=NamespaceRequest.State.choices)
+    cluster = django_filters.NumberFilter(field_name="cluster_id", help_text="Cluster id.")
+    owner = django_filters.CharFilter(field_name="owner__username", help_text="Username.")
+
+    class Meta:
+        model = NamespaceRequest
+        fields = ["state", "cluster", "name", "owner"]
+
+
+class ClaimRequestFilter(django_filters.FilterSet):
+    state = django_filters.MultipleChoiceFilter(choices=ClaimRequest.State.choices)
+    cluster = django_filters.NumberFilter(field_name="namespace_request__cluster_id")
+    namespace = django_filters.CharFilter(field_name="namespace_request__name")
+    namespace_request = django_filters.NumberFilter(field_name="namespace_request_id")
+    owner = django_filters.CharFilter(field_name="owner__username", help_text="Username.")
+
+    class Meta:
+        model = ClaimRequest
+        fields = ["state", "cluster", "namespace", "namespace_request", "name", "owner"]
+
+
+class VerificationRunFilter(django_filters.FilterSet):
+    state = django_filters.MultipleChoiceFilter(choices=VerificationRun.State.choices)
+    cluster = django_filters.NumberFilter(field_name="claim__namespace_request__cluster_id")
+    namespace = django_filters.CharFilter(field_name="claim__namespace_request__name")
+    # Plain numbers, not model choices: an unknown id must not answer differently from
+    # someone else's id.
+    claim = django_filters.NumberFilter(field_name="claim_id")
+    owner = django_filters.CharFilter(field_name="owner__username", help_text="Username.")
+
+    class Meta:
+        model = VerificationRun
+        fields = ["state", "claim", "cluster", "namespace", "owner"]
+
+
+class AuditEventFilter(django_filters.FilterSet):
+    object_kind = django_filters.ChoiceFilter(choices=AuditEvent.Kind.choices)
+    owner = django_filters.CharFilter(field_name="owner__username", help_text="Username.")
+    since = django_filters.IsoDateTimeFilter(field_name="created", lookup_expr="gt")
+
+    class Meta:
+        model = AuditEvent
+        fields = ["object_kind", "object_id", "owner", "since"]

@@ -1,0 +1,104 @@
+"""The Idempotency-Key header: a POST retried with the same key gets the first response again.
+
+The record is written in the same transaction as the work it guards, so either both exist
+or neither does; a concurrent retry waits on the unique (user, key) index until the first
+request commits, then replays its response.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+from django.apps import apps
+from django.core.exceptions import ImproperlyConfigured
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from claims.api.config import api_setting
+from claims.api.errors import IdempotencyKeyReused
+
+HEADER = "Idempotency-Key"
+MAX_KEY_LENGTH = 255
+REPLAYED_HEADER = "Idempotent-Replayed"
+
+View = Callable[..., Response]
+
+
+def _records() -> Any:
+    # Imported late: the model's app ("claims.api" in INSTALLED_APPS) is added by the
+    # project settings; without it every other endpoint still works.
+    if not apps.is_installed("claims.api"):
+        raise ImproperlyConfigured("Add portal.api_settings.API_APPS to INSTALLED_APPS.")
+    from claims.api.models import IdempotencyRecord
+
+    return IdempotencyRecord
+
+
+def idempotent(view_method: View) -> View:
+    """Decorate a POST handler of an APIView."""
+
+    @functools.wraps(view_method)
+    def wrapper(view: Any, request: Request, *args: Any, **kwargs: Any) -> Response:
+        key = request.headers.get(HEADER)
+        if key is None:
+            return view_method(view, request, *args, **kwargs)
+        key = _checked_key(key)
+        fingerprint = _fingerprint(request)
+        with transaction.atomic():
+            _forget_expired(request.user)
+            previous = _reserve(request.user, key, fingerprint)
+            if previous is not None:
+                return _replay(previous, fingerprint)
+            response = view_method(view, request, *args, **kwargs)
+            _records().objects.filter(user=request.user, key=key).update(
+                status_code=response.status_code, response_body=response.data
+            )
+        return response
+
+    return wrapper
+
+
+def _checked_key(key: str) -> str:
+    key = key.strip()
+    if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
+        raise ValidationError(
+            {HEADER: [f"Send 1 to {MAX_KEY_LENGTH} printable characters, e.g. a UUID."]}
+        )
+    return key
+
+
+def _fingerprint(request: Request) -> str:
+    data = request.data
+    body = dict(data.lists()) if hasattr(data, "lists") else data
+    canonical = json.dumps([request.method, request.path, body], sort_keys=True, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _forget_expired(user: Any) -> None:
+    cutoff = timezone.now() - api_setting("API_IDEMPOTENCY_TTL")
+    _records().objects.filter(user=user, created__lt=cutoff).delete()
+
+
+def _reserve(user: Any, key: str, fingerprint: str) -> Any:
+    """Claim the key for this request, or return the record of the request that had it."""
+    try:
+        with transaction.atomic():
+            _records().objects.create(user=user, key=key, fingerprint=fingerprint, status_code=0)
+        return None
+    except IntegrityError:
+        return _records().objects.get(user=user, key=key)
+
+
+def _replay(record: Any, fingerprint: str) -> Response:
+    if record.fingerprint != fingerprint:
+        raise IdempotencyKeyReused()
+    return Response(
+        record.response_body, status=record.status_code, headers={REPLAYED_HEADER: "true"}
+    )

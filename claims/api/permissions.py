@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+
+from claims import selectors
+
+
+class IsApprover(BasePermission):
+    """Approvers (the group, or staff) may approve and reject; the services check it again."""
+
+    message = "Only approvers can approve or reject requests."
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return selectors.user_is_approver(request.user)

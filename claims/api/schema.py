@@ -1,0 +1,72 @@
+"""OpenAPI details every operation shares: error answers and the Idempotency-Key header."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework import serializers
+
+from claims.api.errors import IdempotencyKeyReused, StateConflict
+
+
+class ErrorDetail(serializers.Serializer):
+    detail = serializers.CharField()
+
+
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    location=OpenApiParameter.HEADER,
+    description="Retry-safe POST: the same key and body return the first response again; "
+    "the same key with another body is refused with 422.",
+)
+
+ERRORS = {
+    400: "Bad input: field names with what is wrong.",
+    401: "No valid token or session.",
+    403: "Not allowed (e.g. approving without being an approver), or CSRF missing.",
+    404: "No such object, or it belongs to someone else.",
+    409: StateConflict.default_detail,
+    422: IdempotencyKeyReused.default_detail,
+    429: "Too many requests; wait as long as the Retry-After header says.",
+}
+
+
+class ApiSchema(AutoSchema):
+    def get_override_parameters(self) -> list[Any]:
+        parameters = super().get_override_parameters()
+        if self.method == "POST":
+            parameters = [*parameters, IDEMPOTENCY_KEY]
+        return parameters
+
+    def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:
+        responses = super()._get_response_bodies(direction)
+        for code in self._error_codes():
+            responses.setdefault(str(code), self._error_response(code))
+        return responses
+
+    def _error_codes(self) -> list[int]:
+        codes = [400, 401, 403, 429]
+        if "{" in self.path:
+            codes.append(404)
+        if self.method in ("POST", "DELETE"):
+            codes.append(409)
+        if self.method == "POST":
+            codes.append(422)
+        return codes
+
+    def _error_response(self, code: int) -> dict[str, Any]:
+        schema: dict[str, Any] = {"$ref": "#/components/schemas/ErrorDetail"}
+        if code == 400:
+            schema = {
+                "type": "object",
+                "additionalProperties": {"type": "array", "items": {"type": "string"}},
+            }
+            schema = {"anyOf": [schema, {"$ref": "#/components/schemas/ErrorDetail"}]}
+        self._register_error_detail()
+        return {"content": {"application/json": {"schema": schema}}, "description": ERRORS[code]}
+
+    def _register_error_detail(self) -> None:
+        self.resolve_serializer(ErrorDetail, "response")

@@ -1,0 +1,218 @@
+"""What the API returns: one output serializer per kind, with the example the schema shows.
+
+Input serializers live next to the view that reads them (claims.api.views), as in the
+HackSoftware style guide: they shape input, the services decide what is allowed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiExample,
+    extend_schema_field,
+    extend_schema_serializer,
+    inline_serializer,
+)
+from rest_framework import serializers
+
+from claims import selectors
+from claims.api import examples
+from claims.models import AuditEvent, ClaimRequest, Cluster, NamespaceRequest, VerificationRun
+
+
+def _example(name: str, value: dict[str, Any]) -> list[OpenApiExample]:
+    return [OpenApiExample(name, value=value, response_only=True)]
+
+
+class DeviceClassOutput(serializers.Serializer):
+    name = serializers.CharField()
+    selectors = serializers.ListField(child=serializers.CharField())
+    device_count = serializers.IntegerField()
+
+
+class DeviceOutput(serializers.Serializer):
+    node = serializers.CharField(allow_null=True)
+    driver = serializers.CharField()
+    pool = serializers.CharField()
+    name = serializers.CharField()
+    attributes = serializers.DictField(child=serializers.JSONField())
+    capacity = serializers.DictField(child=serializers.CharField())
+
+
+@extend_schema_serializer(examples=_example("A simulated cluster", examples.CLUSTER))
+class ClusterOutput(serializers.ModelSerializer):
+    resource_versions = serializers.ListField(child=serializers.CharField())
+    device_classes = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Cluster
+        fields = [
+            "id",
+            "name",
+            "simulated",
+            "server_version",
+            "resource_versions",
+            "preferred_resource_version",
+            "device_classes",
+            "inventory_synced_at",
+            "last_synced_at",
+            "last_error",
+        ]
+
+    @extend_schema_field(DeviceClassOutput(many=True))
+    def get_device_classes(self, cluster: Cluster) -> list[dict[str, Any]]:
+        return selectors.device_classes(cluster=cluster)
+
+
+@extend_schema_serializer(examples=_example("A pending namespace", examples.NAMESPACE_REQUEST))
+class NamespaceRequestOutput(serializers.ModelSerializer):
+    cluster_name = serializers.CharField(source="cluster.name")
+    owner = serializers.CharField(source="owner.username")
+    decided_by = serializers.CharField(source="decided_by.username", allow_null=True)
+
+    class Meta:
+        model = NamespaceRequest
+        fields = [
+            "id",
+            "cluster",
+            "cluster_name",
+            "name",
+            "purpose",
+            "state",
+            "state_message",
+            "owner",
+            "decided_by",
+            "decided_at",
+            "created",
+            "updated",
+        ]
+
+
+@extend_schema_serializer(examples=_example("A claim in use", examples.CLAIM_REQUEST))
+class ClaimRequestOutput(serializers.ModelSerializer):
+    cluster = serializers.IntegerField(source="namespace_request.cluster_id")
+    cluster_name = serializers.CharField(source="namespace_request.cluster.name")
+    namespace = serializers.CharField(source="namespace_request.name")
+    owner = serializers.CharField(source="owner.username")
+    decided_by = serializers.CharField(source="decided_by.username", allow_null=True)
+    allocation = serializers.JSONField(
+        allow_null=True,
+        help_text="The devices DRA allocated while a Pod uses the claim; null when none does.",
+    )
+
+    class Meta:
+        model = ClaimRequest
+        fields = [
+            "id",
+            "cluster",
+            "cluster_name",
+            "namespace_request",
+            "namespace",
+            "name",
+            "device_class",
+            "count",
+            "all_devices",
+            "selector",
+            "purpose",
+            "state",
+            "state_message",
+            "owner",
+            "decided_by",
+            "decided_at",
+            "applied_api_version",
+            "applied_at",
+            "node",
+            "allocation",
+            "created",
+            "updated",
+        ]
+
+
+class RunLogOutput(serializers.Serializer):
+    container = serializers.CharField()
+    url = serializers.CharField(help_text="The log as text/plain; add ?since=<offset>.")
+    length = serializers.IntegerField(help_text="Characters kept so far (the next ?since=).")
+    truncated = serializers.BooleanField(help_text="True when only the tail is kept.")
+
+
+@extend_schema_serializer(examples=_example("A run that passed", examples.VERIFICATION_RUN))
+class VerificationRunOutput(serializers.ModelSerializer):
+    claim_name = serializers.CharField(source="claim.name")
+    namespace = serializers.CharField(source="claim.namespace_request.name")
+    cluster_name = serializers.CharField(source="claim.namespace_request.cluster.name")
+    owner = serializers.CharField(source="owner.username")
+    devices = serializers.ListField(child=serializers.DictField(child=serializers.JSONField()))
+    logs = serializers.SerializerMethodField()
+
+    class Meta:
+        model = VerificationRun
+        fields = [
+            "id",
+            "claim",
+            "claim_name",
+            "namespace",
+            "cluster_name",
+            "pod_name",
+            "state",
+            "state_message",
+            "owner",
+            "node",
+            "devices",
+            "passed",
+            "vector_add_passed",
+            "device_query_passed",
+            "device_name",
+            "compute_capability",
+            "memory_mib",
+            "started_at",
+            "finished_at",
+            "logs",
+            "created",
+            "updated",
+        ]
+
+    @extend_schema_field(RunLogOutput(many=True))
+    def get_logs(self, run: VerificationRun) -> list[dict[str, Any]]:
+        kept = {log.container: log for log in run.logs.all()}
+        return [
+            {
+                "container": container,
+                "url": f"/api/v1/runs/{run.pk}/logs/{container}/",
+                "length": len(kept[container].text) if container in kept else 0,
+                "truncated": kept[container].truncated if container in kept else False,
+            }
+            for container in VerificationRun.CONTAINERS
+        ]
+
+
+@extend_schema_serializer(examples=_example("An approval", examples.AUDIT_EVENT))
+class AuditEventOutput(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor_name", help_text='"system" for the cluster.')
+    owner = serializers.CharField(source="owner.username", allow_null=True)
+
+    class Meta:
+        model = AuditEvent
+        fields = [
+            "id",
+            "object_kind",
+            "object_id",
+            "object_name",
+            "owner",
+            "actor",
+            "from_state",
+            "to_state",
+            "message",
+            "created",
+        ]
+
+
+@extend_schema_serializer(examples=_example("A data scientist", examples.ME))
+class MeOutput(serializers.Serializer):
+    username = serializers.CharField()
+    is_approver = serializers.BooleanField()
+
+
+LOG_TEXT = OpenApiTypes.STR
+ERROR_DETAIL = inline_serializer("ErrorDetail", {"detail": serializers.CharField()})

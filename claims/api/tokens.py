@@ -1,0 +1,77 @@
+"""The page where a user makes and revokes personal API tokens (knox: stored hashed)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+from knox.models import AuthToken
+
+TOKEN_PREFIX = "gpup_"
+EXPIRY_CHOICES = [
+    ("1", "1 day"),
+    ("7", "7 days"),
+    ("30", "30 days"),
+    ("90", "90 days"),
+    ("365", "1 year"),
+    ("never", "Never"),
+]
+
+
+class TokenForm(forms.Form):
+    expires_in = forms.ChoiceField(choices=EXPIRY_CHOICES, initial="30", label="Expires in")
+
+    def expiry(self) -> timedelta | None:
+        days = self.cleaned_data["expires_in"]
+        return None if days == "never" else timedelta(days=int(days))
+
+
+class RevokeForm(forms.Form):
+    token_key = forms.CharField(max_length=25)
+
+
+def _tokens_of(request: HttpRequest) -> list[AuthToken]:
+    return list(AuthToken.objects.filter(user=request.user).order_by("-created"))
+
+
+@login_required
+def token_list(request: HttpRequest) -> HttpResponse:
+    context = {"nav": "tokens", "form": TokenForm(), "tokens": _tokens_of(request)}
+    return render(request, "tokens/token_list.html", context)
+
+
+@login_required
+@require_POST
+def token_create(request: HttpRequest) -> HttpResponse:
+    form = TokenForm(request.POST)
+    if not form.is_valid():
+        context = {"nav": "tokens", "form": form, "tokens": _tokens_of(request)}
+        return render(request, "tokens/token_list.html", context, status=400)
+    token, secret = AuthToken.objects.create(
+        user=request.user, expiry=form.expiry(), prefix=TOKEN_PREFIX
+    )
+    # The secret is shown on this one response only; the database keeps its hash.
+    context = {"nav": "tokens", "form": TokenForm(), "tokens": _tokens_of(request)}
+    return render(
+        request, "tokens/token_list.html", {**context, "new_secret": secret, "new": token}
+    )
+
+
+@login_required
+@require_POST
+def token_revoke(request: HttpRequest) -> HttpResponse:
+    form = RevokeForm(request.POST)
+    deleted = 0
+    if form.is_valid():
+        key = form.cleaned_data["token_key"]
+        deleted, _ = AuthToken.objects.filter(user=request.user, token_key=key).delete()
+    if deleted:
+        messages.success(request, "Token revoked: scripts using it can no longer log in.")
+    else:
+        messages.error(request, "No such token of yours; it may be revoked already.")
+    return redirect("api-tokens")

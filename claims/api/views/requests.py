@@ -1,0 +1,223 @@
+"""Namespace requests and claim requests: ask, list, read (long-poll), approve, reject,
+retry, release."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiExample, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from claims import selectors, services
+from claims.api.errors import call_service
+from claims.api.filters import ClaimRequestFilter, NamespaceRequestFilter
+from claims.api.idempotency import idempotent
+from claims.api.serializers import ClaimRequestOutput, NamespaceRequestOutput
+from claims.api.views.actions import (
+    WAIT_PARAMETERS,
+    ApproverActionApi,
+    ObjectApi,
+    ReasonInput,
+    visible_or_field_error,
+)
+from claims.api.views.base import ApiView
+from claims.models import ClaimRequest, Cluster, NamespaceRequest
+
+NS_TAG = ["namespace requests"]
+CLAIM_TAG = ["claims"]
+
+
+class NamespaceRequestListApi(ApiView):
+    model = NamespaceRequest
+    list_selector = staticmethod(selectors.namespace_request_list)
+    filterset_class = NamespaceRequestFilter
+
+    class NamespaceRequestInput(serializers.Serializer):
+        cluster = serializers.PrimaryKeyRelatedField(queryset=Cluster.objects.all())
+        name = serializers.CharField(help_text="A DNS-1123 label, e.g. team-vision.")
+        purpose = serializers.CharField(required=False, allow_blank=True, max_length=5000)
+
+    @extend_schema(tags=NS_TAG, responses=NamespaceRequestOutput(many=True))
+    def get(self, request: Request) -> Response:
+        """Your namespace requests (approvers: everyone's)."""
+        return self.list_response(NamespaceRequestOutput)
+
+    @extend_schema(
+        tags=NS_TAG,
+        request=NamespaceRequestInput,
+        responses={201: NamespaceRequestOutput},
+        examples=[
+            OpenApiExample(
+                "Ask for a namespace",
+                value={"cluster": 1, "name": "team-vision", "purpose": "Training"},
+                request_only=True,
+            )
+        ],
+    )
+    @idempotent
+    def post(self, request: Request) -> Response:
+        """Ask for a namespace; nothing is created in the cluster before an approver agrees."""
+        data = self.parsed(request)
+        ns = call_service(services.namespace_request_submit, user=request.user, **data)
+        return Response(NamespaceRequestOutput(ns).data, status=201)
+
+    def parsed(self, request: Request) -> dict:
+        serializer = self.NamespaceRequestInput(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        return dict(serializer.validated_data)
+
+
+class NamespaceRequestDetailApi(ObjectApi):
+    getter = staticmethod(selectors.namespace_request_get)
+    output = NamespaceRequestOutput
+
+    @extend_schema(tags=NS_TAG, parameters=WAIT_PARAMETERS, responses=NamespaceRequestOutput)
+    def get(self, request: Request, pk: int) -> Response:
+        """One namespace request; `?wait=30&state=pending` answers when the state changes."""
+        return self.retrieve_after_wait(request)
+
+    @extend_schema(tags=NS_TAG, responses=NamespaceRequestOutput)
+    def delete(self, request: Request, pk: int) -> Response:
+        """Withdraw a pending request, or delete the namespace and release its claims."""
+        return self.act(services.namespace_request_delete, "namespace_request")
+
+
+class NamespaceRequestApproveApi(ApproverActionApi):
+    getter = staticmethod(selectors.namespace_request_get)
+    output = NamespaceRequestOutput
+
+    @extend_schema(tags=NS_TAG, request=None, responses=NamespaceRequestOutput)
+    @idempotent
+    def post(self, request: Request, pk: int) -> Response:
+        """Approve (approvers only): the namespace is created in the cluster."""
+        return self.act(services.namespace_request_approve, "namespace_request")
+
+
+class NamespaceRequestRejectApi(ApproverActionApi):
+    getter = staticmethod(selectors.namespace_request_get)
+    output = NamespaceRequestOutput
+
+    @extend_schema(tags=NS_TAG, request=ReasonInput, responses=NamespaceRequestOutput)
+    @idempotent
+    def post(self, request: Request, pk: int) -> Response:
+        """Reject with a reason (approvers only); its pending claims are rejected too."""
+        reason = _reason(request)
+        return self.act(services.namespace_request_reject, "namespace_request", reason=reason)
+
+
+class NamespaceRequestRetryApi(ObjectApi):
+    getter = staticmethod(selectors.namespace_request_get)
+    output = NamespaceRequestOutput
+
+    @extend_schema(tags=NS_TAG, request=None, responses=NamespaceRequestOutput)
+    @idempotent
+    def post(self, request: Request, pk: int) -> Response:
+        """Apply a failed namespace again."""
+        return self.act(services.namespace_request_retry, "namespace_request")
+
+
+class ClaimListApi(ApiView):
+    model = ClaimRequest
+    list_selector = staticmethod(selectors.claim_request_list)
+    filterset_class = ClaimRequestFilter
+
+    class ClaimRequestInput(serializers.Serializer):
+        namespace_request = serializers.IntegerField(help_text="Id of your namespace request.")
+        name = serializers.CharField(help_text="A DNS-1123 label, e.g. gpu-claim.")
+        device_class = serializers.CharField(help_text="e.g. gpu.nvidia.com")
+        count = serializers.IntegerField(required=False, allow_null=True, default=1)
+        all_devices = serializers.BooleanField(required=False, default=False)
+        selector = serializers.CharField(
+            required=False, allow_blank=True, default="", help_text="Optional CEL expression."
+        )
+        purpose = serializers.CharField(required=False, allow_blank=True, max_length=5000)
+
+    @extend_schema(tags=CLAIM_TAG, responses=ClaimRequestOutput(many=True))
+    def get(self, request: Request) -> Response:
+        """Your claims (approvers: everyone's)."""
+        return self.list_response(ClaimRequestOutput)
+
+    @extend_schema(
+        tags=CLAIM_TAG,
+        request=ClaimRequestInput,
+        responses={201: ClaimRequestOutput},
+        examples=[
+            OpenApiExample(
+                "One GPU",
+                value={
+                    "namespace_request": 3,
+                    "name": "gpu-claim",
+                    "device_class": "gpu.nvidia.com",
+                },
+                request_only=True,
+            )
+        ],
+    )
+    @idempotent
+    def post(self, request: Request) -> Response:
+        """Ask for a GPU claim in one of your namespaces; an approver decides."""
+        serializer = self.ClaimRequestInput(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        data["namespace_request"] = visible_or_field_error(
+            selectors.namespace_request_get,
+            request.user,
+            data["namespace_request"],
+            "namespace_request",
+        )
+        claim = call_service(services.claim_request_submit, user=request.user, **data)
+        return Response(ClaimRequestOutput(claim).data, status=201)
+
+
+class ClaimDetailApi(ObjectApi):
+    getter = staticmethod(selectors.claim_request_get)
+    output = ClaimRequestOutput
+
+    @extend_schema(tags=CLAIM_TAG, parameters=WAIT_PARAMETERS, responses=ClaimRequestOutput)
+    def get(self, request: Request, pk: int) -> Response:
+        """One claim; `?wait=30&state=pending` answers as soon as the state changes."""
+        return self.retrieve_after_wait(request)
+
+    @extend_schema(tags=CLAIM_TAG, responses=ClaimRequestOutput)
+    def delete(self, request: Request, pk: int) -> Response:
+        """Release the claim: its ResourceClaim (and any run's Pod) is deleted."""
+        return self.act(services.claim_request_release, "claim_request")
+
+
+class ClaimApproveApi(ApproverActionApi):
+    getter = staticmethod(selectors.claim_request_get)
+    output = ClaimRequestOutput
+
+    @extend_schema(tags=CLAIM_TAG, request=None, responses=ClaimRequestOutput)
+    @idempotent
+    def post(self, request: Request, pk: int) -> Response:
+        """Approve (approvers only): the ResourceClaim is applied; a pending namespace too."""
+        return self.act(services.claim_request_approve, "claim_request")
+
+
+class ClaimRejectApi(ApproverActionApi):
+    getter = staticmethod(selectors.claim_request_get)
+    output = ClaimRequestOutput
+
+    @extend_schema(tags=CLAIM_TAG, request=ReasonInput, responses=ClaimRequestOutput)
+    @idempotent
+    def post(self, request: Request, pk: int) -> Response:
+        """Reject with a reason (approvers only)."""
+        return self.act(services.claim_request_reject, "claim_request", reason=_reason(request))
+
+
+class ClaimRetryApi(ObjectApi):
+    getter = staticmethod(selectors.claim_request_get)
+    output = ClaimRequestOutput
+
+    @extend_schema(tags=CLAIM_TAG, request=None, responses=ClaimRequestOutput)
+    @idempotent
+    def post(self, request: Request, pk: int) -> Response:
+        """Apply a failed claim again."""
+        return self.act(services.claim_request_retry, "claim_request")
+
+
+def _reason(request: Request) -> str:
+    serializer = ReasonInput(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data["reason"]

@@ -1,0 +1,124 @@
+"""Verification runs (the seed's pod1 on a claim), their logs, and the audit trail."""
+
+from __future__ import annotations
+
+from django.http import Http404, HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from claims import selectors, services
+from claims.api import examples
+from claims.api.errors import call_service
+from claims.api.filters import AuditEventFilter, VerificationRunFilter
+from claims.api.idempotency import idempotent
+from claims.api.serializers import AuditEventOutput, VerificationRunOutput
+from claims.api.views.actions import WAIT_PARAMETERS, ObjectApi, visible_or_field_error
+from claims.api.views.base import ApiView
+from claims.models import AuditEvent, RunLog, VerificationRun
+
+TAG = ["runs"]
+
+
+class RunListApi(ApiView):
+    model = VerificationRun
+    list_selector = staticmethod(selectors.verification_run_list)
+    filterset_class = VerificationRunFilter
+    ordering_fields = ["created", "updated", "state", "finished_at"]
+
+    class VerificationRunInput(serializers.Serializer):
+        claim = serializers.IntegerField(help_text="Id of the claim to verify.")
+
+    @extend_schema(tags=TAG, responses=VerificationRunOutput(many=True))
+    def get(self, request: Request) -> Response:
+        """Your verification runs (approvers: everyone's)."""
+        return self.list_response(VerificationRunOutput)
+
+    @extend_schema(
+        tags=TAG,
+        request=VerificationRunInput,
+        responses={201: VerificationRunOutput},
+        examples=[OpenApiExample("Verify claim 7", value={"claim": 7}, request_only=True)],
+    )
+    @idempotent
+    def post(self, request: Request) -> Response:
+        """Run vectorAdd and deviceQuery on the claim's GPU (the claim must be applied)."""
+        serializer = self.VerificationRunInput(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        claim_id = serializer.validated_data["claim"]
+        claim = visible_or_field_error(selectors.claim_request_get, request.user, claim_id, "claim")
+        run = call_service(services.verification_run_start, user=request.user, claim_request=claim)
+        run = selectors.verification_run_get(user=request.user, pk=run.pk)
+        return Response(VerificationRunOutput(run).data, status=201)
+
+
+class RunDetailApi(ObjectApi):
+    getter = staticmethod(selectors.verification_run_get)
+    output = VerificationRunOutput
+
+    @extend_schema(tags=TAG, parameters=WAIT_PARAMETERS, responses=VerificationRunOutput)
+    def get(self, request: Request, pk: int) -> Response:
+        """One run; `?wait=30&state=running` answers as soon as the state changes."""
+        return self.retrieve_after_wait(request)
+
+
+class LogParams(serializers.Serializer):
+    since = serializers.IntegerField(required=False, min_value=0, default=0)
+
+
+class RunLogApi(ObjectApi):
+    getter = staticmethod(selectors.verification_run_get)
+
+    @extend_schema(
+        tags=TAG,
+        parameters=[
+            OpenApiParameter(
+                "since",
+                int,
+                description="Characters already read (the X-Next-Since of the last answer).",
+            )
+        ],
+        responses={
+            (200, "text/plain"): OpenApiResponse(
+                OpenApiTypes.STR,
+                description="The log from `since` on. Headers: X-Next-Since (pass it as "
+                "`since` next time), X-Log-Complete (true once the run ended), "
+                "X-Log-Truncated (true when only the tail is kept).",
+                examples=[OpenApiExample("vectorAdd", value=examples.VECTOR_ADD_LOG)],
+            )
+        },
+    )
+    def get(self, request: Request, pk: int, container: str) -> HttpResponse:
+        """The log of one container (ctr0 vectorAdd, ctr1 deviceQuery) as plain text."""
+        run = self.get_object()
+        if container not in VerificationRun.CONTAINERS:
+            raise Http404
+        params = LogParams(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        return _log_response(run, container, params.validated_data["since"])
+
+
+def _log_response(run: VerificationRun, container: str, since: int) -> HttpResponse:
+    log = next((log for log in run.logs.all() if log.container == container), RunLog())
+    # The head of a long log may have been dropped since the client's last read; then the
+    # offset points past the end and the client gets what is kept, marked truncated.
+    start = since if since <= len(log.text) else 0
+    response = HttpResponse(log.text[start:], content_type="text/plain; charset=utf-8")
+    response["X-Next-Since"] = str(len(log.text))
+    response["X-Log-Complete"] = "true" if run.is_final else "false"
+    response["X-Log-Truncated"] = "true" if log.truncated else "false"
+    return response
+
+
+class EventListApi(ApiView):
+    model = AuditEvent
+    list_selector = staticmethod(selectors.audit_event_list)
+    filterset_class = AuditEventFilter
+    ordering_fields = ["created", "id"]
+
+    @extend_schema(tags=["events"], responses=AuditEventOutput(many=True))
+    def get(self, request: Request) -> Response:
+        """Every state change of your objects (approvers: of all), oldest first."""
+        return self.list_response(AuditEventOutput)
