@@ -42,10 +42,12 @@ def applied(claim: ClaimRequest, charlie: User) -> ClaimRequest:
 
 
 def allocation() -> dict[str, Any]:
+    """As the sync describes it: the ResourceSlice's device under "device", not "name"."""
     device = h100(0)
+    device["device"] = device.pop("name")
     return {
         "node": "gpu-node-1",
-        "devices": [{"request": "gpu", "device": "gpu-0", **device}],
+        "devices": [{"request": "gpu", **device}],
         "reserved_for": ["alice-ml/train-gpu-verify-1"],
     }
 

@@ -1,11 +1,17 @@
 """A real Chromium, driven by Playwright, against pytest-django's live server."""
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from django.urls import reverse
 from playwright.sync_api import Browser, Page, sync_playwright
+
+import kubesim
+from claims import cluster_ops
+from claims.models import Cluster
+from tests.fixtures.portal import register_cluster
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -18,6 +24,9 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+# Slow enough that a person (and the test) sees the claim allocated while the run's Pod lives:
+# about 1 s pulling and 1.5 s running.
+KUBELET_SPEED = float(os.environ.get("E2E_KUBESIM_SPEED", "2"))
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls the test makes
@@ -33,6 +42,19 @@ def browser() -> Iterator[Browser]:
         browser.close()
 
 
+@pytest.fixture(scope="session")
+def e2e_kubesim() -> Iterator[kubesim.Handle]:
+    handle = kubesim.start(speed=KUBELET_SPEED)
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def e2e_cluster(transactional_db: None, e2e_kubesim: kubesim.Handle) -> Iterator[Cluster]:
+    yield register_cluster(e2e_kubesim)
+    cluster_ops.forget_gateways()
+
+
 def _new_page(browser: Browser) -> Page:
     context = browser.new_context(viewport={"width": 1280, "height": 860})
     context.set_default_timeout(10_000)
@@ -40,7 +62,7 @@ def _new_page(browser: Browser) -> Page:
 
 
 @pytest.fixture
-def open_page(browser: Browser) -> Iterator:
+def open_page(browser: Browser) -> Iterator[Callable[[], Page]]:
     """Opens a fresh browser context per call, so two personas can work side by side."""
     pages: list[Page] = []
 
@@ -55,7 +77,7 @@ def open_page(browser: Browser) -> Iterator:
 
 
 def log_in(page: Page, base_url: str, username: str, password: str) -> None:
-    page.goto(f"{base_url}/accounts/login/")
+    page.goto(base_url + reverse("login"))
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", password)
     page.click("button[type=submit]")

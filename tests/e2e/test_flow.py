@@ -1,0 +1,138 @@
+"""The whole flow in a real browser, with a real Celery worker and beat, against kubesim.
+
+A data scientist (alice) asks for a namespace and a GPU claim, an approver (carol) approves in
+place, alice starts the CUDA verification; the claim gets a GPU while the run's Pod lives, and
+the run page shows "Test PASSED" and the GPU's name, all without reloading a page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from playwright.sync_api import Page, expect
+
+from claims.models import Cluster
+from tests.e2e.conftest import log_in, screenshot
+from tests.fixtures.portal import PASSWORD
+
+pytestmark = pytest.mark.e2e
+LIVE = 10_000  # ms: a cluster change must reach an open page quickly; generous for CI
+
+
+def mark_page(page: Page) -> None:
+    """A flag that a full page load would erase: proves updates came without a reload."""
+    page.evaluate("window.__sameDocument = true")
+
+
+def assert_not_reloaded(page: Page) -> None:
+    assert page.evaluate("window.__sameDocument === true"), "the page was reloaded"
+
+
+def request_namespace(page: Page, base: str) -> None:
+    page.get_by_role("link", name="Request namespace").click()
+    page.fill("input[name=name]", "e2e-ml")
+    page.fill("textarea[name=purpose]", "Fine-tuning a vision model")
+    page.get_by_role("button", name="Request namespace").click()
+    expect(page.locator("#dashboard-live")).to_contain_text("e2e-ml")
+
+
+def request_claim(page: Page) -> None:
+    page.get_by_role("link", name="Request GPU claim").click()
+    page.fill("input[name=name]", "e2e-gpu")
+    page.fill("textarea[name=purpose]", "Check the GPU works")
+    preview = page.locator("#manifest-yaml")
+    expect(preview).to_contain_text("name: e2e-gpu")
+    expect(preview).to_contain_text("apiVersion: resource.k8s.io/v1")
+    expect(preview).to_contain_text("deviceClassName: gpu.nvidia.com")
+    page.fill("input[name=count]", "2")
+    expect(preview).to_contain_text("count: 2")
+    page.fill("input[name=count]", "1")
+    expect(preview).to_contain_text("count: 1")
+    screenshot(page, "claim-form")
+    page.get_by_role("button", name="Submit for approval").click()
+    expect(page.locator("h1")).to_contain_text("e2e-gpu")
+    expect(page.locator("#claim-live")).to_contain_text("pending")
+
+
+def approve_in_place(page: Page, base: str) -> None:
+    page.get_by_role("link", name="Approvals").click()
+    claim_row = page.locator("tr", has_text="e2e-gpu")
+    namespace_row = page.locator("tr[id^=namespace-request-]", has_text="e2e-ml")
+    expect(claim_row.get_by_role("button", name="Approve")).to_be_visible()
+    screenshot(page, "approval-queue")
+    mark_page(page)
+    claim_row.get_by_role("button", name="Approve").click()
+    expect(claim_row).to_contain_text("approved")
+    expect(claim_row).to_contain_text("by carol")
+    expect(namespace_row).to_contain_text("approved")
+    assert_not_reloaded(page)
+
+
+def test_it_takes_a_data_scientist_from_request_to_a_verified_gpu(
+    live_server: Any,
+    open_page: Callable[[], Page],
+    alice: User,
+    carol: User,
+    e2e_cluster: Cluster,
+    celery_worker_process: Any,
+    celery_beat_process: Any,
+) -> None:
+    base = live_server.url
+    scientist, approver = open_page(), open_page()
+    log_in(scientist, base, "alice", PASSWORD)
+    expect(scientist.locator("#simulated-banner")).to_contain_text("Simulated cluster")
+    request_namespace(scientist, base)
+    request_claim(scientist)
+    claim_url = scientist.url
+    mark_page(scientist)
+
+    log_in(approver, base, "carol", PASSWORD)
+    approve_in_place(approver, base)
+
+    # The worker applies Namespace and ResourceClaim; the open claim page follows by itself.
+    live = scientist.locator("#claim-live")
+    expect(live).to_contain_text("waiting", timeout=LIVE)
+    expect(live).to_contain_text("DRA holds no GPU for it")
+    assert_not_reloaded(scientist)
+
+    # A second tab stays on the claim page to watch the allocation come and go.
+    watcher = scientist.context.new_page()
+    watcher.goto(claim_url)
+    mark_page(watcher)
+
+    scientist.get_by_role("button", name="Run CUDA verification").click()
+    expect(scientist.locator("h1")).to_contain_text("CUDA verification")
+    mark_page(scientist)
+
+    allocation = watcher.locator("#allocation")
+    expect(allocation).to_contain_text("Allocated on node", timeout=LIVE)
+    expect(allocation).to_contain_text("gpu.nvidia.com")
+    expect(watcher.locator("#claim-live")).to_contain_text("in use")
+    screenshot(watcher, "claim-allocated")
+
+    run_live = scientist.locator("#run-live")
+    expect(scientist.locator("#log-ctr0")).to_contain_text("Test PASSED", timeout=LIVE)
+    expect(scientist.locator("#log-ctr1")).to_contain_text("Result = PASS", timeout=LIVE)
+    expect(scientist.locator("#run-verdict")).to_contain_text("PASS", timeout=LIVE)
+    expect(run_live).to_contain_text("succeeded")
+    device_name = scientist.locator("#run-device-name")
+    expect(device_name).to_contain_text("NVIDIA")
+    assert_not_reloaded(scientist)
+    screenshot(scientist, "run-passed")
+
+    # When the Pod is gone DRA frees the GPU; the claim page keeps what the run got.
+    expect(watcher.locator("#no-allocation")).to_contain_text("DRA holds no GPU", timeout=LIVE)
+    expect(watcher.locator("#claim-live")).to_contain_text(device_name.inner_text())
+    assert_not_reloaded(watcher)
+    screenshot(watcher, "claim-after-run")
+
+    scientist.goto(base + "/")
+    expect(scientist.locator("#dashboard-live")).to_contain_text("succeeded")
+    screenshot(scientist, "dashboard")
+    approver.get_by_role("link", name="Clusters").click()
+    approver.get_by_role("link", name="kubesim").first.click()
+    expect(approver.locator("#served-versions")).to_contain_text("v1beta1")
+    screenshot(approver, "cluster")
