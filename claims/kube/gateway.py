@@ -108,6 +108,16 @@ def _drop_cut_off_line(body: bytes, limit_bytes: int) -> bytes:
     return body[: body.rindex(b"\n") + 1]
 
 
+def _json_object(payload: bytes) -> Obj:
+    try:
+        obj = json.loads(payload)
+    except ValueError as e:  # e.g. an HTML page from a proxy in front of the cluster
+        raise TransientKubeError(f"unreadable answer from the cluster: {payload[:200]!r}") from e
+    if not isinstance(obj, dict):
+        raise TransientKubeError(f"unexpected answer from the cluster: {payload[:200]!r}")
+    return obj
+
+
 def _is_waiting_to_start(error: PermanentKubeError) -> bool:
     return error.status == 400 and (
         "waiting to start" in error.message or "ContainerCreating" in error.message
@@ -147,12 +157,13 @@ class ClusterGateway:
         query: dict[str, Any] | None = None,
         body: Obj | None = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
     ) -> bytes:
         url = path + ("?" + urlencode(query) if query else "")
         _, full_url, headers, _, _ = self.api_client.param_serialize(
             method=method,
             resource_path=url,
-            header_params={"Accept": "application/json", "Content-Type": content_type},
+            header_params={"Accept": accept, "Content-Type": content_type},
             auth_settings=["BearerToken"],
         )
         data = json.dumps(body) if body is not None else None
@@ -170,7 +181,7 @@ class ClusterGateway:
         return payload
 
     def _get_json(self, path: str, query: dict[str, Any] | None = None) -> Obj:
-        return json.loads(self._call("GET", path, query))
+        return _json_object(self._call("GET", path, query))
 
     def _list(self, path: str, label_selector: str = "") -> list[Obj]:
         query = {"labelSelector": label_selector} if label_selector else None
@@ -216,7 +227,7 @@ class ClusterGateway:
         payload = self._call(
             "PATCH", path, query, body=manifest, content_type="application/apply-patch+yaml"
         )
-        return json.loads(payload)
+        return _json_object(payload)
 
     def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
         try:
@@ -266,7 +277,7 @@ class ClusterGateway:
             query["sinceSeconds"] = _since_seconds(since)
         path = _object_path("v1", "Pod", namespace, pod) + "/log"
         try:
-            body = self._call("GET", path, query)
+            body = self._call("GET", path, query, accept="*/*")
         except PermanentKubeError as e:
             if _is_waiting_to_start(e):
                 return []
