@@ -270,6 +270,30 @@ def test_it_treats_an_injected_503_as_transient(cluster: Any, gateway: ClusterGa
         cluster.admin("DELETE", "/_kubesim/faults")
 
 
+@pytest.mark.parametrize("code", [429, 500, 504])
+def test_it_treats_overload_and_server_errors_as_transient(kubesim_private: Any, code: int) -> None:
+    kubesim_private.admin(
+        "POST",
+        "/_kubesim/faults",
+        json={"path": "/pods$", "error_rate": 1.0, "error_codes": [code]},
+    )
+    gw = ClusterGateway(kubeconfig_path=kubesim_private.kubeconfig)
+
+    with pytest.raises(TransientKubeError, match=str(code)):
+        gw.list_pods("app.kubernetes.io/managed-by=gpu-portal")
+
+
+def test_it_gives_up_on_a_slow_cluster_after_its_timeout(kubesim_private: Any) -> None:
+    kubesim_private.admin("POST", "/_kubesim/faults", json={"path": "/pods$", "latency_ms": 3000})
+    gw = ClusterGateway(kubeconfig_path=kubesim_private.kubeconfig, timeout=(1.0, 0.5))
+
+    started = time.monotonic()
+    with pytest.raises(TransientKubeError, match="timed out"):
+        gw.list_pods("app.kubernetes.io/managed-by=gpu-portal")
+
+    assert time.monotonic() - started < 2
+
+
 def test_it_treats_a_stopped_cluster_as_transient(tmp_path: Path) -> None:
     handle = kubesim.start(speed=20, kubeconfig=str(tmp_path / "kubeconfig"))
     assert ClusterGateway(kubeconfig_path=handle.kubeconfig).discover().server_version
