@@ -174,6 +174,9 @@ def test_it_lists_the_gpus_with_their_attributes(gateway: ClusterGateway) -> Non
         assert device.attributes["type"] == "gpu"
         assert str(device.attributes["cudaComputeCapability"]).count(".") == 2
         assert isinstance(device.capacity["memory"], str)
+    h100 = next(d for d in devices if d.attributes["productName"] == "NVIDIA H100 80GB HBM3")
+    assert h100.attributes["cudaComputeCapability"] == "9.0.0"
+    assert h100.capacity["memory"] == "80Gi"
 
 
 def test_it_lists_the_device_classes(gateway: ClusterGateway) -> None:
@@ -343,3 +346,15 @@ def test_it_passes_the_seeds_preflight_checks(gateway: ClusterGateway) -> None:
 
     assert [c.name for c in checks if not c.ok] == []
     assert len(checks) == 5
+
+
+def test_it_fails_preflight_on_a_cluster_older_than_1_33() -> None:
+    handle = kubesim.start(speed=20, served_versions=("v1beta1",), k8s_version="1.32.3")
+    try:
+        checks = ClusterGateway(kubeconfig_path=handle.kubeconfig).preflight()
+    finally:
+        handle.stop()
+
+    failed = [c for c in checks if not c.ok]
+    assert [c.name for c in failed] == ["Kubernetes version"]
+    assert failed[0].detail == "v1.32.3 (needs 1.33 or newer)"
