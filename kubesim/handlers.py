@@ -289,6 +289,9 @@ def save(
 ) -> dict[str, Any]:
     """Validate and store a changed object (given in the request's version)."""
     subresource = target.subresource or ""
+    sent_rv = new_served.get("metadata", {}).get("resourceVersion")
+    if sent_rv and sent_rv != old["metadata"].get("resourceVersion"):
+        raise errors.conflict(target.kind.group, target.kind.plural, target.name)
     old_served = served(target, old)
     new_served = _merge_subresource(target, old_served, new_served, subresource)
     storage = to_valid_storage(target, new_served, old)

@@ -20,6 +20,7 @@ from kubesim import errors
 from kubesim.certs import Certificates
 
 MAX_BODY = 3 * 1024 * 1024
+MAX_DISCARD = 64 * 1024 * 1024
 log = logging.getLogger("kubesim")
 
 
@@ -111,16 +112,21 @@ class Handler(BaseHTTPRequestHandler):
     def _read_body(self) -> bytes:
         length = self._content_length()
         if length > MAX_BODY:
-            self.close_connection = True
+            self._discard_body()
             raise errors.too_large()
         return self.rfile.read(length) if length else b""
 
     def _discard_body(self) -> None:
-        length = self._content_length() if self.headers.get("Content-Length", "0").isdigit() else 0
-        if length > MAX_BODY:
+        """Read and drop a body we will not use, so the client can read our answer."""
+        header = self.headers.get("Content-Length", "0")
+        remaining = min(int(header), MAX_DISCARD) if header.isdigit() else 0
+        while remaining > 0:
+            chunk = self.rfile.read(min(remaining, 1 << 16))
+            if not chunk:
+                break
+            remaining -= len(chunk)
+        if header.isdigit() and int(header) > MAX_DISCARD:
             self.close_connection = True
-        elif length:
-            self.rfile.read(length)
 
     def _send(self, response: Response | Stream) -> None:
         if isinstance(response, Stream):
