@@ -1,0 +1,279 @@
+"""Allocation, binding and deallocation as kube-scheduler and the claim controller do them.
+
+These tests own a cluster of their own, so they can fill every GPU without disturbing others.
+"""
+
+import time
+import urllib.error
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import kubesim
+
+FIT_ERROR = (
+    "0/2 nodes are available: 2 cannot allocate all claims. still not schedulable, "
+    "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[kubesim.Handle]:
+    handle = kubesim.start(speed=20)
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def namespace(cluster: kubesim.Handle) -> Iterator[str]:
+    name = f"sched-{uuid.uuid4().hex[:6]}"
+    cluster.admin("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+    yield name
+    for pod in cluster.admin("GET", f"/api/v1/namespaces/{name}/pods")["items"]:
+        cluster.admin("DELETE", f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}")
+    wait_until(lambda: not claims_in_use(cluster))
+
+
+def claims_in_use(cluster: kubesim.Handle) -> list[dict]:
+    claims = cluster.admin("GET", "/apis/resource.k8s.io/v1/resourceclaims")["items"]
+    return [c for c in claims if (c.get("status") or {}).get("allocation")]
+
+
+def cel(expression: str) -> list[dict]:
+    return [{"cel": {"expression": expression}}]
+
+
+def wait_until(check: Callable[[], Any], timeout: float = 5.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {check}")
+
+
+def create_claim(cluster: kubesim.Handle, namespace: str, name: str, **exactly: Any) -> dict:
+    request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", **exactly}}
+    body = {"metadata": {"name": name}, "spec": {"devices": {"requests": [request]}}}
+    path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
+    return cluster.admin(
+        "POST", path, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", **body}
+    )
+
+
+def create_pod(
+    cluster: kubesim.Handle,
+    namespace: str,
+    name: str,
+    claim: str | None = None,
+    *,
+    policy: str = "Always",
+    template: str | None = None,
+) -> dict:
+    source = {"resourceClaimTemplateName": template} if template else {"resourceClaimName": claim}
+    container = {"name": "ctr0", "image": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"}
+    container["resources"] = {"claims": [{"name": "gpu"}]}
+    spec = {
+        "restartPolicy": policy,
+        "containers": [container],
+        "resourceClaims": [{"name": "gpu", **source}],
+    }
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+    return cluster.admin("POST", f"/api/v1/namespaces/{namespace}/pods", body)
+
+
+def get_claim(cluster: kubesim.Handle, namespace: str, name: str) -> dict:
+    return cluster.admin(
+        "GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
+    )
+
+
+def claim_gone(cluster: kubesim.Handle, namespace: str, name: str) -> bool:
+    try:
+        get_claim(cluster, namespace, name)
+    except urllib.error.HTTPError as error:
+        return error.code == 404
+    return False
+
+
+def get_pod(cluster: kubesim.Handle, namespace: str, name: str) -> dict:
+    return cluster.admin("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+
+
+def scheduled_condition(pod: dict) -> dict | None:
+    for condition in pod.get("status", {}).get("conditions") or []:
+        if condition["type"] == "PodScheduled":
+            return condition
+    return None
+
+
+def bound_node(cluster: kubesim.Handle, namespace: str, name: str) -> str:
+    return wait_until(lambda: get_pod(cluster, namespace, name)["spec"].get("nodeName"))
+
+
+def test_it_leaves_a_claim_unallocated_until_a_pod_uses_it(cluster, namespace) -> None:
+    create_claim(cluster, namespace, "idle")
+    time.sleep(0.3)
+    claim = get_claim(cluster, namespace, "idle")
+    assert claim.get("status", {}) == {}
+    assert "finalizers" not in claim["metadata"]
+
+
+def test_it_allocates_reserves_and_binds_when_a_pod_is_scheduled(cluster, namespace) -> None:
+    create_claim(cluster, namespace, "gpu-claim")
+    pod = create_pod(cluster, namespace, "pod1", "gpu-claim")
+    node = bound_node(cluster, namespace, "pod1")
+    claim = get_claim(cluster, namespace, "gpu-claim")
+    assert claim["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+    (result,) = claim["status"]["allocation"]["devices"]["results"]
+    assert result["request"] == "gpu" and result["driver"] == "gpu.nvidia.com"
+    assert result["pool"] == node and result["device"].startswith("gpu-")
+    assert claim["status"]["allocation"]["nodeSelector"] == {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+        ]
+    }
+    assert claim["status"]["allocation"]["allocationTimestamp"]
+    assert claim["status"]["reservedFor"] == [
+        {"resource": "pods", "name": "pod1", "uid": pod["metadata"]["uid"]}
+    ]
+    assert scheduled_condition(get_pod(cluster, namespace, "pod1"))["status"] == "True"
+
+
+def test_it_puts_pods_sharing_a_claim_on_its_node(cluster, namespace) -> None:
+    create_claim(
+        cluster,
+        namespace,
+        "shared",
+        selectors=[
+            {
+                "cel": {
+                    "expression": "device.attributes['gpu.nvidia.com'].productName.contains('A100')"
+                }
+            }
+        ],
+    )
+    first = create_pod(cluster, namespace, "first", "shared")
+    second = create_pod(cluster, namespace, "second", "shared")
+    assert (
+        bound_node(cluster, namespace, "first")
+        == bound_node(cluster, namespace, "second")
+        == "gpu-node-2"
+    )
+    claim = get_claim(cluster, namespace, "shared")
+    assert len(claim["status"]["allocation"]["devices"]["results"]) == 1
+    assert {r["uid"] for r in claim["status"]["reservedFor"]} == {
+        first["metadata"]["uid"],
+        second["metadata"]["uid"],
+    }
+
+
+def test_it_deallocates_when_the_last_consumer_finishes(cluster, namespace) -> None:
+    create_claim(cluster, namespace, "once")
+    create_pod(cluster, namespace, "once", "once", policy="Never")
+    wait_until(lambda: get_pod(cluster, namespace, "once")["status"]["phase"] == "Succeeded")
+    claim = wait_until(
+        lambda: (c := get_claim(cluster, namespace, "once")).get("status") == {} and c
+    )
+    assert "finalizers" not in claim["metadata"]
+
+
+def test_it_keeps_a_ninth_gpu_pending_until_one_frees_up(cluster, namespace) -> None:
+    for index in range(9):
+        create_claim(cluster, namespace, f"claim-{index}")
+        create_pod(cluster, namespace, f"pod-{index}", f"claim-{index}")
+    for index in range(8):
+        bound_node(cluster, namespace, f"pod-{index}")
+    condition = wait_until(lambda: scheduled_condition(get_pod(cluster, namespace, "pod-8")))
+    assert condition["status"] == "False" and condition["reason"] == "Unschedulable"
+    assert condition["message"] == FIT_ERROR
+    assert get_pod(cluster, namespace, "pod-8")["status"]["phase"] == "Pending"
+    events = cluster.admin("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
+    failed = [e for e in events if e["reason"] == "FailedScheduling"]
+    assert failed and failed[0]["type"] == "Warning" and failed[0]["message"] == FIT_ERROR
+    assert failed[0]["involvedObject"]["name"] == "pod-8"
+
+    cluster.admin("DELETE", f"/api/v1/namespaces/{namespace}/pods/pod-3")
+    bound_node(cluster, namespace, "pod-8")
+    devices = [
+        tuple(r.values())
+        for c in claims_in_use(cluster)
+        for r in c["status"]["allocation"]["devices"]["results"]
+    ]
+    assert len(devices) == len(set(devices)) == 8
+
+
+def test_it_says_when_a_device_class_does_not_exist(cluster, namespace) -> None:
+    path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
+    request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}
+    cluster.admin(
+        "POST", path, {"metadata": {"name": "nope"}, "spec": {"devices": {"requests": [request]}}}
+    )
+    create_pod(cluster, namespace, "nope", "nope")
+    condition = wait_until(lambda: scheduled_condition(get_pod(cluster, namespace, "nope")))
+    assert condition["message"].startswith(
+        "0/2 nodes are available: request gpu: device class gpu.example.com does not exist."
+    )
+
+
+def test_it_keeps_a_pod_pending_when_no_device_matches(cluster, namespace) -> None:
+    nothing = cel("device.attributes['gpu.nvidia.com'].productName == 'NONEXISTENT-GPU-XYZ'")
+    create_claim(cluster, namespace, "nomatch", selectors=nothing)
+    create_pod(cluster, namespace, "nomatch", "nomatch")
+    condition = wait_until(lambda: scheduled_condition(get_pod(cluster, namespace, "nomatch")))
+    assert condition["message"] == FIT_ERROR
+    assert get_claim(cluster, namespace, "nomatch").get("status", {}) == {}
+
+
+def test_it_allocates_by_memory_capacity(cluster, namespace) -> None:
+    big = cel("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('64Gi')) >= 0")
+    create_claim(cluster, namespace, "big", selectors=big, count=2)
+    create_pod(cluster, namespace, "big", "big")
+    assert bound_node(cluster, namespace, "big") == "gpu-node-1"
+    assert (
+        len(get_claim(cluster, namespace, "big")["status"]["allocation"]["devices"]["results"]) == 2
+    )
+
+
+def test_it_waits_for_a_claim_that_does_not_exist_yet(cluster, namespace) -> None:
+    create_pod(cluster, namespace, "early", "later")
+    time.sleep(0.3)
+    pod = get_pod(cluster, namespace, "early")
+    assert not pod["spec"].get("nodeName") and scheduled_condition(pod) is None
+    create_claim(cluster, namespace, "later")
+    bound_node(cluster, namespace, "early")
+
+
+def test_it_creates_and_removes_claims_from_templates(cluster, namespace) -> None:
+    request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}
+    template = {
+        "metadata": {"name": "single-gpu"},
+        "spec": {"spec": {"devices": {"requests": [request]}}},
+    }
+    cluster.admin(
+        "POST", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates", template
+    )
+    pod = create_pod(cluster, namespace, "templated", template="single-gpu", policy="Never")
+    bound_node(cluster, namespace, "templated")
+    (status,) = get_pod(cluster, namespace, "templated")["status"]["resourceClaimStatuses"]
+    assert status["name"] == "gpu" and status["resourceClaimName"].startswith("templated-gpu-")
+    claim = get_claim(cluster, namespace, status["resourceClaimName"])
+    assert claim["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"] == "gpu"
+    assert claim["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
+    wait_until(lambda: get_pod(cluster, namespace, "templated")["status"]["phase"] == "Succeeded")
+    wait_until(lambda: claim_gone(cluster, namespace, status["resourceClaimName"]))
+
+
+def test_it_keeps_a_deleted_claim_until_its_pod_is_done(cluster, namespace) -> None:
+    create_claim(cluster, namespace, "doomed")
+    create_pod(cluster, namespace, "holder", "doomed")
+    bound_node(cluster, namespace, "holder")
+    cluster.admin(
+        "DELETE", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/doomed"
+    )
+    assert get_claim(cluster, namespace, "doomed")["metadata"]["deletionTimestamp"]
+    cluster.admin("DELETE", f"/api/v1/namespaces/{namespace}/pods/holder")
+    wait_until(lambda: claim_gone(cluster, namespace, "doomed"))
