@@ -28,27 +28,28 @@ SYSTEM_METADATA = {
 GRANULAR_MAPS = ("labels", "annotations", "nodeSelector")
 
 
-def field_paths(obj: Any, prefix: Path = ()) -> set[Path]:
+def field_paths(obj: Any, prefix: Path = (), *, map_markers: bool = False) -> set[Path]:
+    """The field set of `obj`; `map_markers` adds the `.` of maps, as updates record them."""
     paths: set[Path] = set()
     for key, value in obj.items():
         if not prefix and key in ("apiVersion", "kind"):
             continue
         if prefix == ("f:metadata",) and key in SYSTEM_METADATA:
             continue
-        paths |= _value_paths(key, value, (*prefix, f"f:{key}"))
+        paths |= _value_paths(key, value, (*prefix, f"f:{key}"), map_markers)
     return paths
 
 
-def _value_paths(key: str, value: Any, path: Path) -> set[Path]:
+def _value_paths(key: str, value: Any, path: Path, map_markers: bool) -> set[Path]:
     if isinstance(value, dict) and value:
-        nested = field_paths(value, path)
-        return nested | {(*path, ".")} if key in GRANULAR_MAPS else nested
+        nested = field_paths(value, path, map_markers=map_markers)
+        return nested | {(*path, ".")} if map_markers and key in GRANULAR_MAPS else nested
     merge_key = MERGE_KEYS.get(key)
     if isinstance(value, list) and merge_key and all(isinstance(i, dict) for i in value):
         paths: set[Path] = set()
         for item in value:
             item_path = (*path, item_key(merge_key, item.get(merge_key)))
-            paths |= {(*item_path, ".")} | field_paths(item, item_path)
+            paths |= {(*item_path, ".")} | field_paths(item, item_path, map_markers=map_markers)
         return paths or {path}
     return {path}
 
@@ -137,24 +138,40 @@ def _conflicts(
     return found
 
 
+def _manager_text(entry: dict[str, Any]) -> str:
+    """How apimachinery's printManager names the owner of a conflicting field."""
+    text = f'"{entry["manager"]}"'
+    if entry.get("subresource"):
+        text += f' with subresource "{entry["subresource"]}"'
+    if entry.get("operation") == "Update":
+        text += f" using {entry.get('apiVersion')}"
+        if entry.get("time"):
+            text += f" at {entry['time']}"
+    return text
+
+
 def conflict_error(conflicts: list[tuple[dict[str, Any], Path]]) -> errors.ApiError:
     causes = [
         {
             "reason": "FieldManagerConflict",
-            "message": f'conflict with "{entry["manager"]}"',
+            "message": f"conflict with {_manager_text(entry)}",
             "field": render_path(path),
         }
         for entry, path in conflicts
     ]
-    lines = [
-        f'conflict with "{entry["manager"]}"'
-        + (f" using {entry['apiVersion']}" if entry.get("apiVersion") else "")
-        + f": {render_path(path)}"
-        for entry, path in conflicts
-    ]
-    count = len(conflicts)
-    noun = "conflict" if count == 1 else "conflicts"
-    message = f"Apply failed with {count} {noun}: " + "\n".join(lines)
+    if len(conflicts) == 1:
+        entry, path = conflicts[0]
+        message = f"conflict with {_manager_text(entry)}: {render_path(path)}"
+        return errors.ApiError(
+            409, "Conflict", f"Apply failed with 1 conflict: {message}", {"causes": causes}
+        )
+    by_manager: dict[str, list[str]] = {}
+    for entry, path in conflicts:
+        by_manager.setdefault(_manager_text(entry), []).append(render_path(path))
+    lines = []
+    for manager in sorted(by_manager):
+        lines += [f"conflicts with {manager}:", *(f"- {p}" for p in by_manager[manager])]
+    message = f"Apply failed with {len(conflicts)} conflicts: " + "\n".join(lines)
     return errors.ApiError(409, "Conflict", message, {"causes": causes})
 
 
@@ -260,7 +277,7 @@ def record_update(
 ) -> None:
     """Give `manager` the fields an update/create/patch changed, as the real server does."""
     entries = _entries(old)
-    now_paths = field_paths(new)
+    now_paths = field_paths(new, map_markers=True)
     changed = {p for p in now_paths if value_at(old or {}, p) != value_at(new, p)}
     for entry in entries:
         kept = _owned(entry) & now_paths - changed
