@@ -1,0 +1,245 @@
+"""The simulated kubelet: phases, container statuses, restart policies, pulls and logs."""
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+import kubesim
+
+VECTOR_ADD = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
+DEVICE_QUERY = "nvcr.io/nvidia/k8s/cuda-sample:devicequery"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[kubesim.Handle]:
+    handle = kubesim.start(speed=20)
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def namespace(cluster: kubesim.Handle) -> str:
+    name = f"kubelet-{uuid.uuid4().hex[:6]}"
+    cluster.admin("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+    return name
+
+
+class PodHistory:
+    """Every version of one pod the store commits, in order."""
+
+    def __init__(self, cluster: kubesim.Handle, namespace: str, name: str) -> None:
+        self.versions: list[dict] = []
+        self._lock = threading.Lock()
+
+        def record(event: str, ref: Any, obj: dict) -> None:
+            meta = obj.get("metadata", {})
+            if ref.plural == "pods" and (meta.get("namespace"), meta.get("name")) == (
+                namespace,
+                name,
+            ):
+                with self._lock:
+                    self.versions.append(obj)
+
+        cluster.store.subscribe(record)
+
+    def phases(self) -> list[str]:
+        with self._lock:
+            phases = [v.get("status", {}).get("phase") for v in self.versions]
+        return [p for i, p in enumerate(phases) if i == 0 or p != phases[i - 1]]
+
+    def waiting_reasons(self, container: str) -> list[str]:
+        reasons = []
+        with self._lock:
+            for version in self.versions:
+                for status in version.get("status", {}).get("containerStatuses") or []:
+                    reason = status["state"].get("waiting", {}).get("reason")
+                    if status["name"] == container and reason and reason not in reasons:
+                        reasons.append(reason)
+        return reasons
+
+
+def wait_until(check: Callable[[], Any], timeout: float = 5.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {check}")
+
+
+def create_claim(cluster: kubesim.Handle, namespace: str, name: str, count: int = 1) -> None:
+    request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": count}}
+    body = {"metadata": {"name": name}, "spec": {"devices": {"requests": [request]}}}
+    cluster.admin("POST", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims", body)
+
+
+def create_pod(
+    cluster: kubesim.Handle,
+    namespace: str,
+    name: str,
+    images: list[str],
+    *,
+    claim: str | None = None,
+    policy: str = "Never",
+) -> None:
+    containers = []
+    for index, image in enumerate(images):
+        container: dict = {"name": f"ctr{index}", "image": image}
+        if claim:
+            container["resources"] = {"claims": [{"name": "gpu"}]}
+        containers.append(container)
+    spec: dict = {"restartPolicy": policy, "containers": containers}
+    if claim:
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+    cluster.admin(
+        "POST", f"/api/v1/namespaces/{namespace}/pods", {"metadata": {"name": name}, "spec": spec}
+    )
+
+
+def get_pod(cluster: kubesim.Handle, namespace: str, name: str) -> dict:
+    return cluster.admin("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+
+
+def phase_is(
+    cluster: kubesim.Handle, namespace: str, name: str, phase: str
+) -> Callable[[], dict | None]:
+    def check() -> dict | None:
+        pod = get_pod(cluster, namespace, name)
+        return pod if pod["status"].get("phase") == phase else None
+
+    return check
+
+
+def conditions(pod: dict) -> dict[str, dict]:
+    return {c["type"]: c for c in pod["status"]["conditions"]}
+
+
+def test_it_runs_a_pod_from_pending_to_succeeded(cluster, namespace) -> None:
+    history = PodHistory(cluster, namespace, "pod1")
+    create_claim(cluster, namespace, "gpu-claim")
+    create_pod(cluster, namespace, "pod1", [VECTOR_ADD, DEVICE_QUERY], claim="gpu-claim")
+    pod = wait_until(phase_is(cluster, namespace, "pod1", "Succeeded"))
+    assert history.phases() == ["Pending", "Running", "Succeeded"]
+    assert history.waiting_reasons("ctr0") == ["ContainerCreating"]
+    assert pod["status"]["startTime"]
+    for status in pod["status"]["containerStatuses"]:
+        terminated = status["state"]["terminated"]
+        assert terminated["exitCode"] == 0 and terminated["reason"] == "Completed"
+        assert terminated["startedAt"] <= terminated["finishedAt"]
+        assert status["restartCount"] == 0 and status["ready"] is False
+        assert status["containerID"].startswith("containerd://")
+    found = conditions(pod)
+    assert {"Initialized", "Ready", "ContainersReady", "PodScheduled"} <= set(found)
+    assert found["Initialized"]["status"] == found["PodScheduled"]["status"] == "True"
+    assert found["Ready"]["status"] == "False" and found["Ready"]["reason"] == "PodCompleted"
+
+
+def test_it_reports_running_containers_as_ready(cluster, namespace) -> None:
+    create_claim(cluster, namespace, "forever")
+    create_pod(cluster, namespace, "forever", [VECTOR_ADD], claim="forever", policy="Always")
+    pod = wait_until(phase_is(cluster, namespace, "forever", "Running"))
+    (status,) = pod["status"]["containerStatuses"]
+    assert "running" in status["state"] and status["ready"] is True
+    assert conditions(pod)["ContainersReady"]["status"] == "True"
+
+
+def test_it_fails_a_pull_of_an_unknown_image(cluster, namespace) -> None:
+    history = PodHistory(cluster, namespace, "typo")
+    create_pod(cluster, namespace, "typo", ["nvcr.io/nvidia/k8s/cuda-sample:vectorad"])
+
+    def backing_off() -> dict | None:
+        pod = get_pod(cluster, namespace, "typo")
+        state = (pod["status"].get("containerStatuses") or [{}])[0].get("state", {})
+        return pod if state.get("waiting", {}).get("reason") == "ImagePullBackOff" else None
+
+    pod = wait_until(backing_off)
+    assert pod["status"]["phase"] == "Pending"
+    assert history.waiting_reasons("ctr0") == [
+        "ContainerCreating",
+        "ErrImagePull",
+        "ImagePullBackOff",
+    ]
+    assert pod["status"]["containerStatuses"][0]["state"]["waiting"]["message"] == (
+        'Back-off pulling image "nvcr.io/nvidia/k8s/cuda-sample:vectorad"'
+    )
+
+
+def test_it_fails_a_never_restarting_pod_whose_container_fails(cluster, namespace) -> None:
+    create_pod(cluster, namespace, "nogpu", [VECTOR_ADD])
+    pod = wait_until(phase_is(cluster, namespace, "nogpu", "Failed"))
+    terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["exitCode"] == 1 and terminated["reason"] == "Error"
+    lines = [text for _, text in cluster.api.kubelet.logs(namespace, "nogpu", "ctr0")]
+    assert lines[-1].startswith("Failed to allocate device vector A")
+
+
+def test_it_restarts_a_failed_container_on_failure(cluster, namespace) -> None:
+    create_pod(cluster, namespace, "retry", [DEVICE_QUERY], policy="OnFailure")
+
+    def restarted() -> dict | None:
+        pod = get_pod(cluster, namespace, "retry")
+        statuses = pod["status"].get("containerStatuses") or [{}]
+        return pod if statuses[0].get("restartCount", 0) >= 1 else None
+
+    pod = wait_until(restarted)
+    assert pod["status"]["phase"] == "Running"
+    assert pod["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 1
+
+
+def test_it_restarts_a_completed_container_when_always(cluster, namespace) -> None:
+    create_claim(cluster, namespace, "always")
+    create_pod(cluster, namespace, "always", [VECTOR_ADD], claim="always", policy="Always")
+
+    def restarted() -> dict | None:
+        pod = get_pod(cluster, namespace, "always")
+        statuses = pod["status"].get("containerStatuses") or [{}]
+        return pod if statuses[0].get("restartCount", 0) >= 1 else None
+
+    pod = wait_until(restarted)
+    assert pod["status"]["phase"] == "Running"
+    assert pod["status"]["containerStatuses"][0]["lastState"]["terminated"]["reason"] == "Completed"
+
+
+def test_it_names_every_allocated_gpu_in_device_query(cluster, namespace) -> None:
+    create_claim(cluster, namespace, "two", count=2)
+    create_pod(cluster, namespace, "two", [DEVICE_QUERY, DEVICE_QUERY], claim="two")
+    pod = wait_until(phase_is(cluster, namespace, "two", "Succeeded"))
+    product = (
+        "NVIDIA H100 80GB HBM3"
+        if pod["spec"]["nodeName"] == "gpu-node-1"
+        else "NVIDIA A100-SXM4-40GB"
+    )
+    ctr0 = [text for _, text in cluster.api.kubelet.logs(namespace, "two", "ctr0")]
+    ctr1 = [text for _, text in cluster.api.kubelet.logs(namespace, "two", "ctr1")]
+    assert "Detected 2 CUDA Capable device(s)" in ctr0
+    assert f'Device 1: "{product}"' in ctr0
+    assert ctr0 == ctr1  # both containers share the one claim, so they see the same GPUs
+
+
+def test_it_serves_logs_with_timestamps(cluster, namespace) -> None:
+    create_claim(cluster, namespace, "logs")
+    create_pod(cluster, namespace, "logs", [VECTOR_ADD], claim="logs")
+    wait_until(phase_is(cluster, namespace, "logs", "Succeeded"))
+    lines = cluster.api.kubelet.logs(namespace, "logs", "ctr0")
+    assert [text for _, text in lines][-2:] == ["Test PASSED", "Done"]
+    assert all(stamp.tzinfo is not None for stamp, _ in lines)
+    core = client.CoreV1Api(config.new_client_from_config(cluster.kubeconfig))
+    text = core.read_namespaced_pod_log("logs", namespace, timestamps=True)
+    first = text.splitlines()[0]
+    assert first.endswith(" [Vector addition of 50000 elements]")
+    assert first[10] == "T" and first[29] == "Z"
+
+
+def test_it_wakes_a_log_follower_when_lines_arrive(cluster, namespace) -> None:
+    kubelet = cluster.api.kubelet
+    assert kubelet.wait_for_log_change(namespace, "late", "ctr0", 0, 0.05) is False
+    create_claim(cluster, namespace, "late")
+    create_pod(cluster, namespace, "late", [VECTOR_ADD], claim="late")
+    assert kubelet.wait_for_log_change(namespace, "late", "ctr0", 0, 5.0) is True
+    assert len(kubelet.logs(namespace, "late", "ctr0")) == 6
