@@ -1,0 +1,87 @@
+"""Discovery and OpenAPI: what the official client and kubectl read before anything else."""
+
+from __future__ import annotations
+
+from kubernetes import client
+
+from tests.fixtures.kubesim import api_client, raw_request
+
+
+def test_it_serves_the_version(kubesim_cluster, kubesim_v1beta1_cluster):
+    version = client.VersionApi(api_client(kubesim_cluster)).get_code()
+    assert (version.major, version.minor, version.git_version) == ("1", "34", "v1.34.1")
+    seed = raw_request(kubesim_v1beta1_cluster, "GET", "/version").json()
+    assert seed["gitVersion"] == "v1.33.5"
+    assert seed["emulationMinor"] == "33"
+
+
+def test_it_lists_the_core_version_and_resources(kubesim_cluster):
+    assert raw_request(kubesim_cluster, "GET", "/api").json()["versions"] == ["v1"]
+    resources = raw_request(kubesim_cluster, "GET", "/api/v1").json()["resources"]
+    names = {resource["name"] for resource in resources}
+    assert {"namespaces", "nodes", "pods", "pods/status", "pods/log", "events"} <= names
+    pods = next(r for r in resources if r["name"] == "pods")
+    assert pods["namespaced"] is True
+    assert pods["kind"] == "Pod"
+    assert "watch" in pods["verbs"]
+
+
+def test_it_lists_the_served_resource_versions_preferring_v1(kubesim_cluster):
+    groups = raw_request(kubesim_cluster, "GET", "/apis").json()["groups"]
+    [resource] = [group for group in groups if group["name"] == "resource.k8s.io"]
+    assert [v["version"] for v in resource["versions"]] == ["v1", "v1beta2", "v1beta1"]
+    assert resource["preferredVersion"] == {
+        "groupVersion": "resource.k8s.io/v1",
+        "version": "v1",
+    }
+
+
+def test_it_serves_only_v1beta1_when_told(kubesim_v1beta1_cluster):
+    group = raw_request(kubesim_v1beta1_cluster, "GET", "/apis/resource.k8s.io").json()
+    assert group["kind"] == "APIGroup"
+    assert [v["version"] for v in group["versions"]] == ["v1beta1"]
+    unserved = raw_request(kubesim_v1beta1_cluster, "GET", "/apis/resource.k8s.io/v1")
+    assert (unserved.status, unserved.body) == (404, b"404 page not found\n")
+
+
+def test_it_lists_the_dra_resources_of_a_group_version(kubesim_cluster):
+    document = raw_request(kubesim_cluster, "GET", "/apis/resource.k8s.io/v1beta2").json()
+    assert document["groupVersion"] == "resource.k8s.io/v1beta2"
+    resources = {r["name"]: r for r in document["resources"]}
+    assert set(resources) >= {
+        "deviceclasses",
+        "resourceclaims",
+        "resourceclaims/status",
+        "resourceclaimtemplates",
+        "resourceslices",
+    }
+    assert resources["resourceslices"]["namespaced"] is False
+    assert resources["resourceclaims/status"]["verbs"] == ["get", "patch", "update"]
+
+
+def test_it_indexes_openapi_v3_documents_per_group_version(kubesim_cluster):
+    paths = raw_request(kubesim_cluster, "GET", "/openapi/v3").json()["paths"]
+    assert set(paths) >= {"api/v1", "apis/resource.k8s.io/v1", "apis/resource.k8s.io/v1beta1"}
+    assert paths["api/v1"]["serverRelativeURL"].startswith("/openapi/v3/api/v1?hash=")
+
+
+def test_it_marks_patch_operations_with_their_kind_and_field_validation(kubesim_cluster):
+    document = raw_request(
+        kubesim_cluster, "GET", "/openapi/v3/apis/resource.k8s.io/v1beta1?hash=x"
+    ).json()
+    item = "/apis/resource.k8s.io/v1beta1/namespaces/{namespace}/resourceclaims/{name}"
+    patch = document["paths"][item]["patch"]
+    assert patch["x-kubernetes-group-version-kind"] == {
+        "group": "resource.k8s.io",
+        "version": "v1beta1",
+        "kind": "ResourceClaim",
+    }
+    assert {"name": "fieldValidation", "in": "query"}.items() <= patch["parameters"][0].items()
+    schemas = document["components"]["schemas"]
+    claim = schemas["io.k8s.api.resource.v1beta1.ResourceClaim"]
+    assert claim["properties"]["spec"]["$ref"].startswith("#/components/schemas/")
+
+
+def test_it_answers_404_for_an_unknown_openapi_document(kubesim_cluster):
+    response = raw_request(kubesim_cluster, "GET", "/openapi/v3/apis/nosuch.io/v1")
+    assert response.status == 404
