@@ -175,22 +175,10 @@ RECONCILE_STALE_SECONDS = envint("RECONCILE_STALE_SECONDS", "30")
 # Logs kept per container of a verification run (the tail is kept).
 RUN_LOG_MAX_BYTES = envint("RUN_LOG_MAX_BYTES", "262144")
 
-REST_FRAMEWORK = {
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_AUTHENTICATION_CLASSES": [
-        "knox.auth.TokenAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
-    ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
-    "PAGE_SIZE": 50,
-}
-SPECTACULAR_SETTINGS = {
-    "TITLE": "GPU claims portal API",
-    "VERSION": "1.0.0",
-    "SERVE_INCLUDE_SCHEMA": False,
-}
+# The REST API keeps its own settings next to it.
+from portal.api_settings import *  # noqa: E402, F403
+
+INSTALLED_APPS += API_APPS  # noqa: F405
 
 LOGGING = {
     "version": 1,
