@@ -16,6 +16,21 @@ __all__ = ["KINDS", "FieldError", "Kind", "find_kind", "invalid_message", "kind_
 
 RESOURCE_GROUP = conversion.GROUP
 CORE_FIELD_SELECTORS = ("metadata.name", "metadata.namespace")
+# The field labels the API server supports for events (kubectl describe uses involvedObject.*).
+EVENT_FIELD_SELECTORS = (
+    *CORE_FIELD_SELECTORS,
+    "involvedObject.name",
+    "involvedObject.namespace",
+    "involvedObject.uid",
+    "involvedObject.kind",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+)
 
 
 def _served_from_config(config: Any) -> list[str]:
@@ -134,13 +149,7 @@ _ALL = (
         "Event",
         True,
         short_names=("ev",),
-        field_selectors=(
-            *CORE_FIELD_SELECTORS,
-            "involvedObject.name",
-            "involvedObject.kind",
-            "reason",
-            "type",
-        ),
+        field_selectors=EVENT_FIELD_SELECTORS,
     ),
     _core(
         "resourcequotas", "ResourceQuota", True, short_names=("quota",), subresources=("status",)

@@ -237,10 +237,13 @@ class PodRun:
 
 
 def pull_error(image: str) -> str:
+    """containerd's message for a reference the registry does not have."""
     reference = image if "/" in image.split(":")[0] else f"docker.io/library/{image}"
+    if ":" not in reference.rsplit("/", 1)[-1] and "@" not in reference:
+        reference += ":latest"
     return (
         f'failed to pull and unpack image "{reference}": failed to resolve reference '
-        f'"{reference}": {reference.split("/")[0]}: not found'
+        f'"{reference}": {reference}: not found'
     )
 
 
