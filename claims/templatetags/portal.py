@@ -47,8 +47,7 @@ def simulated_banner() -> SafeString:
         return SafeString("")
     return format_html(
         '<div class="simulated-banner" id="simulated-banner"><strong>Simulated cluster:</strong> '
-        "{} {} kubesim, the embedded Kubernetes simulator; GPUs and CUDA output are simulated."
-        "</div>",
+        "the GPUs, allocations and CUDA output of {} come from kubesim, the portal's "
+        "embedded Kubernetes simulator, not from real hardware.</div>",
         ", ".join(names),
-        "is" if len(names) == 1 else "are",
     )

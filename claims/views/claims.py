@@ -43,7 +43,7 @@ def claim_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def _manifest_context(claim: ClaimRequest) -> dict[str, Any]:
     """The manifests as applied (or as they will be), the kubectl command, the Pod snippet."""
     ns = claim.namespace_request
-    claim_manifest = claim.applied_manifest or _planned_claim_manifest(claim)
+    claim_manifest = in_kubernetes_order(claim.applied_manifest or _planned_claim_manifest(claim))
     documents = [
         manifests.to_yaml(manifests.namespace_manifest(name=ns.name, labels=ns.labels())),
         manifests.to_yaml(claim_manifest),
@@ -58,6 +58,20 @@ def _manifest_context(claim: ClaimRequest) -> dict[str, Any]:
         "kubectl_apply": kubectl,
         "pod_snippet_yaml": manifests.to_yaml(manifests.pod_spec_snippet(claim.name)),
     }
+
+
+# PostgreSQL's jsonb does not keep key order; show manifests the way people write them.
+KEY_ORDER = ("apiVersion", "kind", "metadata", "name", "namespace", "labels", "spec")
+
+
+def in_kubernetes_order(value: Any) -> Any:
+    if isinstance(value, list):
+        return [in_kubernetes_order(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    rank = {key: index for index, key in enumerate(KEY_ORDER)}
+    keys = sorted(value, key=lambda key: (rank.get(key, len(rank)), key))
+    return {key: in_kubernetes_order(value[key]) for key in keys}
 
 
 def _planned_claim_manifest(claim: ClaimRequest) -> dict[str, Any]:

@@ -213,3 +213,14 @@ def test_it_lists_the_devices_each_past_run_got(run: VerificationRun) -> None:
     content = client_for(run.owner).get(url).content.decode()
     assert f'<tr id="run-{run.pk}">' in content
     assert "<code>gpu-0</code> NVIDIA H100 80GB HBM3" in content
+
+
+def test_it_shows_the_applied_manifest_in_the_usual_key_order(applied: ClaimRequest) -> None:
+    content = client_for(applied.owner).get(reverse("claim", args=[applied.pk])).content.decode()
+    command = content[content.index('id="kubectl-apply"') :]
+    claim_part = command[command.index("kind: ResourceClaim") - 40 :]
+    positions = [
+        claim_part.index(text)
+        for text in ("apiVersion: resource.k8s.io/v1", "kind:", "metadata:", "spec:", "EOF")
+    ]
+    assert positions == sorted(positions)

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 from playwright.sync_api import Page, expect
 
-from claims.models import Cluster
+from claims.models import AuditEvent, Cluster
 from tests.e2e.conftest import log_in, screenshot
 from tests.fixtures.portal import PASSWORD
 
@@ -29,6 +30,12 @@ def mark_page(page: Page) -> None:
 
 def assert_not_reloaded(page: Page) -> None:
     assert page.evaluate("window.__sameDocument === true"), "the page was reloaded"
+
+
+def seconds_since(to_state: str, object_name: str) -> float:
+    """How long ago the state change was recorded: the delay until the open page showed it."""
+    event = AuditEvent.objects.filter(object_name=object_name, to_state=to_state).latest("created")
+    return (timezone.now() - event.created).total_seconds()
 
 
 def request_namespace(page: Page, base: str) -> None:
@@ -95,6 +102,7 @@ def test_it_takes_a_data_scientist_from_request_to_a_verified_gpu(
     # The worker applies Namespace and ResourceClaim; the open claim page follows by itself.
     live = scientist.locator("#claim-live")
     expect(live).to_contain_text("waiting", timeout=LIVE)
+    assert seconds_since("waiting", "e2e-gpu") < 2
     expect(live).to_contain_text("DRA holds no GPU for it")
     assert_not_reloaded(scientist)
 
@@ -111,6 +119,7 @@ def test_it_takes_a_data_scientist_from_request_to_a_verified_gpu(
     expect(allocation).to_contain_text("Allocated on node", timeout=LIVE)
     expect(allocation).to_contain_text("gpu.nvidia.com")
     expect(watcher.locator("#claim-live")).to_contain_text("in use")
+    assert seconds_since("in_use", "e2e-gpu") < 2
     screenshot(watcher, "claim-allocated")
 
     run_live = scientist.locator("#run-live")
@@ -118,6 +127,7 @@ def test_it_takes_a_data_scientist_from_request_to_a_verified_gpu(
     expect(scientist.locator("#log-ctr1")).to_contain_text("Result = PASS", timeout=LIVE)
     expect(scientist.locator("#run-verdict")).to_contain_text("PASS", timeout=LIVE)
     expect(run_live).to_contain_text("succeeded")
+    assert seconds_since("succeeded", "e2e-gpu-verify-1") < 2
     device_name = scientist.locator("#run-device-name")
     expect(device_name).to_contain_text("NVIDIA")
     assert_not_reloaded(scientist)
@@ -127,7 +137,6 @@ def test_it_takes_a_data_scientist_from_request_to_a_verified_gpu(
     expect(watcher.locator("#no-allocation")).to_contain_text("DRA holds no GPU", timeout=LIVE)
     expect(watcher.locator("#claim-live")).to_contain_text(device_name.inner_text())
     assert_not_reloaded(watcher)
-    screenshot(watcher, "claim-after-run")
 
     scientist.goto(base + "/")
     expect(scientist.locator("#dashboard-live")).to_contain_text("succeeded")
