@@ -13,32 +13,21 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from django.apps import apps
-from django.core.exceptions import ImproperlyConfigured
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from claims.api.config import api_setting
 from claims.api.errors import IdempotencyKeyReused
+from claims.api.models import IdempotencyRecord
 
 HEADER = "Idempotency-Key"
 MAX_KEY_LENGTH = 255
 REPLAYED_HEADER = "Idempotent-Replayed"
 
 View = Callable[..., Response]
-
-
-def _records() -> Any:
-    # Imported late: the model's app ("claims.api" in INSTALLED_APPS) is added by the
-    # project settings; without it every other endpoint still works.
-    if not apps.is_installed("claims.api"):
-        raise ImproperlyConfigured("Add portal.api_settings.API_APPS to INSTALLED_APPS.")
-    from claims.api.models import IdempotencyRecord
-
-    return IdempotencyRecord
 
 
 def idempotent(view_method: View) -> View:
@@ -57,7 +46,7 @@ def idempotent(view_method: View) -> View:
             if previous is not None:
                 return _replay(previous, fingerprint)
             response = view_method(view, request, *args, **kwargs)
-            _records().objects.filter(user=request.user, key=key).update(
+            IdempotencyRecord.objects.filter(user=request.user, key=key).update(
                 status_code=response.status_code, response_body=response.data
             )
         return response
@@ -82,21 +71,23 @@ def _fingerprint(request: Request) -> str:
 
 
 def _forget_expired(user: Any) -> None:
-    cutoff = timezone.now() - api_setting("API_IDEMPOTENCY_TTL")
-    _records().objects.filter(user=user, created__lt=cutoff).delete()
+    cutoff = timezone.now() - settings.API_IDEMPOTENCY_TTL
+    IdempotencyRecord.objects.filter(user=user, created__lt=cutoff).delete()
 
 
-def _reserve(user: Any, key: str, fingerprint: str) -> Any:
+def _reserve(user: Any, key: str, fingerprint: str) -> IdempotencyRecord | None:
     """Claim the key for this request, or return the record of the request that had it."""
     try:
         with transaction.atomic():
-            _records().objects.create(user=user, key=key, fingerprint=fingerprint, status_code=0)
+            IdempotencyRecord.objects.create(
+                user=user, key=key, fingerprint=fingerprint, status_code=0
+            )
         return None
     except IntegrityError:
-        return _records().objects.get(user=user, key=key)
+        return IdempotencyRecord.objects.get(user=user, key=key)
 
 
-def _replay(record: Any, fingerprint: str) -> Response:
+def _replay(record: IdempotencyRecord, fingerprint: str) -> Response:
     if record.fingerprint != fingerprint:
         raise IdempotencyKeyReused()
     return Response(

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import time
 
+from django.conf import settings
 from django.db.models import Model
 from rest_framework import serializers
 from rest_framework.request import Request
-
-from claims.api.config import api_setting
 
 
 class WaitParams(serializers.Serializer):
@@ -36,14 +35,14 @@ def wait_params(request: Request, model: type[Model]) -> tuple[float, str | None
     states = [value for value, _ in model._meta.get_field("state").choices]
     params = WaitParams(data=request.query_params, states=states)
     params.is_valid(raise_exception=True)
-    seconds = min(params.validated_data.get("wait") or 0, api_setting("API_LONG_POLL_MAX_SECONDS"))
+    seconds = min(params.validated_data.get("wait") or 0, settings.API_LONG_POLL_MAX_SECONDS)
     return seconds, params.validated_data.get("state")
 
 
 def wait_for_state_change(model: type[Model], pk: int, known_state: str, seconds: float) -> None:
     """Sleep between cheap reads of the state until it changes or the time is up."""
     deadline = time.monotonic() + seconds
-    interval = api_setting("API_LONG_POLL_INTERVAL_SECONDS")
+    interval = settings.API_LONG_POLL_INTERVAL_SECONDS
     while True:
         current = model._default_manager.filter(pk=pk).values_list("state", flat=True).first()
         remaining = deadline - time.monotonic()

@@ -5,16 +5,13 @@ from __future__ import annotations
 from rest_framework import throttling
 from rest_framework.settings import api_settings
 
-from portal.api_settings import REST_FRAMEWORK
-
 
 class _RateFromSettings:
     scope: str
 
     def get_rate(self) -> str | None:
         # Read at request time (not at import, as DRF does), so a changed setting applies.
-        rates = api_settings.DEFAULT_THROTTLE_RATES or {}
-        return rates.get(self.scope) or REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"][self.scope]
+        return api_settings.DEFAULT_THROTTLE_RATES[self.scope]
 
 
 class UserThrottle(_RateFromSettings, throttling.UserRateThrottle):

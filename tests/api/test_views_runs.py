@@ -1,0 +1,155 @@
+"""Verification runs, their logs and the audit trail through the API."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from claims import observations
+from claims.models import Cluster, VerificationRun
+from tests.api.conftest import REAL_OUTPUT, applied_claim, started_run
+
+Api = Callable[[str], APIClient]
+PERSONAS = ("anonymous", "alice", "bob", "carol")
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("/api/v1/runs/{run}/", (401, 200, 404, 200)),
+        ("/api/v1/runs/{run}/logs/ctr0/", (401, 200, 404, 200)),
+        ("/api/v1/runs/{run}/logs/ctr1/", (401, 200, 404, 200)),
+        ("/api/v1/runs/{run}/logs/ctr9/", (401, 404, 404, 404)),
+    ],
+)
+def test_it_shows_a_run_to_its_owner_and_approvers_only(
+    api: Api, alice: User, carol: User, cluster: Cluster, url: str, expected: tuple
+) -> None:
+    run = started_run(alice, carol, cluster, "a")
+    got = tuple(api(who).get(url.format(run=run.pk)).status_code for who in PERSONAS)
+    assert got == expected
+
+
+def test_it_starts_runs_only_on_claims_the_user_may_use(
+    api: Api, alice: User, carol: User, cluster: Cluster
+) -> None:
+    got = []
+    for index, who in enumerate(PERSONAS):
+        claim = applied_claim(alice, carol, cluster, str(index))
+        response = api(who).post("/api/v1/runs/", {"claim": claim.pk}, format="json")
+        got.append(response.status_code)
+    assert tuple(got) == (401, 201, 400, 201)
+
+
+def test_it_starts_the_seeds_pod1_on_the_claim(
+    api: Api, alice: User, carol: User, cluster: Cluster
+) -> None:
+    claim = applied_claim(alice, carol, cluster, "a")
+    response = api("alice").post("/api/v1/runs/", {"claim": claim.pk}, format="json")
+    assert response.status_code == 201
+    data = response.json()
+    assert (data["state"], data["claim"], data["claim_name"]) == ("queued", claim.pk, "train")
+    assert [log["container"] for log in data["logs"]] == ["ctr0", "ctr1"]
+
+
+def test_it_explains_why_a_pending_claim_cannot_run(
+    api: Api, alice: User, carol: User, cluster: Cluster, claim: object
+) -> None:
+    response = api("alice").post("/api/v1/runs/", {"claim": claim.pk}, format="json")
+    assert response.status_code == 409
+    assert "waiting or in use" in response.json()["detail"]
+
+
+def test_it_refuses_a_second_run_while_one_is_going(
+    api: Api, alice: User, carol: User, cluster: Cluster
+) -> None:
+    run = started_run(alice, carol, cluster, "a")
+    response = api("alice").post("/api/v1/runs/", {"claim": run.claim_id}, format="json")
+    assert response.status_code == 409
+    assert VerificationRun.objects.count() == 1
+
+
+def test_it_serves_logs_as_plain_text(api: Api, alice: User, carol: User, cluster: Cluster) -> None:
+    run = started_run(alice, carol, cluster, "a")
+    response = api("alice").get(f"/api/v1/runs/{run.pk}/logs/ctr0/")
+    assert response["Content-Type"].startswith("text/plain")
+    assert "Test PASSED" in response.content.decode()
+    assert response["X-Log-Complete"] == "false"
+
+
+def test_it_reads_logs_incrementally(api: Api, alice: User, carol: User, cluster: Cluster) -> None:
+    run = started_run(alice, carol, cluster, "a")
+    first = api("alice").get(f"/api/v1/runs/{run.pk}/logs/ctr0/")
+    offset = first["X-Next-Since"]
+    nothing_new = api("alice").get(f"/api/v1/runs/{run.pk}/logs/ctr0/?since={offset}")
+    assert nothing_new.content == b""
+    later = timezone.now()
+    observations.run_logs_appended(run=run, container="ctr0", lines=[(later, "one more line")])
+    more = api("alice").get(f"/api/v1/runs/{run.pk}/logs/ctr0/?since={offset}")
+    assert more.content.decode() == "one more line\n"
+    assert first.content.decode() + more.content.decode() == run.logs.get().text
+
+
+def test_it_says_when_a_log_is_complete(
+    api: Api, alice: User, carol: User, cluster: Cluster
+) -> None:
+    run = started_run(alice, carol, cluster, "a")
+    text = (REAL_OUTPUT / "deviceQuery-H200.txt").read_text()
+    lines = [(timezone.now(), line) for line in text.splitlines()]
+    observations.run_logs_appended(run=run, container="ctr1", lines=lines)
+    observations.run_creating(run=run)
+    observations.run_pod_created(run=run)
+    observations.run_finished(run=run, phase="Succeeded")
+    response = api("alice").get(f"/api/v1/runs/{run.pk}/logs/ctr1/")
+    assert response["X-Log-Complete"] == "true"
+    data = api("alice").get(f"/api/v1/runs/{run.pk}/").json()
+    assert (data["state"], data["passed"]) == ("succeeded", True)
+    assert "H200" in data["device_name"]
+
+
+def test_it_refuses_a_negative_offset(api: Api, alice: User, carol: User, cluster: Cluster) -> None:
+    run = started_run(alice, carol, cluster, "a")
+    response = api("alice").get(f"/api/v1/runs/{run.pk}/logs/ctr0/?since=-1")
+    assert response.status_code == 400
+    assert "since" in response.json()
+
+
+@pytest.mark.parametrize(("who", "expected"), [("alice", 1), ("bob", 0), ("carol", 1)])
+def test_it_lists_runs_of_the_user(
+    api: Api, alice: User, carol: User, cluster: Cluster, who: str, expected: int
+) -> None:
+    started_run(alice, carol, cluster, "a")
+    assert api(who).get("/api/v1/runs/").json()["count"] == expected
+    assert api(who).get("/api/v1/runs/?state=queued").json()["count"] == expected
+    assert api(who).get("/api/v1/runs/?state=succeeded").json()["count"] == 0
+
+
+@pytest.mark.parametrize(("who", "expected"), [("anonymous", 401), ("bob", 200)])
+def test_it_keeps_the_audit_trail_private(
+    api: Api, alice: User, carol: User, cluster: Cluster, who: str, expected: int
+) -> None:
+    started_run(alice, carol, cluster, "a")
+    response = api(who).get("/api/v1/events/")
+    assert response.status_code == expected
+    if expected == 200:
+        assert response.json()["count"] == 0
+
+
+def test_it_shows_the_audit_trail_of_a_claim(
+    api: Api, alice: User, carol: User, cluster: Cluster
+) -> None:
+    claim = applied_claim(alice, carol, cluster, "a")
+    query = f"object_kind=claim_request&object_id={claim.pk}"
+    events = api("alice").get(f"/api/v1/events/?{query}").json()["results"]
+    steps = [(e["from_state"], e["to_state"], e["actor"]) for e in events]
+    assert steps == [
+        ("", "pending", "alice"),
+        ("pending", "approved", "carol"),
+        ("approved", "applying", "system"),
+        ("applying", "waiting", "system"),
+    ]
+    assert api("carol").get(f"/api/v1/events/?{query}").json()["count"] == 4
