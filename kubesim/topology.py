@@ -207,6 +207,22 @@ def load(path: str | Path | None = None) -> Topology:
         raise TopologyError(f"{path}: {error}") from None
 
 
+def _node_info(name: str) -> dict:
+    machine = hashlib.sha256(name.encode()).hexdigest()
+    return {
+        "machineID": machine[:32],
+        "systemUUID": _stable_uuid("system", name),
+        "bootID": _stable_uuid("boot", name),
+        "kernelVersion": "5.15.0-139-generic",
+        "osImage": "Ubuntu 22.04.5 LTS",
+        "containerRuntimeVersion": "containerd://1.7.27",
+        "kubeletVersion": "v1.34.1",
+        "kubeProxyVersion": "",
+        "operatingSystem": "linux",
+        "architecture": "amd64",
+    }
+
+
 def node_object(topology: Topology, name: str) -> dict:
     labels = {
         "kubernetes.io/hostname": name,
@@ -227,13 +243,7 @@ def node_object(topology: Topology, name: str) -> dict:
             }
         ],
         "addresses": [{"type": "Hostname", "address": name}],
-        "nodeInfo": {
-            "kubeletVersion": "v1.34.1",
-            "osImage": "Ubuntu 22.04.5 LTS",
-            "architecture": "amd64",
-            "operatingSystem": "linux",
-            "containerRuntimeVersion": "containerd://1.7.27",
-        },
+        "nodeInfo": _node_info(name),
     }
     return {
         "apiVersion": "v1",
