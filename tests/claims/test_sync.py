@@ -1,0 +1,163 @@
+"""The sync, run in this process against kubesim: allocation, runs, logs, and its API cost."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.contrib.auth.models import User
+
+from claims import cluster_ops, services, sync
+from claims.kube import manifests
+from claims.models import ClaimRequest, Cluster, VerificationRun
+from claims.transitions import transition
+from tests.fixtures.portal import wait_until
+
+
+def applied_claims(
+    user: User, cluster: Cluster, how_many: int, count: int = 1
+) -> list[ClaimRequest]:
+    """Claims applied to kubesim for real (the approval's messages are not sent: `db` only)."""
+    ns = services.namespace_request_submit(
+        user=user, cluster=cluster, name=f"sync-{uuid.uuid4().hex[:6]}"
+    )
+    claims = []
+    for index in range(how_many):
+        claim = services.claim_request_submit(
+            user=user,
+            namespace_request=ns,
+            name=f"c{index}",
+            device_class="gpu.nvidia.com",
+            count=count,
+        )
+        transition(claim, to="approved", allowed=("pending",))
+        ns.refresh_from_db()
+        if ns.state == "pending":
+            transition(ns, to="approved", allowed=("pending",))
+        claim.refresh_from_db()
+        cluster_ops.apply_claim(claim)
+        claims.append(claim)
+    assert {c.state for c in claims} == {"waiting"}
+    return claims
+
+
+def api_calls(handle: Any) -> dict[str, int]:
+    return handle.admin("GET", "/_kubesim/counters")["requests"]
+
+
+def calls_of_one_sync(handle: Any, cluster: Cluster) -> dict[str, int]:
+    handle.admin("POST", "/_kubesim/counters/reset")
+    assert sync.sync_cluster(cluster)
+    return api_calls(handle)
+
+
+def stuck_pod(claim: ClaimRequest) -> dict:
+    """A Pod using the claim whose image never pulls: it keeps the GPU allocated."""
+    pod = manifests.verification_pod_manifest(
+        namespace=claim.namespace, name=f"{claim.name}-user", claim_name=claim.name, labels={}
+    )
+    for container in pod["spec"]["containers"]:
+        container["image"] = "registry.example.com/never:pulls"
+    return pod
+
+
+def test_it_costs_the_same_api_calls_for_2_or_12_claims(
+    alice: User, cluster: Cluster, kubesim_cluster: Any
+) -> None:
+    applied_claims(alice, cluster, 2)
+    with_two = calls_of_one_sync(kubesim_cluster, cluster)
+    applied_claims(alice, cluster, 10)
+    with_twelve = calls_of_one_sync(kubesim_cluster, cluster)
+    assert with_two == with_twelve == {"list resourceclaims": 1}
+
+
+def test_it_asks_the_cluster_nothing_when_nothing_is_live(
+    alice: User, cluster: Cluster, kubesim_cluster: Any
+) -> None:
+    assert calls_of_one_sync(kubesim_cluster, cluster) == {}
+    assert Cluster.objects.get().last_synced_at is not None
+
+
+def test_it_shows_the_allocation_while_a_pod_uses_the_claim(alice: User, cluster: Cluster) -> None:
+    [claim] = applied_claims(alice, cluster, 1)
+    gateway = cluster_ops.gateway_for(cluster)
+    gateway.apply(stuck_pod(claim))
+
+    def in_use() -> bool:
+        sync.sync_cluster(cluster)
+        claim.refresh_from_db()
+        return claim.state == "in_use"
+
+    wait_until(in_use, timeout=10)
+    [device] = claim.allocation["devices"]
+    assert claim.node and device["pool"] == claim.node
+    assert device["attributes"]["productName"].startswith("NVIDIA")
+    assert device["capacity"]["memory"].endswith("Gi")
+
+    gateway.delete("v1", "Pod", claim.namespace, f"{claim.name}-user")
+    wait_until(lambda: not in_use(), timeout=10)
+    assert claim.state == "waiting"
+    assert claim.allocation is None
+    assert "holds no GPU" in claim.state_message
+
+
+def test_it_follows_a_run_and_keeps_each_log_line_once(
+    alice: User, cluster: Cluster, kubesim_cluster: Any
+) -> None:
+    [claim] = applied_claims(alice, cluster, 1)
+    run = services.verification_run_start(user=alice, claim_request=claim)
+    cluster_ops.start_run(run)
+    seen = set()
+
+    def finished() -> bool:
+        sync.sync_cluster(cluster)
+        run.refresh_from_db()
+        seen.add(run.state)
+        return run.is_final
+
+    wait_until(finished, timeout=20, interval=0.02)
+    assert run.state == "succeeded", run.state_message
+    assert "pending" in seen
+    logs = {log.container: log.text for log in run.logs.all()}
+    assert logs["ctr0"].count("Test PASSED") == 1
+    assert logs["ctr1"].count("Result = PASS") == 1
+    path = f"/api/v1/namespaces/{claim.namespace}/pods/{run.pod_name}/log?container=ctr1"
+    assert logs["ctr1"].splitlines() == cluster_log(kubesim_cluster, path)
+
+
+def cluster_log(handle: Any, path: str) -> list[str]:
+    import ssl
+    import urllib.request
+
+    request = urllib.request.Request(handle.url + path)
+    request.add_header("Authorization", f"Bearer {handle.token}")
+    context = ssl.create_default_context(cadata=handle.ca_pem.decode())
+    with urllib.request.urlopen(request, context=context, timeout=10) as response:
+        return response.read().decode().splitlines()
+
+
+def test_it_says_why_a_run_cannot_be_scheduled(alice: User, cluster: Cluster) -> None:
+    # 5 GPUs exist in the cluster (8), but no node has 5 (4 each): the Pod stays Pending.
+    [claim] = applied_claims(alice, cluster, 1, count=5)
+    run = services.verification_run_start(user=alice, claim_request=claim)
+    cluster_ops.start_run(run)
+
+    def explained() -> bool:
+        sync.sync_cluster(cluster)
+        run.refresh_from_db()
+        return "cannot allocate all claims" in run.state_message
+
+    wait_until(explained, timeout=10)
+    assert run.state == "pending"
+    assert run.state_message.startswith("0/2 nodes are available")
+
+
+def test_it_fails_a_run_whose_pod_vanished(alice: User, cluster: Cluster) -> None:
+    [claim] = applied_claims(alice, cluster, 1)
+    run = services.verification_run_start(user=alice, claim_request=claim)
+    transition(run, to="pending", allowed=("queued",))
+    VerificationRun.objects.filter(pk=run.pk).update(updated=run.created - sync.GONE_GRACE * 2)
+    sync.sync_cluster(cluster)
+    run.refresh_from_db()
+    assert run.state == "failed"
+    assert "no longer in the cluster" in run.state_message
