@@ -1,0 +1,162 @@
+"""The real kubectl against kubesim: apply (client- and server-side), get, wait, logs, delete."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = [
+    pytest.mark.kubectl,
+    pytest.mark.skipif(shutil.which("kubectl") is None, reason="no kubectl binary"),
+]
+
+NAMESPACE = """\
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: {name}
+"""
+CLAIM = """\
+apiVersion: resource.k8s.io/v1beta1
+kind: ResourceClaim
+metadata:
+  namespace: {name}
+  name: gpu-claim
+spec:
+    devices:
+      requests:
+      - name: gpu
+        deviceClassName: gpu.nvidia.com
+"""
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: pod1
+  namespace: {name}
+spec:
+  restartPolicy: OnFailure
+  resourceClaims:
+    - name: gpu
+      resourceClaimName: gpu-claim
+  containers:
+    - name: ctr0
+      image: nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0
+      resources:
+        claims:
+          - name: gpu
+    - name: ctr1
+      image: nvcr.io/nvidia/k8s/cuda-sample:devicequery
+      resources:
+        claims:
+          - name: gpu
+"""
+
+
+@pytest.fixture
+def kubectl(kubesim_private, tmp_path):
+    """Run kubectl with a private HOME and discovery cache, so no run sees another's cache."""
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path),
+        "KUBECACHEDIR": str(tmp_path / "cache"),
+        "KUBECONFIG": kubesim_private.kubeconfig,
+    }
+
+    def run(*args: str, stdin: str | None = None, ok: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run(
+            ["kubectl", *args], input=stdin, capture_output=True, text=True, env=env, timeout=60
+        )
+        if ok:
+            assert result.returncode == 0, result.stderr
+        return result
+
+    return run
+
+
+def test_it_applies_twice_and_the_second_time_is_unchanged(kubectl):
+    first = kubectl("apply", "-f", "-", stdin=NAMESPACE.format(name="dra-test"))
+    assert first.stdout.strip() == "namespace/dra-test created"
+    second = kubectl("apply", "-f", "-", stdin=NAMESPACE.format(name="dra-test"))
+    assert second.stdout.strip() == "namespace/dra-test unchanged"
+
+
+def test_it_applies_the_seed_claim_and_pod_and_reapplies_them_unchanged(kubectl):
+    kubectl("apply", "-f", "-", stdin=NAMESPACE.format(name="dra-test"))
+    kubectl("apply", "-f", "-", stdin=CLAIM.format(name="dra-test"))
+    created = kubectl("apply", "-f", "-", stdin=POD.format(name="dra-test"))
+    assert created.stdout.strip() == "pod/pod1 created"
+    again = kubectl("apply", "-f", "-", stdin=POD.format(name="dra-test"))
+    assert again.stdout.strip() == "pod/pod1 unchanged"
+
+
+def test_it_applies_server_side_without_changing_anything_the_second_time(kubectl):
+    kubectl("apply", "-f", "-", stdin=NAMESPACE.format(name="dra-test"))
+    manifest = CLAIM.format(name="dra-test")
+    applied = kubectl("apply", "--server-side", "-f", "-", stdin=manifest)
+    assert applied.stdout.strip() == "resourceclaim.resource.k8s.io/gpu-claim serverside-applied"
+    before = yaml.safe_load(
+        kubectl("get", "resourceclaim", "gpu-claim", "-n", "dra-test", "-o", "yaml").stdout
+    )
+    kubectl("apply", "--server-side", "-f", "-", stdin=manifest)
+    after = yaml.safe_load(
+        kubectl("get", "resourceclaim", "gpu-claim", "-n", "dra-test", "-o", "yaml").stdout
+    )
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+
+
+def test_it_rejects_unknown_fields_like_a_real_server(kubectl):
+    kubectl("apply", "-f", "-", stdin=NAMESPACE.format(name="dra-test"))
+    wrong = CLAIM.format(name="dra-test").replace("deviceClassName", "deviceClass")
+    result = kubectl("apply", "-f", "-", stdin=wrong, ok=False)
+    assert result.returncode != 0
+    assert 'strict decoding error: unknown field "spec.devices.requests[0].deviceClass"' in (
+        result.stderr
+    )
+
+
+def test_it_runs_the_seed_pod_to_success_and_shows_logs_and_allocation(kubectl):
+    kubectl("apply", "-f", "-", stdin=NAMESPACE.format(name="dra-test"))
+    kubectl("apply", "-f", "-", stdin=CLAIM.format(name="dra-test"))
+    kubectl("apply", "-f", "-", stdin=POD.format(name="dra-test"))
+    claim = yaml.safe_load(
+        kubectl("get", "resourceclaim", "gpu-claim", "-n", "dra-test", "-o", "yaml").stdout
+    )
+    assert claim["apiVersion"] == "resource.k8s.io/v1"
+    kubectl(
+        "wait",
+        "--for=jsonpath={.status.phase}=Succeeded",
+        "pod/pod1",
+        "-n",
+        "dra-test",
+        "--timeout=30s",
+    )
+    vector_add = kubectl("logs", "pod1", "-c", "ctr0", "-n", "dra-test").stdout
+    assert "Test PASSED" in vector_add
+    device_query = kubectl("logs", "pod1", "-c", "ctr1", "-n", "dra-test").stdout
+    assert "Result = PASS" in device_query
+    with_timestamps = kubectl("logs", "pod1", "-c", "ctr0", "-n", "dra-test", "--timestamps")
+    assert with_timestamps.stdout.split(" ", 1)[0].endswith("Z")
+    assert kubectl("logs", "pod1", "-c", "ctr0", "-n", "dra-test", "--tail=1").stdout == "Done\n"
+
+
+def test_it_deletes_a_namespace_and_everything_in_it(kubectl):
+    kubectl("apply", "-f", "-", stdin=NAMESPACE.format(name="dra-test"))
+    kubectl("apply", "-f", "-", stdin=CLAIM.format(name="dra-test"))
+    deleted = kubectl("delete", "ns", "dra-test", "--timeout=20s")
+    assert deleted.stdout.strip() == 'namespace "dra-test" deleted'
+    gone = kubectl("get", "ns", "dra-test", ok=False)
+    assert 'namespaces "dra-test" not found' in gone.stderr
+    claims = kubectl("get", "resourceclaims", "-n", "dra-test")
+    assert "No resources found" in claims.stderr
+
+
+def test_it_writes_a_kubeconfig_kubectl_reads(kubesim_private, kubectl):
+    assert Path(kubesim_private.kubeconfig).exists()
+    assert kubectl("config", "current-context").stdout.strip() == "kubesim"
+    assert "gpu-node-1" in kubectl("get", "nodes").stdout
