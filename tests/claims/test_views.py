@@ -183,3 +183,31 @@ def test_it_stops_polling_when_everything_is_final(claim: ClaimRequest, charlie:
     response = htmx_client_for(claim.owner).get(reverse("dashboard"))
     assert response.status_code == 286
     assert 'hx-trigger="every 1s"' not in response.content.decode()
+
+
+def test_it_refuses_a_form_post_without_its_csrf_token(namespace: NamespaceRequest) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(namespace.owner)
+    response = client.post(reverse("namespace-request"), {"name": "other-ns"})
+    assert response.status_code == 403
+    assert NamespaceRequest.objects.count() == 1
+
+
+def test_it_lets_htmx_send_the_token_from_the_body_headers(namespace: NamespaceRequest) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(namespace.owner)
+    page = client.get(reverse("claim-request")).content.decode()
+    token = page.split('hx-headers=\'{"X-CSRFToken": "', 1)[1].split('"', 1)[0]
+    data = {"namespace_request": namespace.pk, "name": "x", "device_class": GPU_CLASS}
+    response = client.post(
+        reverse("claim-preview"), data, headers={"HX-Request": "true", "X-CSRFToken": token}
+    )
+    assert response.status_code == 200
+    assert "kind: ResourceClaim" in response.content.decode()
+
+
+def test_it_explains_a_forbidden_page_in_the_layout(settings: Any, alice: User) -> None:
+    settings.DEBUG = False
+    response = client_for(alice).get(reverse("approvals"))
+    assert response.status_code == 403
+    assert "Only approvers see the approval queue." in response.content.decode()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import html
+import re
 from datetime import UTC, datetime
 from typing import Any
 
+import kubernetes_validate
 import pytest
+import yaml
 from django.contrib.auth.models import User
 from django.urls import reverse
 
@@ -224,3 +228,15 @@ def test_it_shows_the_applied_manifest_in_the_usual_key_order(applied: ClaimRequ
         for text in ("apiVersion: resource.k8s.io/v1", "kind:", "metadata:", "spec:", "EOF")
     ]
     assert positions == sorted(positions)
+
+
+def test_it_gives_a_kubectl_command_whose_manifests_validate(applied: ClaimRequest) -> None:
+    content = client_for(applied.owner).get(reverse("claim", args=[applied.pk])).content.decode()
+    command = html.unescape(re.search(r'<pre id="kubectl-apply">(.*?)</pre>', content, re.S)[1])
+    first_line, *body, last_line = command.splitlines()
+    assert first_line.endswith("-f - <<'EOF'")
+    assert last_line == "EOF"
+    namespace, claim = yaml.safe_load_all("\n".join(body))
+    assert (namespace["kind"], claim["kind"]) == ("Namespace", "ResourceClaim")
+    for manifest in (namespace, claim):
+        kubernetes_validate.validate(manifest, "1.34", strict=True)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import html
 import re
 
+import kubernetes_validate
+import yaml
 from django.contrib.auth.models import User
 from django.urls import reverse
 
@@ -191,3 +194,30 @@ def test_it_previews_without_crashing_on_garbage(namespace: NamespaceRequest) ->
     response = htmx_client_for(namespace.owner).post(reverse("claim-preview"), data)
     assert response.status_code == 200
     assert "Choose a namespace" in response.content.decode()
+
+
+def previewed_manifest(content: str) -> dict:
+    yaml_text = re.search(r'<pre id="manifest-yaml">(.*?)</pre>', content, re.S).group(1)
+    return yaml.safe_load(html.unescape(yaml_text))
+
+
+def test_it_previews_a_v1_manifest_the_1_34_schema_accepts(namespace: NamespaceRequest) -> None:
+    selector = "device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA H100')"
+    data = claim_form_data(namespace, count=2, selector=selector)
+    content = htmx_client_for(namespace.owner).post(reverse("claim-preview"), data).content
+    manifest = previewed_manifest(content.decode())
+    assert manifest["spec"]["devices"]["requests"][0]["exactly"]["selectors"] == [
+        {"cel": {"expression": selector}}
+    ]
+    kubernetes_validate.validate(manifest, "1.34", strict=True)
+
+
+def test_it_previews_a_v1beta1_manifest_the_1_33_schema_accepts(
+    namespace: NamespaceRequest, cluster: Cluster
+) -> None:
+    Cluster.objects.filter(pk=cluster.pk).update(preferred_resource_version="v1beta1")
+    data = claim_form_data(namespace)
+    content = htmx_client_for(namespace.owner).post(reverse("claim-preview"), data).content
+    manifest = previewed_manifest(content.decode())
+    assert manifest["apiVersion"] == "resource.k8s.io/v1beta1"
+    kubernetes_validate.validate(manifest, "1.33", strict=True)
