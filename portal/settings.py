@@ -131,12 +131,14 @@ STORAGES = {
 # Celery: Redis when REDIS_URL is set, otherwise a broker made of files that needs no server.
 REDIS_URL = os.getenv("REDIS_URL", "")
 BROKER_DIR = VAR_DIR / "broker"
-CELERY_BROKER_URL = os.getenv("CELERY_BROKER_URL") or REDIS_URL or "filesystem://"
+CELERY_BROKER_URL = os.getenv("CELERY_BROKER_URL") or REDIS_URL or "filesystem://localhost/"
 if CELERY_BROKER_URL.startswith("filesystem://"):
     BROKER_DIR.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR),
         "data_folder_out": str(BROKER_DIR),
+        # Look for new messages often: the sync must reach the pages within 2 s.
+        "polling_interval": 0.1,
     }
 CELERY_TASK_DEFAULT_QUEUE = os.getenv("CELERY_QUEUE", "portal")
 CELERY_TASK_IGNORE_RESULT = True
