@@ -38,7 +38,7 @@ def seconds_since(to_state: str, object_name: str) -> float:
     return (timezone.now() - event.created).total_seconds()
 
 
-def request_namespace(page: Page, base: str) -> None:
+def request_namespace(page: Page) -> None:
     page.get_by_role("link", name="Request namespace").click()
     page.fill("input[name=name]", "e2e-ml")
     page.fill("textarea[name=purpose]", "Fine-tuning a vision model")
@@ -64,7 +64,7 @@ def request_claim(page: Page) -> None:
     expect(page.locator("#claim-live")).to_contain_text("pending")
 
 
-def approve_in_place(page: Page, base: str) -> None:
+def approve_in_place(page: Page) -> None:
     page.get_by_role("link", name="Approvals").click()
     claim_row = page.locator("tr", has_text="e2e-gpu")
     namespace_row = page.locator("tr[id^=namespace-request-]", has_text="e2e-ml")
@@ -91,13 +91,13 @@ def test_it_takes_a_data_scientist_from_request_to_a_verified_gpu(
     scientist, approver = open_page(), open_page()
     log_in(scientist, base, "alice", PASSWORD)
     expect(scientist.locator("#simulated-banner")).to_contain_text("Simulated cluster")
-    request_namespace(scientist, base)
+    request_namespace(scientist)
     request_claim(scientist)
     claim_url = scientist.url
     mark_page(scientist)
 
     log_in(approver, base, "carol", PASSWORD)
-    approve_in_place(approver, base)
+    approve_in_place(approver)
 
     # The worker applies Namespace and ResourceClaim; the open claim page follows by itself.
     live = scientist.locator("#claim-live")
