@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import signal
 import sys
 import threading
@@ -51,6 +53,9 @@ def serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    # Whoever waits for the kubeconfig must never find the one of an earlier run.
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(args.kubeconfig)
     handle = kubesim.start(
         host=args.host,
         port=args.port,
