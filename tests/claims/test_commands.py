@@ -1,0 +1,127 @@
+"""The management commands: demo logins, registering a cluster, and the whole demo."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth import authenticate
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from claims.models import Cluster
+from claims.selectors import user_is_approver
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(command: str, *args: str) -> str:
+    out = io.StringIO()
+    call_command(command, *args, stdout=out)
+    return out.getvalue()
+
+
+def test_it_creates_the_demo_logins_once(db: None) -> None:
+    printed = run("seed_demo_users")
+    assert "login: admin  password: admin" in printed
+    assert "login: alice  password: alice" in printed
+    assert user_is_approver(authenticate(username="admin", password="admin"))
+    assert not user_is_approver(authenticate(username="alice", password="alice"))
+    assert "(unchanged)" in run("seed_demo_users")
+    assert User.objects.count() == 2
+
+
+def test_it_registers_a_cluster_with_what_it_discovered(db: None, kubesim_cluster: Any) -> None:
+    printed = run("ensure_cluster", "--name", "lab", "--kubeconfig", kubesim_cluster.kubeconfig)
+    cluster = Cluster.objects.get(name="lab")
+    assert cluster.server_version == "v1.34.1"
+    assert cluster.preferred_resource_version == "v1"
+    assert cluster.device_count("gpu.nvidia.com") == 8
+    assert "resource.k8s.io v1, v1beta2, v1beta1 (using v1)" in printed
+    run("ensure_cluster", "--name", "lab", "--kubeconfig", kubesim_cluster.kubeconfig)
+    assert Cluster.objects.count() == 1
+
+
+def test_it_says_when_the_cluster_cannot_be_reached(db: None, tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        "clusters: [{name: x, cluster: {server: 'https://127.0.0.1:9'}}]\n"
+        "contexts: [{name: x, context: {cluster: x, user: x}}]\n"
+        "users: [{name: x, user: {token: t}}]\n"
+    )
+    with pytest.raises(CommandError, match="cannot read"):
+        run("ensure_cluster", "--kubeconfig", str(kubeconfig), "--wait", "0")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_output(process: subprocess.Popen, log: Path, needle: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while needle not in log.read_text(errors="replace"):
+        assert process.poll() is None, log.read_text(errors="replace")
+        assert time.monotonic() < deadline, log.read_text(errors="replace")
+        time.sleep(0.2)
+
+
+def test_it_runs_the_whole_demo_and_stops_it_all(tmp_path: Path) -> None:
+    port, log = free_port(), tmp_path / "demo.log"
+    env = {**os.environ, "PORTAL_VAR_DIR": str(tmp_path), "DATABASE_URL": "", "REDIS_URL": ""}
+    env.pop("KUBECONFIG", None)
+    with log.open("w") as out:
+        demo = subprocess.Popen(
+            [sys.executable, "manage.py", "rundemo", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for_output(demo, log, "The portal is at", timeout=60)
+        printed = log.read_text()
+        assert "login: admin" in printed and "login: alice" in printed
+        assert "devices {'gpu.nvidia.com': 8}" in printed
+        page = wait_for_page(f"http://127.0.0.1:{port}/accounts/login/")
+        assert page.status == 200
+    finally:
+        demo.send_signal(signal.SIGTERM)
+        demo.wait(timeout=30)
+    assert "kubesim stopped" in log.read_text()
+    assert processes_with_env(f"PORTAL_VAR_DIR={tmp_path}") == []
+
+
+def processes_with_env(entry: str) -> list[int]:
+    """Running processes (the demo's children) whose environment holds entry."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if entry.encode() in environ.read_bytes().split(b"\0"):
+                found.append(int(environ.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+def wait_for_page(url: str, timeout: float = 20) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return urllib.request.urlopen(url, timeout=5)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
