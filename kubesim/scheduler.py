@@ -111,7 +111,7 @@ class Scheduler:
             try:
                 batch = [self._events.get(timeout=2.0)]
             except queue.Empty:
-                batch = [("RESYNC", "", {})]  # a periodic retry, like the scheduler's backoff queue
+                batch = [("RETRY", "", {})]  # a periodic retry, like the scheduler's backoff queue
             while not self._events.empty():
                 batch.append(self._events.get())
             try:
@@ -142,8 +142,9 @@ class Scheduler:
     def _resync(self) -> None:
         claims, _ = self.store.list(CLAIMS)
         self._in_use = {_key(claim): _allocated_devices(claim) for claim in claims}
+        live = self._live_pod_uids()
         for claim in claims:
-            release_claim(self.store, claim, self._live_pod_uids())
+            release_claim(self.store, claim, live)
         pods, _ = self.store.list(PODS)
         for pod in pods:
             if (pod.get("status") or {}).get("phase") in TERMINAL:

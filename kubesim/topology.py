@@ -297,6 +297,7 @@ def seed(store: Any, topology: Topology) -> None:
     nodes, slices = kind_for("", "nodes"), kind_for("resource.k8s.io", "resourceslices")
     for name in topology.node_names:
         node = store.create(nodes, node_object(topology, name))
-        store.create(slices, slice_object(topology, name, node["metadata"]["uid"]))
+        if topology.devices_by_node[name]:  # the driver runs on GPU nodes only
+            store.create(slices, slice_object(topology, name, node["metadata"]["uid"]))
     for device_class in device_class_objects(topology):
         store.create(kind_for("resource.k8s.io", "deviceclasses"), device_class)
