@@ -245,6 +245,18 @@ def bind(store: Any, pod: dict, node: str) -> None:
     record_event(store, stored, "Normal", "Scheduled", message)
 
 
+def _involved(pod: dict) -> dict:
+    metadata = pod["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": metadata["name"],
+        "namespace": metadata["namespace"],
+        "uid": metadata["uid"],
+        "resourceVersion": metadata.get("resourceVersion", ""),
+    }
+
+
 def record_event(
     store: Any,
     pod: dict,
@@ -263,14 +275,7 @@ def record_event(
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"name": f"{metadata['name']}.{unique}", "namespace": metadata["namespace"]},
-        "involvedObject": {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "name": metadata["name"],
-            "namespace": metadata["namespace"],
-            "uid": metadata["uid"],
-            "resourceVersion": metadata.get("resourceVersion", ""),
-        },
+        "involvedObject": _involved(pod),
         "type": event_type,
         "reason": reason,
         "message": message,

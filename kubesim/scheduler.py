@@ -222,6 +222,10 @@ class Scheduler:
 
     def _choose_node(self, claims: list[dict]) -> tuple[str, dict[tuple[str, str], list[dict]]]:
         nodes = [node["metadata"]["name"] for node in self.store.list(NODES)[0]]
+        for claim in claims:
+            if claim["metadata"].get("deletionTimestamp"):
+                deleting = f'resourceclaim "{claim["metadata"]["name"]}" is being deleted'
+                raise Unschedulable(fit_error(len(nodes), prefilter=deleting))
         slices, _ = self.store.list(SLICES)
         classes = {c["metadata"]["name"]: c for c in self.store.list(CLASSES)[0]}
         reasons: dict[str, int] = {}

@@ -275,5 +275,10 @@ def test_it_keeps_a_deleted_claim_until_its_pod_is_done(cluster, namespace) -> N
         "DELETE", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/doomed"
     )
     assert get_claim(cluster, namespace, "doomed")["metadata"]["deletionTimestamp"]
+    create_pod(cluster, namespace, "latecomer", "doomed")
+    condition = wait_until(lambda: scheduled_condition(get_pod(cluster, namespace, "latecomer")))
+    assert condition["message"].startswith(
+        '0/2 nodes are available: resourceclaim "doomed" is being deleted.'
+    )
     cluster.admin("DELETE", f"/api/v1/namespaces/{namespace}/pods/holder")
     wait_until(lambda: claim_gone(cluster, namespace, "doomed"))
