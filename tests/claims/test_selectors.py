@@ -1,0 +1,63 @@
+"""Read queries: each user sees their own requests; approvers see everything."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from django.http import Http404
+
+from claims import selectors
+from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
+
+
+@pytest.fixture
+def alices_claim(alice: User, db: None) -> ClaimRequest:
+    cluster = Cluster.objects.create(name="lab", preferred_resource_version="v1beta1")
+    ns = NamespaceRequest.objects.create(owner=alice, cluster=cluster, name="team-a")
+    return ClaimRequest.objects.create(
+        owner=alice, namespace_request=ns, name="train", device_class="gpu.nvidia.com", count=1
+    )
+
+
+def test_it_shows_users_only_their_own(alices_claim: ClaimRequest, bob: User) -> None:
+    assert list(selectors.claim_request_list(user=alices_claim.owner)) == [alices_claim]
+    assert list(selectors.claim_request_list(user=bob)) == []
+    assert list(selectors.namespace_request_list(user=bob)) == []
+    with pytest.raises(Http404):
+        selectors.claim_request_get(user=bob, pk=alices_claim.pk)
+
+
+def test_it_shows_approvers_everything(alices_claim: ClaimRequest, carol: User) -> None:
+    assert selectors.claim_request_get(user=carol, pk=alices_claim.pk) == alices_claim
+    queue = selectors.approval_queue(user=carol)
+    assert list(queue["claims"]) == [alices_claim]
+    assert list(queue["namespaces"]) == [alices_claim.namespace_request]
+
+
+def test_it_gives_non_approvers_an_empty_queue(alices_claim: ClaimRequest) -> None:
+    queue = selectors.approval_queue(user=alices_claim.owner)
+    assert not queue["claims"].exists() and not queue["namespaces"].exists()
+
+
+def test_it_treats_a_bad_id_as_not_found(alice: User) -> None:
+    with pytest.raises(Http404):
+        selectors.verification_run_get(user=alice, pk="abc")  # type: ignore[arg-type]
+
+
+def test_it_scopes_runs_to_their_owner(alices_claim: ClaimRequest, bob: User) -> None:
+    run = VerificationRun.objects.create(claim=alices_claim, owner=alices_claim.owner)
+    assert selectors.verification_run_get(user=alices_claim.owner, pk=run.pk) == run
+    with pytest.raises(Http404):
+        selectors.verification_run_get(user=bob, pk=run.pk)
+
+
+def test_it_previews_the_manifest_in_the_clusters_version(alices_claim: ClaimRequest) -> None:
+    manifest = selectors.claim_manifest_preview(
+        cluster=alices_claim.namespace_request.cluster,
+        namespace="team-a",
+        name="train",
+        device_class="gpu.nvidia.com",
+        count=2,
+    )
+    assert manifest["apiVersion"] == "resource.k8s.io/v1beta1"
+    assert manifest["spec"]["devices"]["requests"][0]["count"] == 2
