@@ -177,6 +177,9 @@ class ApiServer(ThreadingHTTPServer):
     def get_request(self) -> tuple[socket.socket, Any]:
         connection, address = self.socket.accept()
         connection.settimeout(60)
+        # Headers and body go out in separate writes; without this, Nagle's algorithm and the
+        # client's delayed ACK add ~40 ms to every response.
+        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return connection, address
 
     def finish_request(self, request: Any, client_address: Any) -> None:
