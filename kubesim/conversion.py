@@ -36,7 +36,8 @@ def request_to_v1(request: dict) -> dict:
 def request_to_v1beta1(request: dict) -> dict:
     """A v1 DeviceRequest in the flat v1beta1 shape."""
     converted = {key: value for key, value in request.items() if key != "exactly"}
-    converted.update(request.get("exactly") or {})
+    exact = request.get("exactly")
+    converted.update(exact if isinstance(exact, dict) else {})
     return converted
 
 
@@ -54,8 +55,11 @@ def _convert_claim_spec(spec: dict | None, convert_request: Any) -> dict | None:
 
 def device_to_v1(device: dict) -> dict:
     """A v1beta1 ResourceSlice device with its `basic:` fields flattened."""
+    basic = device.get("basic")
+    if basic is not None and not isinstance(basic, dict):
+        return dict(device)  # left for validation to reject
     converted = {key: value for key, value in device.items() if key != "basic"}
-    converted.update(device.get("basic") or {})
+    converted.update(basic or {})
     return converted
 
 

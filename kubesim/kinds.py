@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubesim import conversion, kinds_core, kinds_resource
-from kubesim.validation import FieldError, invalid_message, unknown_fields
+from kubesim.validation import FieldError, invalid_message, type_errors, unknown_fields
 
 __all__ = ["KINDS", "FieldError", "Kind", "find_kind", "invalid_message", "kind_for"]
 
@@ -98,7 +98,8 @@ class Kind:
 
     def validate(self, obj: dict, old: dict | None = None) -> list[FieldError]:
         """Field errors of `obj` (storage form); `old` is the stored object on update."""
-        return self.validator(obj, old)
+        shape = {**obj, "apiVersion": self.api_version_storage, "kind": self.kind}
+        return type_errors(shape) or self.validator(obj, old)
 
     def unknown_fields(self, obj: dict, version: str) -> list[str]:
         """Paths of fields the upstream schema of `version` does not know (request form)."""

@@ -15,11 +15,21 @@ from kubesim.validation import (
 )
 
 RESTART_POLICIES = ("Always", "Never", "OnFailure")
+POD_DEFAULTS = (
+    ("restartPolicy", "Always"),
+    ("dnsPolicy", "ClusterFirst"),
+    ("schedulerName", "default-scheduler"),
+    ("terminationGracePeriodSeconds", 30),
+    ("securityContext", {}),
+    ("enableServiceLinks", True),
+    ("priority", 0),
+    ("preemptionPolicy", "PreemptLowerPriority"),
+)
 
 
 def default_namespace(obj: dict) -> None:
     metadata = obj.setdefault("metadata", {})
-    if metadata.get("name"):
+    if isinstance(metadata.get("name"), str) and metadata["name"]:
         metadata.setdefault("labels", {})["kubernetes.io/metadata.name"] = metadata["name"]
     obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
     obj.setdefault("status", {}).setdefault("phase", "Active")
@@ -43,23 +53,18 @@ def default_container(container: dict) -> None:
 
 def default_pod(obj: dict) -> None:
     spec = obj.setdefault("spec", {})
-    for key, value in (
-        ("restartPolicy", "Always"),
-        ("dnsPolicy", "ClusterFirst"),
-        ("schedulerName", "default-scheduler"),
-        ("terminationGracePeriodSeconds", 30),
-        ("securityContext", {}),
-        ("enableServiceLinks", True),
-        ("priority", 0),
-        ("preemptionPolicy", "PreemptLowerPriority"),
-    ):
+    if not isinstance(spec, dict):
+        return  # validation reports the wrong type
+    for key, value in POD_DEFAULTS:
         spec.setdefault(key, value)
-    for container in spec.get("containers") or []:
+    containers = spec.get("containers")
+    for container in containers if isinstance(containers, list) else []:
         if isinstance(container, dict):
             default_container(container)
     status = obj.setdefault("status", {})
-    status.setdefault("phase", "Pending")
-    status.setdefault("qosClass", "BestEffort")
+    if isinstance(status, dict):
+        status.setdefault("phase", "Pending")
+        status.setdefault("qosClass", "BestEffort")
 
 
 def default_nothing(obj: dict) -> None:

@@ -37,15 +37,22 @@ def default_exact_request(exact: dict) -> None:
         exact["count"] = 1
 
 
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
 def default_claim_spec(spec: Any) -> None:
-    if not isinstance(spec, dict):
-        return
-    for request in (spec.get("devices") or {}).get("requests") or []:
+    """Wrongly typed parts are left alone: validation reports them."""
+    for request in _list(_dict(_dict(spec).get("devices")).get("requests")):
         if not isinstance(request, dict):
             continue
         if isinstance(request.get("exactly"), dict):
             default_exact_request(request["exactly"])
-        for sub in request.get("firstAvailable") or []:
+        for sub in _list(request.get("firstAvailable")):
             if isinstance(sub, dict):
                 default_exact_request(sub)
 
@@ -55,7 +62,7 @@ def default_claim(obj: dict) -> None:
 
 
 def default_template(obj: dict) -> None:
-    default_claim_spec((obj.get("spec") or {}).get("spec"))
+    default_claim_spec(_dict(obj.get("spec")).get("spec"))
 
 
 def default_nothing(obj: dict) -> None:
@@ -148,7 +155,7 @@ def constraint_errors(constraints: Any, names: set[str], path: str) -> list[Fiel
     for index, constraint in enumerate(constraints or []):
         field = f"{path}[{index}]"
         for position, name in enumerate((constraint or {}).get("requests") or []):
-            if name.split("/", 1)[0] not in names:
+            if not isinstance(name, str) or name.split("/", 1)[0] not in names:
                 errors.append(
                     FieldError(
                         INVALID,
@@ -218,6 +225,11 @@ def slice_device_errors(devices: Any, path: str) -> list[FieldError]:
     for index, device in enumerate(devices or []):
         field = f"{path}[{index}].name"
         name = (device or {}).get("name")
+        if "basic" in (device or {}):
+            basic = device["basic"]
+            errors.append(
+                FieldError(INVALID, f"{path}[{index}].basic", basic, "must be of type object")
+            )
         errors += dns_label_errors(name, field)
         if name in seen:
             errors.append(FieldError(DUPLICATE, field, name))

@@ -194,3 +194,65 @@ def unknown_fields(obj: dict, version: str) -> list[str]:
     if schema is None:
         return []
     return _walk_unknown(obj, schema, "", definitions)
+
+
+_JSON_TYPES = {
+    "object": dict,
+    "array": list,
+    "string": str,
+    "integer": int,
+    "number": (int, float),
+    "boolean": bool,
+    "null": type(None),
+}
+
+
+def _allowed_types(schema: dict) -> list[str]:
+    if "oneOf" in schema:
+        return [t for option in schema["oneOf"] for t in _allowed_types(option)]
+    declared = schema.get("type")
+    if not isinstance(declared, str | list):
+        return []
+    return [declared] if isinstance(declared, str) else declared
+
+
+def _type_ok(value: Any, allowed: list[str]) -> bool:
+    if not allowed:
+        return True
+    if isinstance(value, bool):
+        return "boolean" in allowed
+    return any(isinstance(value, _JSON_TYPES[name]) for name in allowed if name in _JSON_TYPES)
+
+
+def _children(value: Any, schema: dict, path: str) -> list[tuple[Any, dict, str]]:
+    if isinstance(value, list) and "items" in schema:
+        return [(item, schema["items"], f"{path}[{i}]") for i, item in enumerate(value)]
+    if not isinstance(value, dict):
+        return []
+    properties, extra = schema.get("properties") or {}, schema.get("additionalProperties")
+    children = []
+    for key, item in value.items():
+        child = properties.get(key, extra if isinstance(extra, dict) else None)
+        if child is not None:
+            children.append((item, child, f"{path}.{key}" if path else key))
+    return children
+
+
+def _walk_types(value: Any, schema: dict, path: str, definitions: dict) -> list[FieldError]:
+    schema = _resolve(schema, definitions)
+    allowed = [t for t in _allowed_types(schema) if t != "null"]
+    if not _type_ok(value, [*allowed, "null"] if allowed else []):
+        return [FieldError(INVALID, path, value, f"must be of type {' or '.join(allowed)}")]
+    errors = []
+    for item, child, child_path in _children(value, schema, path):
+        errors += _walk_types(item, child, child_path, definitions)
+    return errors
+
+
+def type_errors(obj: dict, version: str = "v1") -> list[FieldError]:
+    """Values of the wrong JSON type (a string where a list belongs...), by the upstream schema."""
+    definitions = _definitions(SCHEMA_RELEASE.get(version, "v1.34.0"))
+    schema = definitions.get(_definition_name(obj.get("apiVersion") or "", obj.get("kind") or ""))
+    if schema is None:
+        return []
+    return _walk_types(obj, schema, "", definitions)

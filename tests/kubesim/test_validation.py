@@ -2,6 +2,7 @@
 
 import copy
 import json
+import urllib.error
 import uuid
 
 import pytest
@@ -271,3 +272,46 @@ def test_it_answers_422_with_causes_through_the_api(resource_api: client.Resourc
         'ResourceClaim.resource.k8s.io "gpu-claim" is invalid: '
         "[spec.devices.requests[0].exactly.count"
     )
+
+
+def test_it_reports_values_of_the_wrong_type_instead_of_failing() -> None:
+    wrong = claim()
+    wrong["spec"]["devices"]["requests"] = "gpu"
+    assert messages(CLAIMS, wrong) == [
+        'spec.devices.requests: Invalid value: "gpu": must be of type array'
+    ]
+    bad_pod = pod()
+    bad_pod["spec"]["containers"][0]["resources"] = {"claims": [{"name": 7}]}
+    assert messages(PODS, bad_pod) == [
+        "spec.containers[0].resources.claims[0].name: Invalid value: 7: must be of type string"
+    ]
+
+
+def test_it_rejects_a_misshapen_v1beta1_slice_device() -> None:
+    slices = kind_for("resource.k8s.io", "resourceslices")
+    body = {
+        "apiVersion": "resource.k8s.io/v1beta1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "s"},
+        "spec": {
+            "driver": "d",
+            "nodeName": "n",
+            "pool": {"name": "n"},
+            "devices": [{"name": "d", "basic": 1}],
+        },
+    }
+    stored = slices.to_storage(body, "v1beta1")
+    assert [e.message() for e in slices.validate(stored, None)] == [
+        "spec.devices[0].basic: Invalid value: 1: must be of type object"
+    ]
+
+
+def test_it_answers_422_not_500_for_a_misshapen_body(kubesim_cluster) -> None:
+    namespace = f"val-{uuid.uuid4().hex[:6]}"
+    kubesim_cluster.admin("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    body = {"metadata": {"name": "p"}, "spec": {"containers": "ctr0"}}
+    with pytest.raises(urllib.error.HTTPError) as raised:
+        kubesim_cluster.admin("POST", f"/api/v1/namespaces/{namespace}/pods", body)
+    status = json.loads(raised.value.read())
+    assert raised.value.code == 422
+    assert status["details"]["causes"][0]["field"] == "spec.containers"
