@@ -51,3 +51,9 @@ def simulated_banner() -> SafeString:
         "embedded Kubernetes simulator, not from real hardware.</div>",
         ", ".join(names),
     )
+
+
+@register.simple_tag
+def pending_approvals(user: Any) -> int:
+    queue = selectors.approval_queue(user=user)
+    return queue["namespaces"].count() + queue["claims"].count()

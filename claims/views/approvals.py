@@ -6,9 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
@@ -16,6 +15,7 @@ from django.views.decorators.http import require_POST
 from claims import selectors, services
 from claims.forms import RejectForm
 from claims.models import ClaimRequest, NamespaceRequest
+from claims.views.common import HtmxHttpRequest, login_required
 
 ROWS = {
     NamespaceRequest: ("claims/approvals.html#namespace-row", "ns"),
@@ -23,13 +23,13 @@ ROWS = {
 }
 
 
-def _require_approver(request: HttpRequest) -> None:
+def _require_approver(request: HtmxHttpRequest) -> None:
     if not selectors.user_is_approver(request.user):
         raise PermissionDenied("Only approvers see the approval queue.")
 
 
 @login_required
-def approvals(request: HttpRequest) -> HttpResponse:
+def approvals(request: HtmxHttpRequest) -> HttpResponse:
     _require_approver(request)
     context = {"nav": "approvals", **selectors.approval_queue(user=request.user)}
     return render(request, "claims/approvals.html", context)
@@ -37,7 +37,7 @@ def approvals(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def namespace_approve(request: HttpRequest, pk: int) -> HttpResponse:
+def namespace_approve(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     ns = _pending_item(request, NamespaceRequest, pk)
     return _decide(
         request,
@@ -48,7 +48,7 @@ def namespace_approve(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def namespace_reject(request: HttpRequest, pk: int) -> HttpResponse:
+def namespace_reject(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     ns = _pending_item(request, NamespaceRequest, pk)
     return _reject(
         request,
@@ -61,7 +61,7 @@ def namespace_reject(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def claim_approve(request: HttpRequest, pk: int) -> HttpResponse:
+def claim_approve(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     claim = _pending_item(request, ClaimRequest, pk)
     return _decide(
         request,
@@ -72,7 +72,7 @@ def claim_approve(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def claim_reject(request: HttpRequest, pk: int) -> HttpResponse:
+def claim_reject(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     claim = _pending_item(request, ClaimRequest, pk)
     return _reject(
         request,
@@ -83,12 +83,12 @@ def claim_reject(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
-def _pending_item(request: HttpRequest, model: type, pk: int) -> Any:
+def _pending_item(request: HtmxHttpRequest, model: type, pk: int) -> Any:
     _require_approver(request)
     return get_object_or_404(model, pk=pk)
 
 
-def _reject(request: HttpRequest, item: Any, reject: Callable[[str], Any]) -> HttpResponse:
+def _reject(request: HtmxHttpRequest, item: Any, reject: Callable[[str], Any]) -> HttpResponse:
     form = RejectForm(request.POST)
     if not form.is_valid():
         return _row(request, item, reject_form=form)
@@ -96,7 +96,7 @@ def _reject(request: HttpRequest, item: Any, reject: Callable[[str], Any]) -> Ht
 
 
 def _decide(
-    request: HttpRequest, item: Any, decide: Callable[[], Any], form: RejectForm | None = None
+    request: HtmxHttpRequest, item: Any, decide: Callable[[], Any], form: RejectForm | None = None
 ) -> HttpResponse:
     try:
         decide()
@@ -108,7 +108,7 @@ def _decide(
 
 
 def _row(
-    request: HttpRequest,
+    request: HtmxHttpRequest,
     item: Any,
     *,
     reject_form: RejectForm | None = None,

@@ -6,22 +6,21 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from claims import selectors, services
 from claims.kube import manifests
 from claims.models import ClaimRequest, VerificationRun
-from claims.views.common import render_live
+from claims.views.common import HtmxHttpRequest, login_required, render_live
 
 CS = ClaimRequest.State
 
 
 @login_required
-def claim_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def claim_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     claim = selectors.claim_request_get(user=request.user, pk=pk)
     runs = list(claim.runs.all())
     final = claim.state in ClaimRequest.FINAL_STATES
@@ -89,19 +88,19 @@ def _planned_claim_manifest(claim: ClaimRequest) -> dict[str, Any]:
 
 @login_required
 @require_POST
-def claim_release(request: HttpRequest, pk: int) -> HttpResponse:
+def claim_release(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return _claim_action(request, pk, services.claim_request_release, "Claim released.")
 
 
 @login_required
 @require_POST
-def claim_retry(request: HttpRequest, pk: int) -> HttpResponse:
+def claim_retry(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return _claim_action(request, pk, services.claim_request_retry, "Applying the claim again.")
 
 
 @login_required
 @require_POST
-def claim_verify(request: HttpRequest, pk: int) -> HttpResponse:
+def claim_verify(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     claim = selectors.claim_request_get(user=request.user, pk=pk)
     try:
         run = services.verification_run_start(user=request.user, claim_request=claim)
@@ -112,7 +111,7 @@ def claim_verify(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def _claim_action(
-    request: HttpRequest, pk: int, action: Callable[..., Any], done: str
+    request: HtmxHttpRequest, pk: int, action: Callable[..., Any], done: str
 ) -> HttpResponse:
     claim = selectors.claim_request_get(user=request.user, pk=pk)
     try:
@@ -131,7 +130,7 @@ def _messages_of(error: ValidationError | PermissionDenied) -> list[str]:
 
 
 @login_required
-def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     run = selectors.verification_run_get(user=request.user, pk=pk)
     logs = {log.container: log for log in run.logs.all()}
     context = {

@@ -5,25 +5,25 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import render
 
 from claims import selectors
 from claims.models import Cluster
+from claims.views.common import HtmxHttpRequest, login_required
 
 MIN_DRA_VERSION = (1, 33)
 NVIDIA_DRIVER = "gpu.nvidia.com"
 
 
 @login_required
-def cluster_list(request: HttpRequest) -> HttpResponse:
+def cluster_list(request: HtmxHttpRequest) -> HttpResponse:
     context = {"nav": "clusters", "clusters": selectors.cluster_list()}
     return render(request, "claims/cluster_list.html", context)
 
 
 @login_required
-def cluster_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def cluster_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     cluster = selectors.cluster_list().filter(pk=pk).first()
     if cluster is None:
         raise Http404

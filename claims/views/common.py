@@ -2,19 +2,49 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
 from typing import Any
+from urllib.parse import urlsplit
 
+from django.contrib.auth.decorators import login_required as django_login_required
+from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
-from django_htmx.http import HttpResponseStopPolling
+from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
+from django_htmx.middleware import HtmxDetails
 
 SUBMITTED_KEY = "submitted_forms"
 SUBMITTED_KEEP = 50
 
 
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+View = Callable[..., HttpResponse]
+
+
+def login_required(view: View) -> View:
+    """Django's login_required, but an htmx request (a poll after the session ended) makes
+    the whole browser go to the login page instead of swapping the login form into a region.
+    """
+    plain = django_login_required(view)
+
+    @wraps(view)
+    def wrapper(request: HtmxHttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if request.htmx and not request.user.is_authenticated:
+            back_to = urlsplit(request.htmx.current_url or request.get_full_path())
+            login = redirect_to_login(back_to.path + (f"?{back_to.query}" if back_to.query else ""))
+            return HttpResponseClientRedirect(login["Location"])
+        return plain(request, *args, **kwargs)
+
+    return wrapper
+
+
 def render_live(
-    request: HttpRequest, template: str, context: dict[str, Any], *, final: bool
+    request: HtmxHttpRequest, template: str, context: dict[str, Any], *, final: bool
 ) -> HttpResponse:
     """The whole page, or for an htmx poll only its live part; 286 stops a finished poll."""
     if not request.htmx:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
@@ -15,13 +14,19 @@ from claims import selectors, services
 from claims.forms import ClaimRequestForm, NamespaceRequestForm
 from claims.kube import manifests
 from claims.models import ClaimRequest, NamespaceRequest, VerificationRun
-from claims.views.common import already_submitted, remember_submission, render_live
+from claims.views.common import (
+    HtmxHttpRequest,
+    already_submitted,
+    login_required,
+    remember_submission,
+    render_live,
+)
 
 DASHBOARD_ROWS = 50
 
 
 @login_required
-def dashboard(request: HttpRequest) -> HttpResponse:
+def dashboard(request: HtmxHttpRequest) -> HttpResponse:
     user = request.user
     namespaces = list(selectors.namespace_request_list(user=user)[:DASHBOARD_ROWS])
     claims = list(selectors.claim_request_list(user=user)[:DASHBOARD_ROWS])
@@ -43,7 +48,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def namespace_request_create(request: HttpRequest) -> HttpResponse:
+def namespace_request_create(request: HtmxHttpRequest) -> HttpResponse:
     form = NamespaceRequestForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         token = form.cleaned_data["submission_token"]
@@ -67,7 +72,7 @@ def namespace_request_create(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def claim_request_create(request: HttpRequest) -> HttpResponse:
+def claim_request_create(request: HtmxHttpRequest) -> HttpResponse:
     form = ClaimRequestForm(request.POST or None, user=request.user)
     if request.method == "POST" and form.is_valid():
         token = form.cleaned_data["submission_token"]
@@ -87,7 +92,7 @@ def claim_request_create(request: HttpRequest) -> HttpResponse:
     return render(request, "claims/claim_form.html", context)
 
 
-def _submit_claim(request: HttpRequest, data: dict[str, Any]) -> ClaimRequest:
+def _submit_claim(request: HtmxHttpRequest, data: dict[str, Any]) -> ClaimRequest:
     return services.claim_request_submit(
         user=request.user,
         namespace_request=data["namespace_request"],
@@ -102,7 +107,7 @@ def _submit_claim(request: HttpRequest, data: dict[str, Any]) -> ClaimRequest:
 
 @login_required
 @require_POST
-def claim_request_preview(request: HttpRequest) -> HttpResponse:
+def claim_request_preview(request: HtmxHttpRequest) -> HttpResponse:
     form = ClaimRequestForm(request.POST, user=request.user)
     return render(request, "claims/claim_form.html#preview", _preview_context(form))
 

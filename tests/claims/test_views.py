@@ -211,3 +211,16 @@ def test_it_explains_a_forbidden_page_in_the_layout(settings: Any, alice: User) 
     response = client_for(alice).get(reverse("approvals"))
     assert response.status_code == 403
     assert "Only approvers see the approval queue." in response.content.decode()
+
+
+def test_it_sends_a_poll_after_logout_to_the_login_page(claim: ClaimRequest) -> None:
+    anonymous_htmx = Client(headers={"HX-Request": "true", "HX-Current-URL": "http://x/claims/1/"})
+    response = anonymous_htmx.get(reverse("claim", args=[claim.pk]))
+    assert response.status_code == 200
+    assert response["HX-Redirect"] == reverse("login") + "?next=/claims/1/"
+    assert response.content == b""
+
+
+def test_it_tells_approvers_how_many_requests_wait(claim: ClaimRequest, charlie: User) -> None:
+    content = client_for(charlie).get(reverse("dashboard")).content.decode()
+    assert '<span class="badge warn" id="pending-approvals">2</span>' in content
