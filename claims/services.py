@@ -9,6 +9,8 @@ conflict); a forbidden action raises PermissionDenied. State changes the cluster
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
@@ -58,22 +60,15 @@ def namespace_request_submit(
     _require_login(user)
     name = (name or "").strip()
     validate_namespace_name(name)
-    live = NamespaceRequest.objects.filter(cluster=cluster, name=name).exclude(
-        state__in=NamespaceRequest.FINAL_STATES
+    duplicate = {"name": [f"Namespace {name!r} is already requested on {cluster}."]}
+    return _create_pending(
+        NamespaceRequest,
+        user=user,
+        duplicate=duplicate,
+        cluster=cluster,
+        name=name,
+        purpose=(purpose or "").strip(),
     )
-    if live.exists():
-        raise ValidationError({"name": [f"Namespace {name!r} is already requested on {cluster}."]})
-    try:
-        with transaction.atomic():
-            ns = NamespaceRequest.objects.create(
-                owner=user, cluster=cluster, name=name, purpose=purpose.strip()
-            )
-            transition(ns, to=NS.PENDING, actor=user, message="Requested.", initial=True)
-    except IntegrityError:
-        raise ValidationError(
-            {"name": [f"Namespace {name!r} is already requested on {cluster}."]}
-        ) from None
-    return ns
 
 
 def namespace_request_approve(
@@ -167,39 +162,44 @@ def claim_request_submit(
 ) -> ClaimRequest:
     ns = namespace_request
     _require_owner_or_approver(user, ns.owner_id)
+    _require_open_namespace(ns)
     name, selector = (name or "").strip(), (selector or "").strip()
+    count = None if all_devices else count
+    fields = {
+        "name": name,
+        "device_class": device_class,
+        "count": count,
+        "all_devices": all_devices,
+        "selector": selector,
+    }
+    validate_claim_fields(cluster=ns.cluster, **fields)
+    duplicate = {"name": [f"A claim named {name!r} already exists in namespace {ns.name}."]}
+    return _create_pending(
+        ClaimRequest,
+        user=user,
+        duplicate=duplicate,
+        namespace_request=ns,
+        purpose=(purpose or "").strip(),
+        **fields,
+    )
+
+
+def _require_open_namespace(ns: NamespaceRequest) -> None:
     if ns.state not in (NS.PENDING, NS.APPROVED, NS.ACTIVE):
         raise ValidationError(
             {"namespace_request": [f"Namespace {ns.name} is {ns.state}: claims cannot go there."]}
         )
-    count = None if all_devices else count
-    validate_claim_fields(
-        cluster=ns.cluster,
-        name=name,
-        device_class=device_class,
-        count=count,
-        all_devices=all_devices,
-        selector=selector,
-    )
-    duplicate = {"name": [f"A claim named {name!r} already exists in namespace {ns.name}."]}
-    if ns.claim_requests.filter(name=name).exclude(state__in=ClaimRequest.FINAL_STATES).exists():
-        raise ValidationError(duplicate)
+
+
+def _create_pending(model: type, *, user: User, duplicate: dict, **fields: Any) -> Any:
+    """Insert a new request; the database's unique constraint turns a double submit away."""
     try:
         with transaction.atomic():
-            claim = ClaimRequest.objects.create(
-                owner=user,
-                namespace_request=ns,
-                name=name,
-                device_class=device_class,
-                count=count,
-                all_devices=all_devices,
-                selector=selector,
-                purpose=purpose.strip(),
-            )
-            transition(claim, to=CS.PENDING, actor=user, message="Requested.", initial=True)
+            obj = model.objects.create(owner=user, **fields)
+            transition(obj, to="pending", actor=user, message="Requested.", initial=True)
     except IntegrityError:
         raise ValidationError(duplicate) from None
-    return claim
+    return obj
 
 
 def claim_request_approve(*, user: User, claim_request: ClaimRequest) -> ClaimRequest:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import celpy
 from django.core.exceptions import ValidationError
 
 from claims.models import Cluster
@@ -44,15 +45,15 @@ def validate_namespace_name(name: str) -> None:
         raise ValidationError({"name": [f"{name!r} is reserved for the cluster itself."]})
 
 
-def validate_selector(selector: str) -> None:
+def selector_problem(selector: str) -> str | None:
+    """Why the CEL selector does not parse, or None (the cluster checks it again)."""
     if not selector:
-        return
-    import celpy
-
+        return None
     try:
         celpy.Environment().compile(selector)
     except celpy.CELParseError as error:
-        raise ValidationError({"selector": [f"Not a valid CEL expression: {error}"]}) from None
+        return f"Not a valid CEL expression: {error}"
+    return None
 
 
 def validate_claim_fields(
@@ -64,29 +65,26 @@ def validate_claim_fields(
     all_devices: bool,
     selector: str,
 ) -> None:
-    errors: dict[str, list[str]] = {}
-    problem = dns_label_problem(name)
-    if problem:
-        errors["name"] = [problem]
-    known = cluster.device_class_names()
-    if not known:
-        errors["device_class"] = [
-            f"The device classes of {cluster} are not known yet; try again in a moment."
-        ]
-    elif device_class not in known:
-        errors["device_class"] = [
-            f"{device_class!r} is not a device class of {cluster}. Known: {', '.join(known)}."
-        ]
-    elif not all_devices:
-        count_problem = _count_problem(cluster, device_class, count)
-        if count_problem:
-            errors["count"] = [count_problem]
-    try:
-        validate_selector(selector)
-    except ValidationError as error:
-        errors.update(error.message_dict)
+    """All problems at once, each next to its field."""
+    problems = {
+        "name": dns_label_problem(name),
+        "device_class": _device_class_problem(cluster, device_class),
+        "selector": selector_problem(selector),
+    }
+    if not problems["device_class"] and not all_devices:
+        problems["count"] = _count_problem(cluster, device_class, count)
+    errors = {field: [problem] for field, problem in problems.items() if problem}
     if errors:
         raise ValidationError(errors)
+
+
+def _device_class_problem(cluster: Cluster, device_class: str) -> str | None:
+    known = cluster.device_class_names()
+    if not known:
+        return f"The device classes of {cluster} are not known yet; try again in a moment."
+    if device_class not in known:
+        return f"{device_class!r} is not a device class of {cluster}. Known: {', '.join(known)}."
+    return None
 
 
 def _count_problem(cluster: Cluster, device_class: str, count: int | None) -> str | None:
