@@ -45,7 +45,7 @@ class Kubelet:
     def start(self) -> "Kubelet":
         pods, _ = self.store.list(PODS)
         for pod in pods:
-            self._events.put(("ADDED", pod))
+            self._events.put(("RESUMED", pod))  # pods a saved cluster was running start again
         self._thread.start()
         return self
 
@@ -92,16 +92,18 @@ class Kubelet:
             key = (pod["metadata"].get("namespace", ""), pod["metadata"]["name"])
             if event == "DELETED":
                 self._forget(key, pod["metadata"].get("uid", ""))
-            elif self._should_run(key, pod):
+            elif self._should_run(key, pod, resumed=event == "RESUMED"):
                 self._running[key] = pod["metadata"]["uid"]
                 threading.Thread(
                     target=self._run_pod, args=(key, pod["metadata"]["uid"]), daemon=True
                 ).start()
 
-    def _should_run(self, key: tuple[str, str], pod: dict) -> bool:
+    def _should_run(self, key: tuple[str, str], pod: dict, resumed: bool = False) -> bool:
         phase = (pod.get("status") or {}).get("phase")
         bound = bool((pod.get("spec") or {}).get("nodeName"))
-        started = bool((pod.get("status") or {}).get("startTime"))
+        started = bool((pod.get("status") or {}).get("startTime")) and not resumed
+        if resumed and phase == "Running":
+            phase = "Pending"
         return (
             bound
             and not started
@@ -176,6 +178,7 @@ class PodRun:
         return image in self.kubelet.topology.images
 
     def run(self) -> None:
+        self._wait_for_reserved_claims()
         self._write()
         for container in self.containers:
             self._event("Normal", "Pulling", f'Pulling image "{container.get("image", "")}"')
@@ -198,6 +201,26 @@ class PodRun:
             self.states[container["name"]] = pod_status.waiting("ImagePullBackOff", message)
             self._event("Normal", "BackOff", message)
         self._write()
+
+    def _wait_for_reserved_claims(self) -> None:
+        """A pod starts only once every claim it uses is reserved for it (as the kubelet checks)."""
+        pod = self._pod()
+        wanted = len(pod["spec"].get("resourceClaims") or [])
+        while True:
+            claims = pod_claims(self.store, pod)
+            reserved = [
+                c
+                for c in claims
+                if any(
+                    r.get("uid") == self.uid
+                    for r in (c.get("status") or {}).get("reservedFor") or []
+                )
+            ]
+            if len(reserved) == wanted:
+                self.devices = container_devices(self.store, self.kubelet.topology, pod)
+                return
+            time.sleep(0.05)
+            pod = self._pod()
 
     def _fail_pull(self, container: dict) -> None:
         image = container.get("image", "")

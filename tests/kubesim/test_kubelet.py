@@ -243,3 +243,23 @@ def test_it_wakes_a_log_follower_when_lines_arrive(cluster, namespace) -> None:
     create_pod(cluster, namespace, "late", [VECTOR_ADD], claim="late")
     assert kubelet.wait_for_log_change(namespace, "late", "ctr0", 0, 5.0) is True
     assert len(kubelet.logs(namespace, "late", "ctr0")) == 6
+
+
+def test_it_starts_the_pods_of_a_saved_cluster_again(tmp_path) -> None:
+    state = str(tmp_path / "cluster.json")
+    first = kubesim.start(speed=20, state=state)
+    try:
+        first.admin("POST", "/api/v1/namespaces", {"metadata": {"name": "saved"}})
+        create_claim(first, "saved", "kept")
+        create_pod(first, "saved", "kept", [VECTOR_ADD], claim="kept", policy="Always")
+        wait_until(phase_is(first, "saved", "kept", "Running"))
+    finally:
+        first.stop()
+    second = kubesim.start(speed=20, state=state)
+    try:
+        assert wait_until(lambda: second.api.kubelet.logs("saved", "kept", "ctr0"))
+        pod = wait_until(phase_is(second, "saved", "kept", "Running"))
+        claim = second.admin("GET", "/apis/resource.k8s.io/v1/namespaces/saved/resourceclaims/kept")
+        assert claim["status"]["reservedFor"][0]["uid"] == pod["metadata"]["uid"]
+    finally:
+        second.stop()
