@@ -201,7 +201,7 @@ def create(api: Any, request: Request, target: Any) -> Response:
 
 
 def get(api: Any, request: Request, target: Any) -> Response:
-    stored = api.store.get(target.kind, target.namespace, target.name)
+    stored = api.store.get(target.kind, target.namespace, target.name, copy=False)
     return json_response(200, served(target, stored))
 
 
@@ -220,7 +220,7 @@ def _continue_start(token: str) -> str:
 def selected_items(api: Any, request: Request, target: Any) -> tuple[list[dict[str, Any]], int]:
     labels = label_matcher(request.query.get("labelSelector"))
     fields = field_matcher(request.query.get("fieldSelector"), target.kind.field_selectors)
-    return api.store.list(target.kind, target.namespace, labels, fields)
+    return api.store.list(target.kind, target.namespace, labels, fields, copy=False)
 
 
 def _key(obj: dict[str, Any]) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import threading
@@ -35,6 +34,16 @@ class Event:
 
 
 Subscriber = Callable[[str, Any, dict[str, Any]], None]
+
+
+def clone(value: Any) -> Any:
+    """A deep copy of JSON-shaped data, about twice as fast as copy.deepcopy."""
+    kind = type(value)
+    if kind is dict:
+        return {key: clone(item) for key, item in value.items()}
+    if kind is list:
+        return [clone(item) for item in value]
+    return value
 
 
 def now_rfc3339() -> str:
@@ -76,12 +85,16 @@ class Store:
     def compacted_rv(self) -> int:
         return self._compacted_rv
 
-    def get(self, ref: Any, namespace: str | None, name: str) -> dict[str, Any]:
+    def get(
+        self, ref: Any, namespace: str | None, name: str, *, copy: bool = True
+    ) -> dict[str, Any]:
+        """The stored object; `copy=False` shares it with a caller that promises not to
+        change it (the HTTP layer, which converts it to a fresh dict anyway)."""
         with self._lock:
             obj = self._bucket(ref).get((namespace or "", name))
             if obj is None:
                 raise errors.not_found(ref.group, ref.plural, name)
-            return copy.deepcopy(obj)
+            return clone(obj) if copy else obj
 
     def list(
         self,
@@ -89,6 +102,8 @@ class Store:
         namespace: str | None = None,
         label_selector: Matcher | None = None,
         field_selector: Matcher | None = None,
+        *,
+        copy: bool = True,
     ) -> tuple[list[dict[str, Any]], int]:
         with self._lock:
             bucket = self._bucket(ref)
@@ -96,12 +111,12 @@ class Store:
             items = [bucket[key] for key in keys]
             rv = self._rv
         items = [obj for obj in items if _selected(obj, label_selector, field_selector)]
-        return [copy.deepcopy(obj) for obj in items], rv
+        return ([clone(obj) for obj in items] if copy else items), rv
 
     # -- writing ---------------------------------------------------------------------------
 
     def create(self, ref: Any, obj: dict[str, Any]) -> dict[str, Any]:
-        obj = copy.deepcopy(obj)
+        obj = clone(obj)
         meta = obj.setdefault("metadata", {})
         key = (meta.get("namespace") or "", meta["name"])
         with self._lock:
@@ -118,7 +133,7 @@ class Store:
         return stored
 
     def update(self, ref: Any, obj: dict[str, Any], *, check_rv: bool = True) -> dict[str, Any]:
-        obj = copy.deepcopy(obj)
+        obj = clone(obj)
         meta = obj.setdefault("metadata", {})
         key = (meta.get("namespace") or "", meta.get("name", ""))
         with self._lock:
@@ -132,7 +147,7 @@ class Store:
             if _spec_changed(old, obj):
                 meta["generation"] = old["metadata"].get("generation", 1) + 1
             if _without_volatile(old) == _without_volatile(obj):
-                return copy.deepcopy(old)
+                return clone(old)
             if meta.get("deletionTimestamp") and not _finalizers(obj):
                 stored = self._remove(ref, key, obj)
                 event = "DELETED"
@@ -150,14 +165,14 @@ class Store:
                 raise errors.not_found(ref.group, ref.plural, name)
             if _finalizers(old):
                 if old["metadata"].get("deletionTimestamp"):
-                    return copy.deepcopy(old)
-                obj = copy.deepcopy(old)
+                    return clone(old)
+                obj = clone(old)
                 obj["metadata"]["deletionTimestamp"] = now_rfc3339()
                 obj["metadata"]["deletionGracePeriodSeconds"] = 0
                 stored = self._commit(ref, key, obj, "MODIFIED")
                 event = "MODIFIED"
             else:
-                stored = self._remove(ref, key, copy.deepcopy(old))
+                stored = self._remove(ref, key, clone(old))
                 event = "DELETED"
         self._notify(event, ref, stored)
         return stored
@@ -222,14 +237,14 @@ class Store:
         obj["metadata"]["resourceVersion"] = str(rv)
         self._bucket(ref)[key] = obj
         self._record(Event(rv, kind, (ref.group, ref.plural), obj))
-        return copy.deepcopy(obj)
+        return clone(obj)
 
     def _remove(self, ref: Any, key: tuple[str, str], obj: dict) -> dict[str, Any]:
         rv = self._next_rv()
         obj["metadata"]["resourceVersion"] = str(rv)
         self._bucket(ref).pop(key, None)
         self._record(Event(rv, "DELETED", (ref.group, ref.plural), obj))
-        return copy.deepcopy(obj)
+        return clone(obj)
 
     def _record(self, event: Event) -> None:
         if len(self._history) == self._history.maxlen:
@@ -240,7 +255,7 @@ class Store:
 
     def _notify(self, event: str, ref: Any, obj: dict[str, Any]) -> None:
         for callback in list(self._subscribers):
-            callback(event, ref, copy.deepcopy(obj))
+            callback(event, ref, clone(obj))
 
     # -- persistence -----------------------------------------------------------------------
 
