@@ -4,6 +4,7 @@ import uuid
 
 from kubernetes import client, config
 
+import kubesim
 from kubesim.kinds import kind_for
 
 CLAIMS = kind_for("resource.k8s.io", "resourceclaims")
@@ -160,7 +161,9 @@ def test_it_does_not_invent_a_missing_spec() -> None:
     assert "spec" not in CLAIMS.to_storage(bare, "v1beta1")
 
 
-def test_it_reads_a_claim_created_as_v1beta1_in_v1_and_back(kubesim_cluster) -> None:
+def test_it_reads_a_claim_created_as_v1beta1_in_v1_and_back(
+    kubesim_cluster: kubesim.Handle,
+) -> None:
     api = config.new_client_from_config(kubesim_cluster.kubeconfig)
     namespace = f"conv-{uuid.uuid4().hex[:6]}"
     client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
@@ -210,7 +213,7 @@ def test_it_reads_a_claim_created_as_v1beta1_in_v1_and_back(kubesim_cluster) -> 
     assert as_beta2.spec.devices.requests[0].exactly.device_class_name == "gpu.nvidia.com"
 
 
-def test_it_serves_slices_with_basic_in_v1beta1(kubesim_cluster) -> None:
+def test_it_serves_slices_with_basic_in_v1beta1(kubesim_cluster: kubesim.Handle) -> None:
     api = config.new_client_from_config(kubesim_cluster.kubeconfig)
     beta = client.ResourceV1beta1Api(api).list_resource_slice().items
     v1 = client.ResourceV1Api(api).list_resource_slice().items

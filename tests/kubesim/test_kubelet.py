@@ -4,6 +4,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -120,7 +121,7 @@ def conditions(pod: dict) -> dict[str, dict]:
     return {c["type"]: c for c in pod["status"]["conditions"]}
 
 
-def test_it_runs_a_pod_from_pending_to_succeeded(cluster, namespace) -> None:
+def test_it_runs_a_pod_from_pending_to_succeeded(cluster: kubesim.Handle, namespace: str) -> None:
     history = PodHistory(cluster, namespace, "pod1")
     create_claim(cluster, namespace, "gpu-claim")
     create_pod(cluster, namespace, "pod1", [VECTOR_ADD, DEVICE_QUERY], claim="gpu-claim")
@@ -140,7 +141,7 @@ def test_it_runs_a_pod_from_pending_to_succeeded(cluster, namespace) -> None:
     assert found["Ready"]["status"] == "False" and found["Ready"]["reason"] == "PodCompleted"
 
 
-def test_it_reports_running_containers_as_ready(cluster, namespace) -> None:
+def test_it_reports_running_containers_as_ready(cluster: kubesim.Handle, namespace: str) -> None:
     create_claim(cluster, namespace, "forever")
     create_pod(cluster, namespace, "forever", [VECTOR_ADD], claim="forever", policy="Always")
     pod = wait_until(phase_is(cluster, namespace, "forever", "Running"))
@@ -149,7 +150,7 @@ def test_it_reports_running_containers_as_ready(cluster, namespace) -> None:
     assert conditions(pod)["ContainersReady"]["status"] == "True"
 
 
-def test_it_fails_a_pull_of_an_unknown_image(cluster, namespace) -> None:
+def test_it_fails_a_pull_of_an_unknown_image(cluster: kubesim.Handle, namespace: str) -> None:
     history = PodHistory(cluster, namespace, "typo")
     create_pod(cluster, namespace, "typo", ["nvcr.io/nvidia/k8s/cuda-sample:vectorad"])
 
@@ -170,7 +171,9 @@ def test_it_fails_a_pull_of_an_unknown_image(cluster, namespace) -> None:
     )
 
 
-def test_it_fails_a_never_restarting_pod_whose_container_fails(cluster, namespace) -> None:
+def test_it_fails_a_never_restarting_pod_whose_container_fails(
+    cluster: kubesim.Handle, namespace: str
+) -> None:
     create_pod(cluster, namespace, "nogpu", [VECTOR_ADD])
     pod = wait_until(phase_is(cluster, namespace, "nogpu", "Failed"))
     terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
@@ -179,7 +182,7 @@ def test_it_fails_a_never_restarting_pod_whose_container_fails(cluster, namespac
     assert lines[-1].startswith("Failed to allocate device vector A")
 
 
-def test_it_restarts_a_failed_container_on_failure(cluster, namespace) -> None:
+def test_it_restarts_a_failed_container_on_failure(cluster: kubesim.Handle, namespace: str) -> None:
     create_pod(cluster, namespace, "retry", [DEVICE_QUERY], policy="OnFailure")
 
     def restarted() -> dict | None:
@@ -192,7 +195,9 @@ def test_it_restarts_a_failed_container_on_failure(cluster, namespace) -> None:
     assert pod["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 1
 
 
-def test_it_restarts_a_completed_container_when_always(cluster, namespace) -> None:
+def test_it_restarts_a_completed_container_when_always(
+    cluster: kubesim.Handle, namespace: str
+) -> None:
     create_claim(cluster, namespace, "always")
     create_pod(cluster, namespace, "always", [VECTOR_ADD], claim="always", policy="Always")
 
@@ -206,7 +211,9 @@ def test_it_restarts_a_completed_container_when_always(cluster, namespace) -> No
     assert pod["status"]["containerStatuses"][0]["lastState"]["terminated"]["reason"] == "Completed"
 
 
-def test_it_names_every_allocated_gpu_in_device_query(cluster, namespace) -> None:
+def test_it_names_every_allocated_gpu_in_device_query(
+    cluster: kubesim.Handle, namespace: str
+) -> None:
     create_claim(cluster, namespace, "two", count=2)
     create_pod(cluster, namespace, "two", [DEVICE_QUERY, DEVICE_QUERY], claim="two")
     pod = wait_until(phase_is(cluster, namespace, "two", "Succeeded"))
@@ -222,7 +229,7 @@ def test_it_names_every_allocated_gpu_in_device_query(cluster, namespace) -> Non
     assert ctr0 == ctr1  # both containers share the one claim, so they see the same GPUs
 
 
-def test_it_serves_logs_with_timestamps(cluster, namespace) -> None:
+def test_it_serves_logs_with_timestamps(cluster: kubesim.Handle, namespace: str) -> None:
     create_claim(cluster, namespace, "logs")
     create_pod(cluster, namespace, "logs", [VECTOR_ADD], claim="logs")
     wait_until(phase_is(cluster, namespace, "logs", "Succeeded"))
@@ -236,7 +243,7 @@ def test_it_serves_logs_with_timestamps(cluster, namespace) -> None:
     assert first[10] == "T" and first[29] == "Z"
 
 
-def test_it_wakes_a_log_follower_when_lines_arrive(cluster, namespace) -> None:
+def test_it_wakes_a_log_follower_when_lines_arrive(cluster: kubesim.Handle, namespace: str) -> None:
     kubelet = cluster.api.kubelet
     assert kubelet.wait_for_log_change(namespace, "late", "ctr0", 0, 0.05) is False
     create_claim(cluster, namespace, "late")
@@ -245,7 +252,7 @@ def test_it_wakes_a_log_follower_when_lines_arrive(cluster, namespace) -> None:
     assert len(kubelet.logs(namespace, "late", "ctr0")) == 6
 
 
-def test_it_starts_the_pods_of_a_saved_cluster_again(tmp_path) -> None:
+def test_it_starts_the_pods_of_a_saved_cluster_again(tmp_path: Path) -> None:
     state = str(tmp_path / "cluster.json")
     first = kubesim.start(speed=20, state=state)
     try:

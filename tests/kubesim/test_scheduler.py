@@ -114,7 +114,9 @@ def bound_node(cluster: kubesim.Handle, namespace: str, name: str) -> str:
     return wait_until(lambda: get_pod(cluster, namespace, name)["spec"].get("nodeName"))
 
 
-def test_it_leaves_a_claim_unallocated_until_a_pod_uses_it(cluster, namespace) -> None:
+def test_it_leaves_a_claim_unallocated_until_a_pod_uses_it(
+    cluster: kubesim.Handle, namespace: str
+) -> None:
     create_claim(cluster, namespace, "idle")
     time.sleep(0.3)
     claim = get_claim(cluster, namespace, "idle")
@@ -122,7 +124,9 @@ def test_it_leaves_a_claim_unallocated_until_a_pod_uses_it(cluster, namespace) -
     assert "finalizers" not in claim["metadata"]
 
 
-def test_it_allocates_reserves_and_binds_when_a_pod_is_scheduled(cluster, namespace) -> None:
+def test_it_allocates_reserves_and_binds_when_a_pod_is_scheduled(
+    cluster: kubesim.Handle, namespace: str
+) -> None:
     create_claim(cluster, namespace, "gpu-claim")
     pod = create_pod(cluster, namespace, "pod1", "gpu-claim")
     node = bound_node(cluster, namespace, "pod1")
@@ -143,7 +147,7 @@ def test_it_allocates_reserves_and_binds_when_a_pod_is_scheduled(cluster, namesp
     assert scheduled_condition(get_pod(cluster, namespace, "pod1"))["status"] == "True"
 
 
-def test_it_puts_pods_sharing_a_claim_on_its_node(cluster, namespace) -> None:
+def test_it_puts_pods_sharing_a_claim_on_its_node(cluster: kubesim.Handle, namespace: str) -> None:
     create_claim(
         cluster,
         namespace,
@@ -171,7 +175,9 @@ def test_it_puts_pods_sharing_a_claim_on_its_node(cluster, namespace) -> None:
     }
 
 
-def test_it_deallocates_when_the_last_consumer_finishes(cluster, namespace) -> None:
+def test_it_deallocates_when_the_last_consumer_finishes(
+    cluster: kubesim.Handle, namespace: str
+) -> None:
     create_claim(cluster, namespace, "once")
     create_pod(cluster, namespace, "once", "once", policy="Never")
     wait_until(lambda: get_pod(cluster, namespace, "once")["status"]["phase"] == "Succeeded")
@@ -181,7 +187,9 @@ def test_it_deallocates_when_the_last_consumer_finishes(cluster, namespace) -> N
     assert "finalizers" not in claim["metadata"]
 
 
-def test_it_keeps_a_ninth_gpu_pending_until_one_frees_up(cluster, namespace) -> None:
+def test_it_keeps_a_ninth_gpu_pending_until_one_frees_up(
+    cluster: kubesim.Handle, namespace: str
+) -> None:
     for index in range(9):
         create_claim(cluster, namespace, f"claim-{index}")
         create_pod(cluster, namespace, f"pod-{index}", f"claim-{index}")
@@ -206,7 +214,9 @@ def test_it_keeps_a_ninth_gpu_pending_until_one_frees_up(cluster, namespace) -> 
     assert len(devices) == len(set(devices)) == 8
 
 
-def test_it_says_when_a_device_class_does_not_exist(cluster, namespace) -> None:
+def test_it_says_when_a_device_class_does_not_exist(
+    cluster: kubesim.Handle, namespace: str
+) -> None:
     path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
     request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}
     cluster.admin(
@@ -219,7 +229,9 @@ def test_it_says_when_a_device_class_does_not_exist(cluster, namespace) -> None:
     )
 
 
-def test_it_keeps_a_pod_pending_when_no_device_matches(cluster, namespace) -> None:
+def test_it_keeps_a_pod_pending_when_no_device_matches(
+    cluster: kubesim.Handle, namespace: str
+) -> None:
     nothing = cel("device.attributes['gpu.nvidia.com'].productName == 'NONEXISTENT-GPU-XYZ'")
     create_claim(cluster, namespace, "nomatch", selectors=nothing)
     create_pod(cluster, namespace, "nomatch", "nomatch")
@@ -228,7 +240,7 @@ def test_it_keeps_a_pod_pending_when_no_device_matches(cluster, namespace) -> No
     assert get_claim(cluster, namespace, "nomatch").get("status", {}) == {}
 
 
-def test_it_allocates_by_memory_capacity(cluster, namespace) -> None:
+def test_it_allocates_by_memory_capacity(cluster: kubesim.Handle, namespace: str) -> None:
     big = cel("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('64Gi')) >= 0")
     create_claim(cluster, namespace, "big", selectors=big, count=2)
     create_pod(cluster, namespace, "big", "big")
@@ -238,7 +250,9 @@ def test_it_allocates_by_memory_capacity(cluster, namespace) -> None:
     )
 
 
-def test_it_waits_for_a_claim_that_does_not_exist_yet(cluster, namespace) -> None:
+def test_it_waits_for_a_claim_that_does_not_exist_yet(
+    cluster: kubesim.Handle, namespace: str
+) -> None:
     create_pod(cluster, namespace, "early", "later")
     time.sleep(0.3)
     pod = get_pod(cluster, namespace, "early")
@@ -247,7 +261,9 @@ def test_it_waits_for_a_claim_that_does_not_exist_yet(cluster, namespace) -> Non
     bound_node(cluster, namespace, "early")
 
 
-def test_it_creates_and_removes_claims_from_templates(cluster, namespace) -> None:
+def test_it_creates_and_removes_claims_from_templates(
+    cluster: kubesim.Handle, namespace: str
+) -> None:
     request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}
     template = {
         "metadata": {"name": "single-gpu"},
@@ -267,7 +283,9 @@ def test_it_creates_and_removes_claims_from_templates(cluster, namespace) -> Non
     wait_until(lambda: claim_gone(cluster, namespace, status["resourceClaimName"]))
 
 
-def test_it_keeps_a_deleted_claim_until_its_pod_is_done(cluster, namespace) -> None:
+def test_it_keeps_a_deleted_claim_until_its_pod_is_done(
+    cluster: kubesim.Handle, namespace: str
+) -> None:
     create_claim(cluster, namespace, "doomed")
     create_pod(cluster, namespace, "holder", "doomed")
     bound_node(cluster, namespace, "holder")

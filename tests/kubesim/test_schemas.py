@@ -86,7 +86,7 @@ def assert_valid(objects: list[dict], release: str, core_release: str) -> None:
             pytest.fail(f"{obj['kind']} {obj['metadata']['name']}: {path}: {error.message}")
 
 
-def test_it_serves_v1_objects_that_validate_against_1_34(kubesim_cluster) -> None:
+def test_it_serves_v1_objects_that_validate_against_1_34(kubesim_cluster: kubesim.Handle) -> None:
     objects = served_objects(kubesim_cluster, "v1", CLAIM_REQUEST_V1)
     assert {o["kind"] for o in objects} >= {
         "ResourceClaim",
@@ -101,11 +101,15 @@ def test_it_serves_v1_objects_that_validate_against_1_34(kubesim_cluster) -> Non
     assert_valid(objects, "1.34", "1.34")
 
 
-def test_it_serves_v1beta2_objects_that_validate_against_1_33(kubesim_cluster) -> None:
+def test_it_serves_v1beta2_objects_that_validate_against_1_33(
+    kubesim_cluster: kubesim.Handle,
+) -> None:
     assert_valid(served_objects(kubesim_cluster, "v1beta2", CLAIM_REQUEST_V1), "1.33", "1.34")
 
 
-def test_it_serves_v1beta1_objects_that_validate_against_1_33(kubesim_v1beta1_cluster) -> None:
+def test_it_serves_v1beta1_objects_that_validate_against_1_33(
+    kubesim_v1beta1_cluster: kubesim.Handle,
+) -> None:
     objects = served_objects(kubesim_v1beta1_cluster, "v1beta1", CLAIM_REQUEST_V1BETA1)
     assert objects[0]["status"]["allocation"]["devices"]["results"][0]["driver"] == "gpu.nvidia.com"
     assert_valid(objects, "1.33", "1.33")

@@ -78,7 +78,7 @@ def check_logs(vector_add: str, device_query: str) -> None:
 
 
 @needs_kubectl
-def test_it_runs_the_seed_with_kubectl(platform) -> None:
+def test_it_runs_the_seed_with_kubectl(platform: tuple[str, kubesim.Handle]) -> None:
     _, handle = platform
     for command in seed_commands(handle.kubeconfig):
         result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60)
@@ -138,7 +138,7 @@ def wait_for_phase(core: client.CoreV1Api, phase: str, timeout: float = 10.0) ->
     raise AssertionError(f"pod1 never reached {phase}")
 
 
-def test_it_runs_the_seed_with_the_python_client(platform) -> None:
+def test_it_runs_the_seed_with_the_python_client(platform: tuple[str, kubesim.Handle]) -> None:
     name, handle = platform
     api = config.new_client_from_config(handle.kubeconfig)
     for manifest in seed_manifests():

@@ -9,6 +9,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+import kubesim
 from kubesim.kinds import kind_for
 
 CLAIMS = kind_for("resource.k8s.io", "resourceclaims")
@@ -306,7 +307,7 @@ def test_it_rejects_a_misshapen_v1beta1_slice_device() -> None:
     ]
 
 
-def test_it_answers_422_not_500_for_a_misshapen_body(kubesim_cluster) -> None:
+def test_it_answers_422_not_500_for_a_misshapen_body(kubesim_cluster: kubesim.Handle) -> None:
     namespace = f"val-{uuid.uuid4().hex[:6]}"
     kubesim_cluster.admin("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
     body = {"metadata": {"name": "p"}, "spec": {"containers": "ctr0"}}
