@@ -86,7 +86,8 @@ class Scheduler:
         self.allocation_timestamp = allocation_timestamp
         self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._in_use: dict[tuple[str, str], set[DeviceId]] = {}
-        self._waiting: set[tuple[str, str]] = set()
+        # Pods waiting for a node, tried oldest first as the scheduler's queue does.
+        self._waiting: dict[tuple[str, str], str] = {}
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kubesim-scheduler", daemon=True)
         store.subscribe(self._on_event)
@@ -124,8 +125,8 @@ class Scheduler:
         for event, plural, obj in batch:
             retry |= self._handle(event, plural, obj)
         if retry:
-            self._waiting |= self._unscheduled_pods()
-        for key in sorted(self._waiting):
+            self._waiting.update(self._unscheduled_pods())
+        for key in sorted(self._waiting, key=lambda k: (self._waiting[k], k)):
             self._try_schedule(key)
 
     def _handle(self, event: str, plural: str, obj: dict) -> bool:
@@ -162,10 +163,10 @@ class Scheduler:
         key = _key(pod)
         phase = (pod.get("status") or {}).get("phase")
         if event == "DELETED" or phase in TERMINAL:
-            self._waiting.discard(key)
+            self._waiting.pop(key, None)
             return self._release(pod)
         if not (pod.get("spec") or {}).get("nodeName"):
-            self._waiting.add(key)
+            self._waiting[key] = pod["metadata"].get("creationTimestamp", "")
         return False
 
     def _claim_changed(self, event: str, claim: dict) -> None:
@@ -187,10 +188,10 @@ class Scheduler:
         delete_generated_claims(self.store, pod)
         return freed
 
-    def _unscheduled_pods(self) -> set[tuple[str, str]]:
+    def _unscheduled_pods(self) -> dict[tuple[str, str], str]:
         pods, _ = self.store.list(PODS)
         return {
-            _key(pod)
+            _key(pod): pod["metadata"].get("creationTimestamp", "")
             for pod in pods
             if not (pod.get("spec") or {}).get("nodeName")
             and (pod.get("status") or {}).get("phase") not in TERMINAL
@@ -199,24 +200,28 @@ class Scheduler:
 
     def _try_schedule(self, key: tuple[str, str]) -> None:
         try:
-            pod = self.store.get(PODS, key[0], key[1])
+            self._schedule(key)
+        except ApiError as error:  # a conflict or a vanished object: the next pass retries
+            log.info("retrying %s/%s later: %s", *key, error)
+
+    def _schedule(self, key: tuple[str, str]) -> None:
+        try:
+            pod = self.store.get(PODS, *key)
         except ApiError:
-            self._waiting.discard(key)
+            self._waiting.pop(key, None)
             return
         if (pod.get("spec") or {}).get("nodeName") or pod["metadata"].get("deletionTimestamp"):
-            self._waiting.discard(key)
+            self._waiting.pop(key, None)
             return
         try:
             claims = claims_for_pod(self.store, pod)
         except ClaimNotReady:
             return  # PreEnqueue: the pod is not tried until its claims exist
+        pod = self.store.get(PODS, *key)  # template claims may have been recorded on it
         try:
             node, allocations = self._choose_node(claims)
         except Unschedulable as reason:
             mark_unschedulable(self.store, pod, str(reason))
-            return
-        except ApiError as error:
-            log.info("retrying %s/%s later: %s", *key, error)
             return
         self._commit(pod, node, claims, allocations)
 
@@ -266,4 +271,4 @@ class Scheduler:
         except ApiError as error:
             log.info("binding %s/%s failed, retrying: %s", *_key(pod), error)
             return
-        self._waiting.discard(_key(pod))
+        self._waiting.pop(_key(pod), None)
