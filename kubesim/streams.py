@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubesim import errors
-from kubesim.handlers import api_version_of, selected_items, served
+from kubesim.admission import api_version_of, served
+from kubesim.handlers import selected_items
 from kubesim.selectors import field_matcher, label_matcher
 from kubesim.server import Request, Response, Stream
 
