@@ -9,7 +9,7 @@ import logging
 import queue
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubesim import cuda, pod_status
@@ -74,7 +74,12 @@ class Kubelet:
     def _append_logs(self, key: tuple[str, str, str], lines: list[str]) -> None:
         with self._changed:
             stored = self._logs.setdefault(key, [])
-            stored.extend((datetime.now(UTC), line) for line in lines)
+            for line in lines:
+                stamp = datetime.now(UTC)
+                if stored and stamp <= stored[-1][0]:
+                    # Distinct stamps let a reader ask for the lines after one it has seen.
+                    stamp = stored[-1][0] + timedelta(microseconds=1)
+                stored.append((stamp, line))
             self._changed.notify_all()
 
     # -- dispatch --------------------------------------------------------------------------

@@ -236,6 +236,8 @@ def test_it_serves_logs_with_timestamps(cluster: kubesim.Handle, namespace: str)
     lines = cluster.api.kubelet.logs(namespace, "logs", "ctr0")
     assert [text for _, text in lines][-2:] == ["Test PASSED", "Done"]
     assert all(stamp.tzinfo is not None for stamp, _ in lines)
+    stamps = [stamp for stamp, _ in lines]
+    assert stamps == sorted(set(stamps))  # strictly increasing, so "lines after X" is exact
     core = client.CoreV1Api(config.new_client_from_config(cluster.kubeconfig))
     text = core.read_namespaced_pod_log("logs", namespace, timestamps=True)
     first = text.splitlines()[0]
