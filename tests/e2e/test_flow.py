@@ -48,6 +48,9 @@ def request_namespace(page: Page) -> None:
 
 def request_claim(page: Page) -> None:
     page.get_by_role("link", name="Request GPU claim").click()
+    page.fill("input[name=name]", "E2E_gpu")
+    page.get_by_role("button", name="Submit for approval").click()
+    expect(page.locator("#field-name .errorlist")).to_contain_text("lower-case letters only")
     page.fill("input[name=name]", "e2e-gpu")
     page.fill("textarea[name=purpose]", "Check the GPU works")
     preview = page.locator("#manifest-yaml")
