@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import re
-from typing import Any
-
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 
 from claims import selectors
+from claims.kube import preflight
+from claims.kube.parsing import ClusterInfo, DeviceClassInfo, DeviceInfo, PreflightCheck
 from claims.models import Cluster
 from claims.views.common import HtmxHttpRequest, login_required
-
-MIN_DRA_VERSION = (1, 33)
-NVIDIA_DRIVER = "gpu.nvidia.com"
 
 
 @login_required
@@ -39,40 +35,24 @@ def cluster_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return render(request, "claims/cluster_detail.html", context)
 
 
-def preflight_from_sync(cluster: Cluster) -> list[dict[str, Any]]:
-    """The seed's prerequisites, judged from what the last sync saw."""
+def preflight_from_sync(cluster: Cluster) -> list[PreflightCheck]:
+    """The seed's prerequisites, judged by the gateway's rules from what the last sync saw."""
     if not cluster.server_version:
         return []
-    version = _major_minor(cluster.server_version)
-    devices = [d for d in cluster.inventory.get("devices", []) if d["driver"] == NVIDIA_DRIVER]
+    info = ClusterInfo(
+        cluster.server_version,
+        cluster.resource_versions,
+        cluster.preferred_resource_version or None,
+    )
+    checks = [preflight.check_server_version(info), preflight.check_dra_served(info)]
+    if not info.preferred_resource_version:
+        return checks + preflight.skipped_without_dra()
+    classes = [DeviceClassInfo(**dc) for dc in cluster.inventory.get("device_classes", [])]
+    devices = [DeviceInfo(**device) for device in cluster.inventory.get("devices", [])]
+    nodes = sorted({device.node for device in devices if device.node})
     return [
-        _check(
-            "Kubernetes 1.33 or newer",
-            version >= MIN_DRA_VERSION,
-            f"server {cluster.server_version}",
-        ),
-        _check(
-            "DRA API (resource.k8s.io) served",
-            bool(cluster.resource_versions),
-            ", ".join(cluster.resource_versions) or "not served",
-        ),
-        _check(
-            "NVIDIA device class installed",
-            NVIDIA_DRIVER in cluster.device_class_names(),
-            f"DeviceClass {NVIDIA_DRIVER}",
-        ),
-        _check(
-            "GPUs published by the NVIDIA DRA driver",
-            bool(devices),
-            f"{len(devices)} device(s) in ResourceSlices",
-        ),
+        *checks,
+        preflight.check_device_classes(classes),
+        preflight.check_gpu_devices(devices),
+        preflight.check_gpu_nodes(devices, nodes),
     ]
-
-
-def _check(name: str, ok: bool, detail: str) -> dict[str, Any]:
-    return {"name": name, "ok": ok, "detail": detail}
-
-
-def _major_minor(server_version: str) -> tuple[int, int]:
-    match = re.match(r"v?(\d+)\.(\d+)", server_version)
-    return (int(match[1]), int(match[2])) if match else (0, 0)

@@ -36,15 +36,19 @@ def test_it_shows_what_a_cluster_serves_and_holds(cluster: Cluster, bob: User) -
 
 def test_it_judges_the_seeds_prerequisites(cluster: Cluster, bob: User) -> None:
     content = client_for(bob).get(reverse("cluster", args=[cluster.pk])).content.decode()
-    assert content.count('<span class="badge ok">ok</span>') == 4
-    assert "2 device(s) in ResourceSlices" in content
+    assert content.count('<span class="badge ok">ok</span>') == 5
+    assert "2 devices published by gpu.nvidia.com" in content
+    assert "1: gpu-node-1" in content
 
 
 def test_it_flags_a_cluster_too_old_for_dra(cluster: Cluster, bob: User) -> None:
-    Cluster.objects.filter(pk=cluster.pk).update(server_version="v1.31.4", resource_versions=[])
+    Cluster.objects.filter(pk=cluster.pk).update(
+        server_version="v1.31.4", resource_versions=[], preferred_resource_version=""
+    )
     content = client_for(bob).get(reverse("cluster", args=[cluster.pk])).content.decode()
-    assert content.count('<span class="badge bad">fail</span>') == 2
-    assert "not served" in content
+    assert content.count('<span class="badge bad">fail</span>') == 5
+    assert "v1.31.4 (needs 1.33 or newer)" in content
+    assert "not served by the cluster" in content
 
 
 def test_it_shows_the_last_contact_error(cluster: Cluster, bob: User) -> None:
