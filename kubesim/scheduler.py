@@ -124,8 +124,9 @@ class Scheduler:
         retry = False
         for event, plural, obj in batch:
             retry |= self._handle(event, plural, obj)
-        if retry:
-            self._waiting.update(self._unscheduled_pods())
+        if not retry:
+            return
+        self._waiting.update(self._unscheduled_pods())
         for key in sorted(self._waiting, key=lambda k: (self._waiting[k], k)):
             self._try_schedule(key)
 
@@ -165,9 +166,10 @@ class Scheduler:
         if event == "DELETED" or phase in TERMINAL:
             self._waiting.pop(key, None)
             return self._release(pod)
-        if not (pod.get("spec") or {}).get("nodeName"):
-            self._waiting[key] = pod["metadata"].get("creationTimestamp", "")
-        return False
+        if (pod.get("spec") or {}).get("nodeName"):
+            return False  # a running pod's status changes free nothing
+        self._waiting[key] = pod["metadata"].get("creationTimestamp", "")
+        return True
 
     def _claim_changed(self, event: str, claim: dict) -> None:
         if event == "DELETED":
