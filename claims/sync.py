@@ -8,6 +8,7 @@ running or just finished (and discovery + inventory now and then).
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
@@ -36,31 +37,40 @@ FOLLOWED_CLAIMS = (CS.WAITING, CS.IN_USE)
 FOLLOWED_RUNS = (RS.CREATING, RS.PENDING, RS.RUNNING)
 
 
-def sync_cluster(cluster: Cluster) -> bool:
-    """One sync cycle; False when another worker is already syncing this cluster."""
+def sync_cluster(cluster: Cluster, *, follow_for: float = 0) -> bool:
+    """Sync once; False when another worker is already syncing this cluster.
+
+    While verification runs are under way, keep syncing every RUN_FOLLOW_INTERVAL_SECONDS
+    for up to follow_for seconds: a short Pod holds its GPU only briefly, and the person
+    watching the run should see that allocation.
+    """
     started = timezone.now()
     free = Q(sync_started_at__isnull=True) | Q(sync_started_at__lt=started - SYNC_LEASE)
     if not Cluster.objects.filter(free, pk=cluster.pk).update(sync_started_at=started):
         return False
+    deadline = time.monotonic() + follow_for
     try:
-        _sync_cycle(cluster)
+        while _sync_cycle(cluster) and time.monotonic() < deadline:
+            time.sleep(settings.RUN_FOLLOW_INTERVAL_SECONDS)
     finally:
         Cluster.objects.filter(pk=cluster.pk, sync_started_at=started).update(sync_started_at=None)
     return True
 
 
-def _sync_cycle(cluster: Cluster) -> None:
+def _sync_cycle(cluster: Cluster) -> bool:
+    """One pass over claims and runs; True while runs are still under way."""
     gateway = gateway_for(cluster)
     try:
         if _inventory_is_stale(cluster):
             refresh_inventory(cluster, gateway)
         allocations = _sync_claims(cluster, gateway)
-        _sync_runs(cluster, gateway, allocations)
+        runs_under_way = _sync_runs(cluster, gateway, allocations)
     except KubeError as error:
         log.warning("sync of %s: %s", cluster, error)
         Cluster.objects.filter(pk=cluster.pk).update(last_error=error.message)
-        return
+        return False
     Cluster.objects.filter(pk=cluster.pk).update(last_synced_at=timezone.now(), last_error="")
+    return runs_under_way
 
 
 def _inventory_is_stale(cluster: Cluster) -> bool:
@@ -136,14 +146,14 @@ def _allocation(cluster: Cluster, state: ClaimState) -> dict[str, Any] | None:
 
 def _sync_runs(
     cluster: Cluster, gateway: ClusterGateway, allocations: dict[int, dict | None]
-) -> None:
+) -> bool:
     runs = list(
         VerificationRun.objects.filter(
             claim__namespace_request__cluster=cluster, state__in=FOLLOWED_RUNS
         ).select_related("claim__namespace_request")
     )
     if not runs:
-        return
+        return False
     listed_at = timezone.now()
     pods = {(p.namespace, p.name): p for p in gateway.list_pods(MANAGED)}
     for run in runs:
@@ -153,6 +163,7 @@ def _sync_runs(
             continue
         allocation = allocations.get(run.claim_id) or run.claim.allocation
         _follow_pod(run, pod, gateway, allocation)
+    return any(not run.is_final for run in runs)
 
 
 def _pod_missing(run: VerificationRun, listed_at: Any) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from celery import Task, shared_task
+from django.conf import settings
 
 from claims import cluster_ops, observations, sync
 from claims.kube.gateway import TransientKubeError
@@ -97,8 +98,10 @@ def start_verification_run(self: Task, run_id: int) -> None:
 
 @shared_task
 def sync_all_clusters() -> None:
+    # Follow runs until shortly before beat sends the next sync.
+    follow_for = settings.SYNC_INTERVAL_SECONDS * 0.7
     for cluster in Cluster.objects.all():
-        sync.sync_cluster(cluster)
+        sync.sync_cluster(cluster, follow_for=follow_for)
 
 
 @shared_task

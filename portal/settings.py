@@ -171,6 +171,8 @@ CLUSTER_NAME = os.getenv("CLUSTER_NAME", "kubesim" if SIMULATED_CLUSTER else "de
 KUBESIM_KUBECONFIG = str(VAR_DIR / "kubeconfig")
 KUBESIM_SPEED = float(os.getenv("KUBESIM_SPEED", "1"))
 
+# While verification runs are under way the sync looks this often (seconds).
+RUN_FOLLOW_INTERVAL_SECONDS = float(os.getenv("RUN_FOLLOW_INTERVAL_SECONDS", "0.25"))
 # How often the sync refreshes discovery and the device inventory (seconds).
 INVENTORY_REFRESH_SECONDS = envint("INVENTORY_REFRESH_SECONDS", "30")
 # Approved work with nothing in flight for this long is re-enqueued by the reconciler.

@@ -158,3 +158,18 @@ def test_it_fails_a_run_whose_pod_vanished(alice: User, cluster: Cluster) -> Non
     run.refresh_from_db()
     assert run.state == "failed"
     assert "no longer in the cluster" in run.state_message
+
+
+def test_it_follows_a_short_run_closely_enough_to_see_its_gpu(
+    alice: User, cluster: Cluster, settings: Any
+) -> None:
+    settings.RUN_FOLLOW_INTERVAL_SECONDS = 0.05
+    [claim] = applied_claims(alice, cluster, 1)
+    run = services.verification_run_start(user=alice, claim_request=claim)
+    cluster_ops.start_run(run)
+    # One call keeps following while the run is under way, and stops once it is over.
+    assert sync.sync_cluster(cluster, follow_for=20)
+    run.refresh_from_db()
+    assert run.state == "succeeded"
+    [device] = run.devices
+    assert device["attributes"]["productName"] == run.device_name
