@@ -16,6 +16,15 @@ DEVICE: dict[str, Any] = {
     "capacity": {"memory": "80Gi"},
 }
 
+INVENTORY_DEVICE: dict[str, Any] = {
+    "node": "gpu-node-1",
+    "driver": "gpu.nvidia.com",
+    "pool": "gpu-node-1",
+    "name": "gpu-0",
+    "attributes": {"type": "gpu", "productName": "NVIDIA H100 80GB HBM3"},
+    "capacity": {"memory": "80Gi"},
+}
+
 CLUSTER: dict[str, Any] = {
     "id": 1,
     "name": "kubesim",
@@ -136,3 +145,37 @@ VECTOR_ADD_LOG = (
     "Test PASSED\n"
     "Done\n"
 )
+
+PENDING_CLAIM: dict[str, Any] = {
+    **CLAIM_REQUEST,
+    "state": "pending",
+    "state_message": "Requested.",
+    "decided_by": None,
+    "decided_at": None,
+    "applied_api_version": "",
+    "applied_at": None,
+    "node": "",
+    "allocation": None,
+    "updated": WHEN,
+}
+
+QUEUED_RUN: dict[str, Any] = {
+    **VERIFICATION_RUN,
+    "state": "queued",
+    "state_message": "Queued.",
+    "node": "",
+    "devices": [],
+    "passed": None,
+    "vector_add_passed": None,
+    "device_query_passed": None,
+    "device_name": "",
+    "compute_capability": "",
+    "memory_mib": None,
+    "started_at": None,
+    "finished_at": None,
+    "logs": [
+        {"container": "ctr0", "url": "/api/v1/runs/12/logs/ctr0/", "length": 0, "truncated": False},
+        {"container": "ctr1", "url": "/api/v1/runs/12/logs/ctr1/", "length": 0, "truncated": False},
+    ],
+    "updated": WHEN,
+}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,7 @@ from claims.api.models import IdempotencyRecord
 
 HEADER = "Idempotency-Key"
 MAX_KEY_LENGTH = 255
+KEY_PATTERN = re.compile(rf"[!-~]{{1,{MAX_KEY_LENGTH}}}")
 REPLAYED_HEADER = "Idempotent-Replayed"
 
 View = Callable[..., Response]
@@ -55,10 +57,9 @@ def idempotent(view_method: View) -> View:
 
 
 def _checked_key(key: str) -> str:
-    key = key.strip()
-    if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable():
+    if not KEY_PATTERN.fullmatch(key):
         raise ValidationError(
-            {HEADER: [f"Send 1 to {MAX_KEY_LENGTH} printable characters, e.g. a UUID."]}
+            {HEADER: [f"Send 1 to {MAX_KEY_LENGTH} visible ASCII characters, e.g. a UUID."]}
         )
     return key
 

@@ -9,6 +9,7 @@ from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
 from claims.api.errors import IdempotencyKeyReused, StateConflict
+from claims.api.idempotency import KEY_PATTERN
 
 
 class ErrorDetail(serializers.Serializer):
@@ -17,7 +18,7 @@ class ErrorDetail(serializers.Serializer):
 
 IDEMPOTENCY_KEY = OpenApiParameter(
     "Idempotency-Key",
-    str,
+    {"type": "string", "pattern": f"^{KEY_PATTERN.pattern}$"},
     location=OpenApiParameter.HEADER,
     description="Retry-safe POST: the same key and body return the first response again; "
     "the same key with another body is refused with 422.",
@@ -27,7 +28,7 @@ ERRORS = {
     400: "Bad input: field names with what is wrong.",
     401: "No valid token or session.",
     403: "Not allowed (e.g. approving without being an approver), or CSRF missing.",
-    404: "No such object, or it belongs to someone else.",
+    404: "No such object (or page), or it belongs to someone else.",
     409: StateConflict.default_detail,
     422: IdempotencyKeyReused.default_detail,
     429: "Too many requests; wait as long as the Retry-After header says.",
@@ -49,7 +50,7 @@ class ApiSchema(AutoSchema):
 
     def _error_codes(self) -> list[int]:
         codes = [400, 401, 403, 429]
-        if "{" in self.path:
+        if "{" in self.path or (self.method == "GET" and self._is_list_view()):
             codes.append(404)
         if self.method in ("POST", "DELETE"):
             codes.append(409)

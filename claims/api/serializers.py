@@ -26,12 +26,14 @@ def _example(name: str, value: dict[str, Any]) -> list[OpenApiExample]:
     return [OpenApiExample(name, value=value, response_only=True)]
 
 
+@extend_schema_serializer(examples=_example("GPUs", examples.CLUSTER["device_classes"][0]))
 class DeviceClassOutput(serializers.Serializer):
     name = serializers.CharField()
     selectors = serializers.ListField(child=serializers.CharField())
     device_count = serializers.IntegerField()
 
 
+@extend_schema_serializer(examples=_example("An H100", examples.INVENTORY_DEVICE))
 class DeviceOutput(serializers.Serializer):
     node = serializers.CharField(allow_null=True)
     driver = serializers.CharField()

@@ -1,6 +1,7 @@
-from django.urls import include, path
+from django.urls import include, path, re_path
 
 from claims.api import tokens
+from claims.api.views import base as views_base
 from claims.api.views import clusters, requests, runs, schema
 
 v1 = [
@@ -53,6 +54,8 @@ v1 = [
 
 urlpatterns = [
     path("v1/", include(v1)),
+    # Anything else under v1 gets a JSON 404, not the site's HTML page.
+    re_path(r"^v1/", views_base.not_found),
     path("schema/", schema.SchemaApi.as_view(), name="api-schema"),
     path("docs/", schema.SwaggerUi.as_view(), name="api-docs"),
     path("docs/assets/<str:filename>", schema.swagger_ui_asset, name="api-docs-asset"),

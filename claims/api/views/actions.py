@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db.models import Model
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated
@@ -31,6 +31,9 @@ WAIT_PARAMETERS = [
 ]
 
 
+@extend_schema_serializer(
+    examples=[OpenApiExample("Why not", value={"reason": "Use team-a's namespace."})]
+)
 class ReasonInput(serializers.Serializer):
     reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
 

@@ -3,21 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from django.db.models import Model, QuerySet
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from django_filters.rest_framework import DjangoFilterBackend
 from knox.auth import TokenAuthentication
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.filters import OrderingFilter
 from rest_framework.generics import GenericAPIView
+from rest_framework.metadata import SimpleMetadata
 from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import Serializer
+from rest_framework.views import APIView
 
 from claims.api.pagination import PageNumberPagination
 from claims.api.schema import ApiSchema
 from claims.api.throttling import AnonThrottle, UserThrottle
+
+
+class NoActionsMetadata(SimpleMetadata):
+    """OPTIONS answers with the basics; the schema at /api/schema/ describes the inputs."""
+
+    def determine_actions(self, request: Request, view: APIView) -> dict:
+        return {}
 
 
 class ApiView(GenericAPIView):
@@ -29,6 +40,7 @@ class ApiView(GenericAPIView):
     pagination_class = PageNumberPagination
     filter_backends = [DjangoFilterBackend, OrderingFilter]
     schema = ApiSchema()
+    metadata_class = NoActionsMetadata
     ordering_fields = ["created", "updated", "name", "state"]
     # The model and the permission-scoped selector of list views.
     model: type[Model]
@@ -45,5 +57,6 @@ class ApiView(GenericAPIView):
         return self.get_paginated_response(output(page, many=True).data)
 
 
-def output_data(output: type[Serializer], instance: Any) -> Any:
-    return output(instance).data
+@csrf_exempt
+def not_found(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"detail": "No such API endpoint or object."}, status=404)

@@ -48,6 +48,9 @@ class ClusterDetailApi(ApiView):
 
 
 class DeviceClassListApi(ClusterDetailApi):
+    # A cluster has a handful of classes: one plain list, no pages.
+    pagination_class = None
+
     @extend_schema(
         tags=TAG,
         responses=DeviceClassOutput(many=True),
@@ -59,6 +62,8 @@ class DeviceClassListApi(ClusterDetailApi):
 
 
 class DeviceListApi(ClusterDetailApi):
+    pagination_class = None
+
     @extend_schema(
         tags=TAG,
         parameters=[

@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from claims import selectors, services
+from claims.api import examples
 from claims.api.errors import call_service
 from claims.api.filters import ClaimRequestFilter, NamespaceRequestFilter
 from claims.api.idempotency import idempotent
@@ -51,7 +52,13 @@ class NamespaceRequestListApi(ApiView):
                 "Ask for a namespace",
                 value={"cluster": 1, "name": "team-vision", "purpose": "Training"},
                 request_only=True,
-            )
+            ),
+            OpenApiExample(
+                "Requested",
+                value=examples.NAMESPACE_REQUEST,
+                response_only=True,
+                status_codes=[201],
+            ),
         ],
     )
     @idempotent
@@ -76,7 +83,7 @@ class NamespaceRequestDetailApi(ObjectApi):
         """One namespace request; `?wait=30&state=pending` answers when the state changes."""
         return self.retrieve_after_wait(request)
 
-    @extend_schema(tags=NS_TAG, responses=NamespaceRequestOutput)
+    @extend_schema(tags=NS_TAG, responses={200: NamespaceRequestOutput})
     def delete(self, request: Request, pk: int) -> Response:
         """Withdraw a pending request, or delete the namespace and release its claims."""
         return self.act(services.namespace_request_delete, "namespace_request")
@@ -150,7 +157,10 @@ class ClaimListApi(ApiView):
                     "device_class": "gpu.nvidia.com",
                 },
                 request_only=True,
-            )
+            ),
+            OpenApiExample(
+                "Requested", value=examples.PENDING_CLAIM, response_only=True, status_codes=[201]
+            ),
         ],
     )
     @idempotent
@@ -178,7 +188,7 @@ class ClaimDetailApi(ObjectApi):
         """One claim; `?wait=30&state=pending` answers as soon as the state changes."""
         return self.retrieve_after_wait(request)
 
-    @extend_schema(tags=CLAIM_TAG, responses=ClaimRequestOutput)
+    @extend_schema(tags=CLAIM_TAG, responses={200: ClaimRequestOutput})
     def delete(self, request: Request, pk: int) -> Response:
         """Release the claim: its ResourceClaim (and any run's Pod) is deleted."""
         return self.act(services.claim_request_release, "claim_request")

@@ -40,7 +40,12 @@ class RunListApi(ApiView):
         tags=TAG,
         request=VerificationRunInput,
         responses={201: VerificationRunOutput},
-        examples=[OpenApiExample("Verify claim 7", value={"claim": 7}, request_only=True)],
+        examples=[
+            OpenApiExample("Verify claim 7", value={"claim": 7}, request_only=True),
+            OpenApiExample(
+                "Queued", value=examples.QUEUED_RUN, response_only=True, status_codes=[201]
+            ),
+        ],
     )
     @idempotent
     def post(self, request: Request) -> Response:
