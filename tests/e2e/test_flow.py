@@ -81,6 +81,54 @@ def approve_in_place(page: Page) -> None:
     assert_not_reloaded(page)
 
 
+def see_the_claim_applied(page: Page) -> None:
+    """The worker applies Namespace and ResourceClaim; the open claim page follows by itself."""
+    live = page.locator("#claim-live")
+    expect(live).to_contain_text("waiting", timeout=LIVE)
+    assert seconds_since("waiting", "e2e-gpu") < 2
+    expect(live).to_contain_text("DRA holds no GPU for it")
+    assert_not_reloaded(page)
+
+
+def see_the_gpu_allocated(watcher: Page) -> None:
+    allocation = watcher.locator("#allocation")
+    expect(allocation).to_contain_text("Allocated on node", timeout=LIVE)
+    expect(allocation).to_contain_text("gpu.nvidia.com")
+    expect(watcher.locator("#claim-live")).to_contain_text("in use")
+    assert seconds_since("in_use", "e2e-gpu") < 2
+    screenshot(watcher, "claim-allocated")
+
+
+def see_the_run_pass(page: Page) -> str:
+    expect(page.locator("#log-ctr0")).to_contain_text("Test PASSED", timeout=LIVE)
+    expect(page.locator("#log-ctr1")).to_contain_text("Result = PASS", timeout=LIVE)
+    expect(page.locator("#run-verdict")).to_contain_text("PASS", timeout=LIVE)
+    expect(page.locator("#run-live")).to_contain_text("succeeded")
+    assert seconds_since("succeeded", "e2e-gpu-verify-1") < 2
+    device_name = page.locator("#run-device-name")
+    expect(device_name).to_contain_text("NVIDIA")
+    assert_not_reloaded(page)
+    screenshot(page, "run-passed")
+    return device_name.inner_text()
+
+
+def see_the_gpu_freed(watcher: Page, device_name: str) -> None:
+    """When the Pod is gone DRA frees the GPU; the claim page keeps what the run got."""
+    expect(watcher.locator("#no-allocation")).to_contain_text("DRA holds no GPU", timeout=LIVE)
+    expect(watcher.locator("#claim-live")).to_contain_text(device_name)
+    assert_not_reloaded(watcher)
+
+
+def visit_dashboard_and_cluster(scientist: Page, approver: Page, base: str) -> None:
+    scientist.goto(base + "/")
+    expect(scientist.locator("#dashboard-live")).to_contain_text("succeeded")
+    screenshot(scientist, "dashboard")
+    approver.get_by_role("link", name="Clusters").click()
+    approver.get_by_role("link", name="kubesim").first.click()
+    expect(approver.locator("#served-versions")).to_contain_text("v1beta1")
+    screenshot(approver, "cluster")
+
+
 def test_it_takes_a_data_scientist_from_request_to_a_verified_gpu(
     live_server: Any,
     open_page: Callable[[], Page],
@@ -96,55 +144,19 @@ def test_it_takes_a_data_scientist_from_request_to_a_verified_gpu(
     expect(scientist.locator("#simulated-banner")).to_contain_text("Simulated cluster")
     request_namespace(scientist)
     request_claim(scientist)
-    claim_url = scientist.url
     mark_page(scientist)
-
     log_in(approver, base, "carol", PASSWORD)
     approve_in_place(approver)
-
-    # The worker applies Namespace and ResourceClaim; the open claim page follows by itself.
-    live = scientist.locator("#claim-live")
-    expect(live).to_contain_text("waiting", timeout=LIVE)
-    assert seconds_since("waiting", "e2e-gpu") < 2
-    expect(live).to_contain_text("DRA holds no GPU for it")
-    assert_not_reloaded(scientist)
+    see_the_claim_applied(scientist)
 
     # A second tab stays on the claim page to watch the allocation come and go.
     watcher = scientist.context.new_page()
-    watcher.goto(claim_url)
+    watcher.goto(scientist.url)
     mark_page(watcher)
-
     scientist.get_by_role("button", name="Run CUDA verification").click()
     expect(scientist.locator("h1")).to_contain_text("CUDA verification")
     mark_page(scientist)
-
-    allocation = watcher.locator("#allocation")
-    expect(allocation).to_contain_text("Allocated on node", timeout=LIVE)
-    expect(allocation).to_contain_text("gpu.nvidia.com")
-    expect(watcher.locator("#claim-live")).to_contain_text("in use")
-    assert seconds_since("in_use", "e2e-gpu") < 2
-    screenshot(watcher, "claim-allocated")
-
-    run_live = scientist.locator("#run-live")
-    expect(scientist.locator("#log-ctr0")).to_contain_text("Test PASSED", timeout=LIVE)
-    expect(scientist.locator("#log-ctr1")).to_contain_text("Result = PASS", timeout=LIVE)
-    expect(scientist.locator("#run-verdict")).to_contain_text("PASS", timeout=LIVE)
-    expect(run_live).to_contain_text("succeeded")
-    assert seconds_since("succeeded", "e2e-gpu-verify-1") < 2
-    device_name = scientist.locator("#run-device-name")
-    expect(device_name).to_contain_text("NVIDIA")
-    assert_not_reloaded(scientist)
-    screenshot(scientist, "run-passed")
-
-    # When the Pod is gone DRA frees the GPU; the claim page keeps what the run got.
-    expect(watcher.locator("#no-allocation")).to_contain_text("DRA holds no GPU", timeout=LIVE)
-    expect(watcher.locator("#claim-live")).to_contain_text(device_name.inner_text())
-    assert_not_reloaded(watcher)
-
-    scientist.goto(base + "/")
-    expect(scientist.locator("#dashboard-live")).to_contain_text("succeeded")
-    screenshot(scientist, "dashboard")
-    approver.get_by_role("link", name="Clusters").click()
-    approver.get_by_role("link", name="kubesim").first.click()
-    expect(approver.locator("#served-versions")).to_contain_text("v1beta1")
-    screenshot(approver, "cluster")
+    see_the_gpu_allocated(watcher)
+    device_name = see_the_run_pass(scientist)
+    see_the_gpu_freed(watcher, device_name)
+    visit_dashboard_and_cluster(scientist, approver, base)
