@@ -42,9 +42,9 @@ def request_to_v1beta1(request: dict) -> dict:
 
 
 def _convert_claim_spec(spec: dict | None, convert_request: Any) -> dict | None:
+    """Convert the requests of a claim spec (a private copy) in place."""
     if not isinstance(spec, dict):
         return spec
-    spec = copy.deepcopy(spec)
     devices = spec.get("devices")
     if isinstance(devices, dict) and isinstance(devices.get("requests"), list):
         devices["requests"] = [
@@ -71,9 +71,9 @@ def device_to_v1beta1(device: dict) -> dict:
 
 
 def _convert_slice_spec(spec: dict | None, convert_device: Any) -> dict | None:
+    """Convert the devices of a slice spec (a private copy) in place."""
     if not isinstance(spec, dict):
         return spec
-    spec = copy.deepcopy(spec)
     if isinstance(spec.get("devices"), list):
         spec["devices"] = [convert_device(d) if isinstance(d, dict) else d for d in spec["devices"]]
     return spec
@@ -101,7 +101,7 @@ def _convert(obj: dict, kind: str, version: str, *, to_v1: bool) -> dict:
         return converted
     convert_request = request_to_v1 if to_v1 else request_to_v1beta1
     convert_device = device_to_v1 if to_v1 else device_to_v1beta1
-    spec = obj.get("spec")
+    spec = converted.get("spec")  # already a deep copy, converted in place
     if kind == "ResourceClaim" and "spec" in obj:
         converted["spec"] = _convert_claim_spec(spec, convert_request)
     elif kind == "ResourceClaimTemplate" and isinstance(spec, dict) and "spec" in spec:
