@@ -165,7 +165,7 @@ def claim_request_submit(
     _require_open_namespace(ns)
     name, selector = (name or "").strip(), (selector or "").strip()
     count = None if all_devices else count
-    fields = {
+    fields: dict[str, Any] = {
         "name": name,
         "device_class": device_class,
         "count": count,
@@ -191,7 +191,7 @@ def _require_open_namespace(ns: NamespaceRequest) -> None:
         )
 
 
-def _create_pending(model: type, *, user: User, duplicate: dict, **fields: Any) -> Any:
+def _create_pending(model: Any, *, user: User, duplicate: dict, **fields: Any) -> Any:
     """Insert a new request; the database's unique constraint turns a double submit away."""
     try:
         with transaction.atomic():
@@ -316,10 +316,10 @@ def _change(
     allowed: tuple,
     actor: User,
     message: str = "",
-    **fields: object,
+    **fields: Any,
 ) -> None:
     if not transition(obj, to=to, allowed=allowed, actor=actor, message=message, **fields):
-        label = obj.get_state_display()  # type: ignore[union-attr]
+        label = obj.get_state_display()
         raise ValidationError({NON_FIELD_ERRORS: [f"{obj.name} is already {label}."]})
 
 

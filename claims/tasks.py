@@ -27,7 +27,7 @@ def backoff(retries: int) -> int:
     return min(2**retries, MAX_BACKOFF_SECONDS)
 
 
-def _step(task: Task, step: Callable[[], None], give_up: Callable[[str], Any] | None) -> None:
+def _step(task: Task, step: Callable[[], object], give_up: Callable[[str], Any] | None) -> None:
     try:
         step()
     except TransientKubeError as error:
