@@ -207,6 +207,15 @@ class PodRun:
             self._event("Normal", "BackOff", message)
         self._write()
 
+    def _announce_start(self, container: dict) -> None:
+        """The events `kubectl describe pod` shows for a container that starts."""
+        name, image = container["name"], container["image"]
+        if not self.restarts[name]:
+            pulled = f"{PULL_SECONDS / self.kubelet.speed:.3g}s"
+            self._event("Normal", "Pulled", f'Successfully pulled image "{image}" in {pulled}')
+        self._event("Normal", "Created", f"Created container: {name}")
+        self._event("Normal", "Started", f"Started container {name}")
+
     def _wait_for_reserved_claims(self) -> None:
         """A pod starts only once every claim it uses is reserved for it (as the kubelet checks)."""
         pod = self._pod()
@@ -238,6 +247,7 @@ class PodRun:
         results = {}
         for container in runnable:
             name = container["name"]
+            self._announce_start(container)
             self.states[name] = pod_status.running()
             results[name] = cuda.run_image(container["image"], self.devices.get(name, []))
             log_key = (*self.key, name)

@@ -139,6 +139,10 @@ def test_it_runs_a_pod_from_pending_to_succeeded(cluster: kubesim.Handle, namesp
     assert {"Initialized", "Ready", "ContainersReady", "PodScheduled"} <= set(found)
     assert found["Initialized"]["status"] == found["PodScheduled"]["status"] == "True"
     assert found["Ready"]["status"] == "False" and found["Ready"]["reason"] == "PodCompleted"
+    events = cluster.admin("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
+    reasons = [e["reason"] for e in events if e["involvedObject"]["name"] == "pod1"]
+    assert {"Scheduled", "Pulling", "Pulled", "Created", "Started"} <= set(reasons)
+    assert "Started container ctr1" in [e["message"] for e in events]
 
 
 def test_it_reports_running_containers_as_ready(cluster: kubesim.Handle, namespace: str) -> None:
