@@ -7,7 +7,7 @@ import copy
 import json
 from typing import Any
 
-from kubesim import errors, patch
+from kubesim import errors, patch, tables
 from kubesim.admission import (
     api_version_of,
     check_name,
@@ -48,7 +48,11 @@ def create(api: Any, request: Request, target: Any) -> Response:
 
 def get(api: Any, request: Request, target: Any) -> Response:
     stored = api.store.get(target.kind, target.namespace, target.name, copy=False)
-    return json_response(200, served(target, stored))
+    obj = served(target, stored)
+    if tables.wanted(request):
+        meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
+        return json_response(200, tables.table(target.kind.plural, [obj], request, meta))
+    return json_response(200, obj)
 
 
 def _continue_token(rv: int, last_key: tuple[str, str]) -> str:
@@ -93,6 +97,9 @@ def _page(request: Request, items: list[dict[str, Any]], rv: int) -> tuple[list,
 def list_objects(api: Any, request: Request, target: Any) -> Response:
     items, rv = selected_items(api, request, target)
     items, meta = _page(request, items, rv)
+    if tables.wanted(request):
+        objs = [served(target, item) for item in items]
+        return json_response(200, tables.table(target.kind.plural, objs, request, meta))
     body = {
         "kind": f"{target.kind.kind}List",
         "apiVersion": api_version_of(target),

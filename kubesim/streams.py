@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kubesim import errors
+from kubesim import errors, tables
 from kubesim.admission import api_version_of, served
 from kubesim.handlers import selected_items
 from kubesim.selectors import field_matcher, label_matcher
@@ -20,6 +20,25 @@ BOOKMARK_EVERY = 1.0
 
 def _line(event_type: str, obj: dict[str, Any]) -> bytes:
     return json.dumps({"type": event_type, "object": obj}, separators=(",", ":")).encode() + b"\n"
+
+
+Encoder = Callable[[str, dict[str, Any]], bytes]
+
+
+def _encoder(request: Request, target: Any) -> Encoder:
+    """Events as the served object, or as one-row Tables when kubectl asks for them."""
+    if not tables.wanted(request):
+        return lambda event_type, stored: _line(event_type, served(target, stored))
+    first = [True]
+
+    def encode(event_type: str, stored: dict[str, Any]) -> bytes:
+        obj = served(target, stored)
+        meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
+        body = tables.table(target.kind.plural, [obj], request, meta, definitions=first[0])
+        first[0] = False
+        return _line(event_type, body)
+
+    return encode
 
 
 def _since(request: Request) -> int | None:
@@ -56,18 +75,21 @@ def _silence(api: Any, timeout: float) -> Iterator[bytes]:
 def _events(
     api: Any, request: Request, target: Any, since: int | None, timeout: float
 ) -> Iterator[bytes]:
+    encode = _encoder(request, target)
     if since is None:
         items, since = selected_items(api, request, target)
         for item in items:
-            yield _line("ADDED", served(target, item))
+            yield encode("ADDED", item)
     elif since < api.store.compacted_rv:
         expired = errors.expired(since, api.store.compacted_rv)
         yield _line("ERROR", expired.status())
         return
-    yield from _follow(api, request, target, since, timeout)
+    yield from _follow(api, request, target, since, timeout, encode)
 
 
-def _follow(api: Any, request: Request, target: Any, since: int, timeout: float) -> Iterator[bytes]:
+def _follow(
+    api: Any, request: Request, target: Any, since: int, timeout: float, encode: Encoder
+) -> Iterator[bytes]:
     labels = label_matcher(request.query.get("labelSelector"))
     fields = field_matcher(request.query.get("fieldSelector"), target.kind.field_selectors)
     bookmarks = request.flag("allowWatchBookmarks")
@@ -83,7 +105,7 @@ def _follow(api: Any, request: Request, target: Any, since: int, timeout: float)
                     yield b""
                 continue
             if labels(event.obj) and fields(event.obj):
-                yield _line(event.type, served(target, event.obj))
+                yield encode(event.type, event.obj)
     except errors.ApiError as error:
         yield _line("ERROR", error.status())
 

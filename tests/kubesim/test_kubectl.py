@@ -136,6 +136,11 @@ def test_it_runs_the_seed_pod_to_success_and_shows_logs_and_allocation(kubectl):
         "dra-test",
         "--timeout=30s",
     )
+    pods = kubectl("get", "pods", "-n", "dra-test").stdout.split("\n")
+    assert pods[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert pods[1].split()[:3] == ["pod1", "0/2", "Completed"]
+    claims = kubectl("get", "resourceclaims", "-n", "dra-test").stdout.split("\n")
+    assert claims[0].split() == ["NAME", "STATE", "AGE"]
     vector_add = kubectl("logs", "pod1", "-c", "ctr0", "-n", "dra-test").stdout
     assert "Test PASSED" in vector_add
     device_query = kubectl("logs", "pod1", "-c", "ctr1", "-n", "dra-test").stdout
