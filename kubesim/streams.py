@@ -76,19 +76,42 @@ def _events(
     api: Any, request: Request, target: Any, since: int | None, timeout: float
 ) -> Iterator[bytes]:
     encode = _encoder(request, target)
+    items, current_rv = selected_items(api, request, target)
+    matching = {_key(item) for item in items}
     if since is None:
-        items, since = selected_items(api, request, target)
+        since = current_rv
         for item in items:
             yield encode("ADDED", item)
     elif since < api.store.compacted_rv:
         expired = errors.expired(since, api.store.compacted_rv)
         yield _line("ERROR", expired.status())
         return
-    yield from _follow(api, request, target, since, timeout, encode)
+    yield from _follow(api, request, target, since, timeout, encode, matching)
+
+
+def _key(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata", {})
+    return f"{meta.get('namespace') or ''}/{meta.get('name')}"
+
+
+def _seen_as(event_type: str, was_matching: bool, matches: bool) -> str | None:
+    """The event a selector-filtered watch sends: an object leaving the selection is
+    DELETED for this watcher, one entering it is ADDED (as the watch cache does)."""
+    if event_type != "MODIFIED":
+        return event_type if matches else None
+    if matches:
+        return "MODIFIED" if was_matching else "ADDED"
+    return "DELETED" if was_matching else None
 
 
 def _follow(
-    api: Any, request: Request, target: Any, since: int, timeout: float, encode: Encoder
+    api: Any,
+    request: Request,
+    target: Any,
+    since: int,
+    timeout: float,
+    encode: Encoder,
+    matching: set[str],
 ) -> Iterator[bytes]:
     labels = label_matcher(request.query.get("labelSelector"))
     fields = field_matcher(request.query.get("fieldSelector"), target.kind.field_selectors)
@@ -104,8 +127,15 @@ def _follow(
                 else:
                     yield b""
                 continue
-            if labels(event.obj) and fields(event.obj):
-                yield encode(event.type, event.obj)
+            key = _key(event.obj)
+            matches = labels(event.obj) and fields(event.obj)
+            seen_as = _seen_as(event.type, key in matching, matches)
+            if matches and seen_as != "DELETED" and event.type != "DELETED":
+                matching.add(key)
+            else:
+                matching.discard(key)
+            if seen_as:
+                yield encode(seen_as, event.obj)
     except errors.ApiError as error:
         yield _line("ERROR", error.status())
 

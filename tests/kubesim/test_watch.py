@@ -141,3 +141,14 @@ def test_it_watches_claims_in_v1beta1_and_v1(kubesim_private):
     )
     [event] = list(stream)
     assert event["object"].spec.devices.requests[0].exactly.device_class_name == "gpu.nvidia.com"
+
+
+def test_it_reports_an_object_leaving_the_selection_as_deleted(kubesim_private, core):
+    core.create_namespace(labelled_namespace("w1", "yes"))
+    response = open_watch(kubesim_private, "/api/v1/namespaces?watch=1&labelSelector=watch%3Dyes")
+    [added] = read_events(response, 1)
+    core.patch_namespace("w1", {"metadata": {"labels": {"watch": "no"}}})
+    core.patch_namespace("w1", {"metadata": {"labels": {"watch": "yes"}}})
+    left, back = read_events(response, 2)
+    assert (added["type"], left["type"], back["type"]) == ("ADDED", "DELETED", "ADDED")
+    assert left["object"]["metadata"]["labels"]["watch"] == "no"
