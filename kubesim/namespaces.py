@@ -21,7 +21,9 @@ def terminate(store: Store, namespace_kind: Any, name: str) -> dict[str, Any]:
 
 
 class NamespaceFinalizer:
-    def __init__(self, store: Store, kinds: dict[tuple[str, str], Any], interval: float = 0.05):
+    def __init__(
+        self, store: Store, kinds: dict[tuple[str, str], Any], interval: float = 0.05
+    ) -> None:
         self.store = store
         self.namespace_kind = kinds[("", "namespaces")]
         self.namespaced = [kind for kind in kinds.values() if kind.namespaced]

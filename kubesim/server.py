@@ -166,7 +166,9 @@ class ApiServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], router: Any, token: str, certs: Certificates):
+    def __init__(
+        self, address: tuple[str, int], router: Any, token: str, certs: Certificates
+    ) -> None:
         self.router = router
         self.token = token
         super().__init__(address, Handler)
