@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import logging
@@ -171,6 +172,8 @@ class ApiServer(ThreadingHTTPServer):
     ) -> None:
         self.router = router
         self.token = token
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
         super().__init__(address, Handler)
         self.socket = _tls_context(certs).wrap_socket(
             self.socket, server_side=True, do_handshake_on_connect=False
@@ -182,7 +185,23 @@ class ApiServer(ThreadingHTTPServer):
         # Headers and body go out in separate writes; without this, Nagle's algorithm and the
         # client's delayed ACK add ~40 ms to every response.
         connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with self._open_lock:
+            self._open.add(connection)
         return connection, address
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def server_close(self) -> None:
+        """Close the listener and every kept-alive connection: a stopped server answers none."""
+        super().server_close()
+        with self._open_lock:
+            connections = list(self._open)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         # The TLS handshake runs in the connection's own thread, so one slow or plain-HTTP

@@ -477,3 +477,14 @@ def test_it_starts_in_well_under_a_second():
         assert raw_request(handle, "GET", "/version").status == 200
     finally:
         handle.stop()
+
+
+def test_a_stopped_server_answers_nothing_even_on_kept_alive_connections():
+    handle = kubesim.start()
+    core = client.CoreV1Api(api_client(handle))
+    core.api_client.configuration.retries = False
+    assert core.list_namespace().items
+    handle.stop()
+    with pytest.raises(Exception) as caught:
+        core.list_namespace(_request_timeout=2)
+    assert not isinstance(caught.value, client.ApiException)
