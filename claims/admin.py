@@ -21,6 +21,12 @@ class ClusterAdmin(admin.ModelAdmin):
     )
 
 
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    list_display = ("name", "gpu_quota", "auto_approve")
+    filter_horizontal = ("members",)
+
+
 @admin.register(NamespaceRequest)
 class NamespaceRequestAdmin(admin.ModelAdmin):
     list_display = ("name", "cluster", "owner", "state", "created")

@@ -16,6 +16,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, Validatio
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from claims import quota
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 from claims.selectors import user_is_approver
 from claims.transitions import enqueue, transition
@@ -61,33 +62,41 @@ def namespace_request_submit(
     name = (name or "").strip()
     validate_namespace_name(name)
     duplicate = {"name": [f"Namespace {name!r} is already requested on {cluster}."]}
-    return _create_pending(
-        NamespaceRequest,
-        user=user,
-        duplicate=duplicate,
-        cluster=cluster,
-        name=name,
-        purpose=(purpose or "").strip(),
-    )
+    with transaction.atomic():
+        ns = _create_pending(
+            NamespaceRequest,
+            user=user,
+            duplicate=duplicate,
+            cluster=cluster,
+            name=name,
+            purpose=(purpose or "").strip(),
+        )
+        team = quota.team_of(user)
+        if quota.approves_itself(team, 0):
+            _approve_namespace(ns, None, f"Approved automatically for team {team}.")
+    return ns
 
 
 def namespace_request_approve(
     *, user: User, namespace_request: NamespaceRequest
 ) -> NamespaceRequest:
     _require_approver(user)
-    ns = namespace_request
+    _approve_namespace(namespace_request, user, "Approved.")
+    return namespace_request
+
+
+def _approve_namespace(ns: NamespaceRequest, actor: User | None, message: str) -> None:
     with transaction.atomic():
         _change(
             ns,
             to=NS.APPROVED,
             allowed=(NS.PENDING,),
-            actor=user,
-            message="Approved.",
-            decided_by=user,
+            actor=actor,
+            message=message,
+            decided_by=actor,
             decided_at=timezone.now(),
         )
         enqueue("claims.tasks.apply_namespace", ns.pk)
-    return ns
 
 
 def namespace_request_reject(
@@ -173,15 +182,26 @@ def claim_request_submit(
         "selector": selector,
     }
     validate_claim_fields(cluster=ns.cluster, **fields)
-    duplicate = {"name": [f"A claim named {name!r} already exists in namespace {ns.name}."]}
-    return _create_pending(
-        ClaimRequest,
-        user=user,
-        duplicate=duplicate,
-        namespace_request=ns,
-        purpose=(purpose or "").strip(),
-        **fields,
+    team = quota.team_of(user)
+    asked = quota.devices_asked(
+        cluster=ns.cluster, device_class=device_class, count=count, all_devices=all_devices
     )
+    if problem := quota.quota_problem(team, asked):
+        raise ValidationError({"count": [problem]})
+    auto_approve = quota.approves_itself(team, asked)
+    duplicate = {"name": [f"A claim named {name!r} already exists in namespace {ns.name}."]}
+    with transaction.atomic():
+        claim = _create_pending(
+            ClaimRequest,
+            user=user,
+            duplicate=duplicate,
+            namespace_request=ns,
+            purpose=(purpose or "").strip(),
+            **fields,
+        )
+        if auto_approve:
+            _approve_claim(claim, None, f"Approved automatically: within team {team}'s quota.")
+    return claim
 
 
 def _require_open_namespace(ns: NamespaceRequest) -> None:
@@ -205,11 +225,15 @@ def _create_pending(model: Any, *, user: User, duplicate: dict, **fields: Any) -
 def claim_request_approve(*, user: User, claim_request: ClaimRequest) -> ClaimRequest:
     """Approve a claim; its namespace is approved with it when still pending."""
     _require_approver(user)
-    claim = claim_request
+    _approve_claim(claim_request, user, "Approved.")
+    return claim_request
+
+
+def _approve_claim(claim: ClaimRequest, actor: User | None, message: str) -> None:
     with transaction.atomic():
         ns = claim.namespace_request
         if ns.state == NS.PENDING:
-            namespace_request_approve(user=user, namespace_request=ns)
+            _approve_namespace(ns, actor, message)
         elif ns.state not in (NS.APPROVED, NS.ACTIVE):
             raise ValidationError(
                 {NON_FIELD_ERRORS: [f"Namespace {ns.name} is {ns.state}; fix it first."]}
@@ -218,13 +242,12 @@ def claim_request_approve(*, user: User, claim_request: ClaimRequest) -> ClaimRe
             claim,
             to=CS.APPROVED,
             allowed=(CS.PENDING,),
-            actor=user,
-            message="Approved.",
-            decided_by=user,
+            actor=actor,
+            message=message,
+            decided_by=actor,
             decided_at=timezone.now(),
         )
         enqueue("claims.tasks.apply_claim", claim.pk)
-    return claim
 
 
 def claim_request_reject(*, user: User, claim_request: ClaimRequest, reason: str) -> ClaimRequest:
@@ -314,7 +337,7 @@ def _change(
     *,
     to: str,
     allowed: tuple,
-    actor: User,
+    actor: User | None,
     message: str = "",
     **fields: Any,
 ) -> None:
