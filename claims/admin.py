@@ -6,6 +6,7 @@ from claims.models import (
     Cluster,
     NamespaceRequest,
     RunLog,
+    Team,
     VerificationRun,
 )
 
