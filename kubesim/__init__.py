@@ -221,8 +221,10 @@ def start(
     bundle = certs.generate((host,))
     server = ApiServer((host, port), api, token, bundle)
     bound_host, bound_port = server.server_address[:2]
-    api.server_address = f"{bound_host}:{bound_port}"
-    url = f"https://{bound_host}:{bound_port}"
+    # Listening on every interface: clients on this machine still reach it on loopback.
+    reachable = "127.0.0.1" if bound_host == "0.0.0.0" else bound_host
+    api.server_address = f"{reachable}:{bound_port}"
+    url = f"https://{reachable}:{bound_port}"
     controllers, api.kubelet = _controllers(store, cluster_topology, speed)
     finalizer = NamespaceFinalizer(store, KINDS)
     finalizer.start()
