@@ -188,6 +188,20 @@ def _initial_faults(latency_ms: float, error_rate: float, error_codes: tuple[int
     return faults
 
 
+def _url(server: ApiServer, api: Api) -> str:
+    bound_host, bound_port = server.server_address[:2]
+    # Listening on every interface: clients on this machine still reach it on loopback.
+    reachable = "127.0.0.1" if bound_host == "0.0.0.0" else bound_host
+    api.server_address = f"{reachable}:{bound_port}"
+    return f"https://{reachable}:{bound_port}"
+
+
+def _temporary_path() -> str:
+    fd, path = tempfile.mkstemp(prefix="kubesim-", suffix=".kubeconfig")
+    os.close(fd)
+    return path
+
+
 def start(
     host: str = "127.0.0.1",
     port: int = 0,
@@ -210,29 +224,22 @@ def start(
     topology_module = _optional("topology")
     cluster_topology = topology_module.load(topology) if topology_module else None
     _bootstrap(store, KINDS, topology_module, cluster_topology)
-    faults = _initial_faults(latency_ms, error_rate, error_codes)
     api = Api(
         store=store,
         kinds=KINDS,
         served_versions=tuple(served_versions),
         k8s_version=k8s_version,
-        faults=faults,
+        faults=_initial_faults(latency_ms, error_rate, error_codes),
     )
     bundle = certs.generate((host,))
     server = ApiServer((host, port), api, token, bundle)
-    bound_host, bound_port = server.server_address[:2]
-    # Listening on every interface: clients on this machine still reach it on loopback.
-    reachable = "127.0.0.1" if bound_host == "0.0.0.0" else bound_host
-    api.server_address = f"{reachable}:{bound_port}"
-    url = f"https://{reachable}:{bound_port}"
+    url = _url(server, api)
     controllers, api.kubelet = _controllers(store, cluster_topology, speed)
     finalizer = NamespaceFinalizer(store, KINDS)
     finalizer.start()
     stoppables = [*controllers, finalizer, *([_StateSaver(store)] if state else [])]
     serve_in_thread(server)
     temporary = kubeconfig is None
-    if kubeconfig is None:
-        fd, kubeconfig = tempfile.mkstemp(prefix="kubesim-", suffix=".kubeconfig")
-        os.close(fd)
+    kubeconfig = kubeconfig or _temporary_path()
     write_kubeconfig(kubeconfig, kubeconfig_text(url, bundle.ca_pem, token))
     return Handle(url, kubeconfig, token, bundle.ca_pem, api, server, stoppables, temporary)
