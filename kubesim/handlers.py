@@ -189,6 +189,9 @@ def _apply(
     place(body, target)
     subresource = target.subresource or ""
     old = _get_or_none(api, target)
+    sent_rv = body["metadata"].get("resourceVersion")
+    if old and sent_rv and sent_rv != old["metadata"].get("resourceVersion"):
+        raise errors.conflict(target.kind.group, target.kind.plural, target.name)
     live = served(target, old) if old else None
     if live is None and subresource:
         raise errors.not_found(target.kind.group, target.kind.plural, target.name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import threading
@@ -187,7 +188,10 @@ class Store:
         with self._lock:
             if since_rv < self._compacted_rv:
                 raise errors.expired(since_rv, self._compacted_rv)
-            return [event for event in self._history if event.rv > since_rv]
+            # Walk back from the newest: a watcher that keeps up only needs the last few.
+            newer = list(itertools.takewhile(lambda e: e.rv > since_rv, reversed(self._history)))
+            newer.reverse()
+            return newer
 
     def watch(
         self, ref: Any, namespace: str | None, since_rv: int, tick: float = 1.0

@@ -171,3 +171,14 @@ def test_it_names_keyed_list_items_as_upstream_does():
     paths = field_paths({"spec": {"containers": [{"name": "ctr0", "image": "i"}]}})
     assert ("f:spec", "f:containers", 'k:{"name":"ctr0"}', "f:image") in paths
     assert ("f:spec", "f:containers", 'k:{"name":"ctr0"}', ".") in paths
+
+
+def test_it_answers_409_when_the_applied_resource_version_is_stale(kubesim_cluster, namespace_name):
+    path = f"/api/v1/namespaces/{namespace_name}"
+    created = apply(kubesim_cluster, path, namespace_config(namespace_name, {"a": "1"}), "portal")
+    apply(kubesim_cluster, path, namespace_config(namespace_name, {"a": "2"}), "portal")
+    stale = namespace_config(namespace_name, {"a": "3"})
+    stale["metadata"]["resourceVersion"] = created.json()["metadata"]["resourceVersion"]
+    response = apply(kubesim_cluster, path, stale, "portal")
+    assert response.status == 409
+    assert "the object has been modified" in response.json()["message"]
