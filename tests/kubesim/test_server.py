@@ -488,3 +488,16 @@ def test_a_stopped_server_answers_nothing_even_on_kept_alive_connections():
     with pytest.raises(Exception) as caught:
         core.list_namespace(_request_timeout=2)
     assert not isinstance(caught.value, client.ApiException)
+
+
+def test_it_returns_a_running_pods_status_and_events_that_pass_the_strict_schemas(
+    kubesim_cluster, namespace_name
+):
+    core = run_seed_pod(kubesim_cluster, namespace_name)
+    wait_for_phase(core, namespace_name, "Succeeded")
+    pod = raw_request(kubesim_cluster, "GET", f"/api/v1/namespaces/{namespace_name}/pods/pod1")
+    kubernetes_validate.validate(pod.json(), "1.34", strict=True)
+    events = raw_request(kubesim_cluster, "GET", f"/api/v1/namespaces/{namespace_name}/events")
+    assert events.json()["items"]
+    for event in events.json()["items"]:
+        kubernetes_validate.validate(event, "1.34", strict=True)
