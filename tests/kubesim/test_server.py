@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
+import ssl
 import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import kubernetes_validate
 import pytest
@@ -501,3 +504,17 @@ def test_it_returns_a_running_pods_status_and_events_that_pass_the_strict_schema
     assert events.json()["items"]
     for event in events.json()["items"]:
         kubernetes_validate.validate(event, "1.34", strict=True)
+
+
+def test_it_survives_broken_http_and_abandoned_connections(kubesim_cluster):
+    url = urlsplit(kubesim_cluster.url)
+    context = ssl.create_default_context(cadata=kubesim_cluster.ca_pem.decode())
+    for garbage in (b"\x00\x01\x02 nonsense\r\n\r\n", b"GET / HTTP/1.1\r\n" + b"X: y" * 20000):
+        with (
+            socket.create_connection((url.hostname, url.port), timeout=5) as raw,
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+        ):
+            tls.sendall(garbage)
+    with socket.create_connection((url.hostname, url.port), timeout=5):
+        pass  # connect and leave without a TLS handshake
+    assert raw_request(kubesim_cluster, "GET", "/version").status == 200
