@@ -5,6 +5,8 @@ from claims import views
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("namespaces/new/", views.namespace_request_create, name="namespace-request"),
+    path("namespaces/<int:pk>/retry/", views.namespace_retry, name="namespace-retry"),
+    path("namespaces/<int:pk>/delete/", views.namespace_delete, name="namespace-delete"),
     path("claims/new/", views.claim_request_create, name="claim-request"),
     path("claims/new/preview/", views.claim_request_preview, name="claim-preview"),
     path("claims/<int:pk>/", views.claim_detail, name="claim"),

@@ -13,7 +13,9 @@ from claims.views.requests import (
     claim_request_create,
     claim_request_preview,
     dashboard,
+    namespace_delete,
     namespace_request_create,
+    namespace_retry,
 )
 
 __all__ = [
@@ -30,7 +32,9 @@ __all__ = [
     "cluster_list",
     "dashboard",
     "namespace_approve",
+    "namespace_delete",
     "namespace_reject",
     "namespace_request_create",
+    "namespace_retry",
     "run_detail",
 ]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -43,6 +44,7 @@ def dashboard(request: HtmxHttpRequest) -> HttpResponse:
         "claims": claims,
         "runs": runs,
         "all_final": all_final,
+        "deletable_states": ("pending", "approved", "active", "failed"),
     }
     return render_live(request, "claims/dashboard.html", context, final=all_final)
 
@@ -154,3 +156,30 @@ def _as_count(value: Any) -> int:
         return max(int(value), 1)
     except (TypeError, ValueError):
         return 1
+
+
+@login_required
+@require_POST
+def namespace_retry(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    return _namespace_action(request, pk, services.namespace_request_retry, "Creating it again.")
+
+
+@login_required
+@require_POST
+def namespace_delete(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    done = "Deleting it, with the claims in it."
+    return _namespace_action(request, pk, services.namespace_request_delete, done)
+
+
+def _namespace_action(
+    request: HtmxHttpRequest, pk: int, action: Callable[..., Any], done: str
+) -> HttpResponse:
+    ns = selectors.namespace_request_get(user=request.user, pk=pk)
+    try:
+        action(user=request.user, namespace_request=ns)
+    except (ValidationError, PermissionDenied) as error:
+        problems = error.messages if isinstance(error, ValidationError) else [str(error)]
+        messages.error(request, f"Namespace {ns.name}: {' '.join(problems)}")
+    else:
+        messages.success(request, f"Namespace {ns.name}: {done}")
+    return redirect("dashboard")

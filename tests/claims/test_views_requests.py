@@ -10,6 +10,7 @@ import yaml
 from django.contrib.auth.models import User
 from django.urls import reverse
 
+from claims import observations, services
 from claims.models import ClaimRequest, Cluster, NamespaceRequest
 from tests.claims.test_views import *  # noqa: F403 (shared fixtures)
 from tests.claims.test_views import GPU_CLASS, client_for, htmx_client_for
@@ -221,3 +222,40 @@ def test_it_previews_a_v1beta1_manifest_the_1_33_schema_accepts(
     manifest = previewed_manifest(content.decode())
     assert manifest["apiVersion"] == "resource.k8s.io/v1beta1"
     kubernetes_validate.validate(manifest, "1.33", strict=True)
+
+
+def test_it_lets_the_owner_withdraw_a_pending_namespace(claim: ClaimRequest) -> None:
+    ns = claim.namespace_request
+    client = client_for(ns.owner)
+    dashboard = client.get(reverse("dashboard")).content.decode()
+    assert reverse("namespace-delete", args=[ns.pk]) in dashboard
+    response = client.post(reverse("namespace-delete", args=[ns.pk]), follow=True)
+    assert "Namespace alice-ml: Deleting it" in response.content.decode()
+    ns.refresh_from_db()
+    claim.refresh_from_db()
+    assert (ns.state, claim.state) == ("deleted", "rejected")
+
+
+def test_it_hides_namespace_actions_from_others(namespace: NamespaceRequest, bob: User) -> None:
+    response = client_for(bob).post(reverse("namespace-delete", args=[namespace.pk]))
+    assert response.status_code == 404
+    namespace.refresh_from_db()
+    assert namespace.state == "pending"
+
+
+def test_it_retries_a_refused_namespace(namespace: NamespaceRequest, charlie: User) -> None:
+    services.namespace_request_approve(user=charlie, namespace_request=namespace)
+    observations.namespace_failed(namespace_request=namespace, message="quota exceeded")
+    client = client_for(namespace.owner)
+    content = client.get(reverse("dashboard")).content.decode()
+    assert "quota exceeded" in content
+    assert reverse("namespace-retry", args=[namespace.pk]) in content
+    client.post(reverse("namespace-retry", args=[namespace.pk]))
+    namespace.refresh_from_db()
+    assert namespace.state == "approved"
+
+
+def test_it_explains_why_a_namespace_cannot_be_retried(namespace: NamespaceRequest) -> None:
+    url = reverse("namespace-retry", args=[namespace.pk])
+    response = client_for(namespace.owner).post(url, follow=True)
+    assert "Namespace alice-ml: alice-ml is already pending." in response.content.decode()
