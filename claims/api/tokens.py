@@ -9,6 +9,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 from knox.models import AuthToken
 
@@ -35,14 +36,14 @@ class RevokeForm(forms.Form):
     token_key = forms.CharField(max_length=25)
 
 
-def _tokens_of(request: HttpRequest) -> list[AuthToken]:
-    return list(AuthToken.objects.filter(user=request.user).order_by("-created"))
+def _context(request: HttpRequest, form: TokenForm | None = None) -> dict:
+    tokens = AuthToken.objects.filter(user=request.user).order_by("-created")
+    return {"nav": "tokens", "form": form or TokenForm(), "tokens": tokens, "now": timezone.now()}
 
 
 @login_required
 def token_list(request: HttpRequest) -> HttpResponse:
-    context = {"nav": "tokens", "form": TokenForm(), "tokens": _tokens_of(request)}
-    return render(request, "tokens/token_list.html", context)
+    return render(request, "tokens/token_list.html", _context(request))
 
 
 @login_required
@@ -50,16 +51,13 @@ def token_list(request: HttpRequest) -> HttpResponse:
 def token_create(request: HttpRequest) -> HttpResponse:
     form = TokenForm(request.POST)
     if not form.is_valid():
-        context = {"nav": "tokens", "form": form, "tokens": _tokens_of(request)}
-        return render(request, "tokens/token_list.html", context, status=400)
+        return render(request, "tokens/token_list.html", _context(request, form), status=400)
     token, secret = AuthToken.objects.create(
         user=request.user, expiry=form.expiry(), prefix=TOKEN_PREFIX
     )
     # The secret is shown on this one response only; the database keeps its hash.
-    context = {"nav": "tokens", "form": TokenForm(), "tokens": _tokens_of(request)}
-    return render(
-        request, "tokens/token_list.html", {**context, "new_secret": secret, "new": token}
-    )
+    context = {**_context(request), "new_secret": secret, "new": token}
+    return render(request, "tokens/token_list.html", context)
 
 
 @login_required

@@ -87,8 +87,8 @@ def verify(portal: Portal, claim: dict) -> dict:
     run = portal.post("/runs/", {"claim": claim["id"]})
     print(f"Verification run {run['id']} started (pod {run['pod_name']})", flush=True)
     run = portal.wait(f"/runs/{run['id']}/", run, RUN_FINAL)
-    for device in run["devices"]:
-        print(f"Device: {device['device']} of pool {device['pool']} on node {run['node']}")
+    got = ", ".join(f"{d['device']} (pool {d['pool']})" for d in run["devices"])
+    print(f"Device: {got or 'not recorded'} on node {run['node'] or 'unknown'}")
     print(f"GPU: {run['device_name']}, compute capability {run['compute_capability']}, ", end="")
     print(f"{run['memory_mib']} MiB")
     for log in run["logs"]:

@@ -86,7 +86,7 @@ def test_it_runs_the_python_example(
         script.kill()
     assert script.returncode == 0, output
     assert "waiting for approval" in output
-    assert re.search(r"^Device: \S+ of pool \S+ on node \S+$", output, flags=re.MULTILINE)
+    assert re.search(r"^Device: \S+ \(pool \S+\) on node \S+$", output, flags=re.MULTILINE)
     assert re.search(r"^GPU: NVIDIA .+, compute capability \d+\.\d+, \d+ MiB$", output, re.M)
     assert "Test PASSED" in output and "Result = PASS" in output
     assert "Verification succeeded" in output

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
+import pytest
+from django.db import connection
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -15,7 +19,7 @@ from tests.api.conftest import GPU
 Api = Callable[[str], APIClient]
 
 
-def post_claim(client: APIClient, namespace: NamespaceRequest, key: str, name: str = "gpu"):
+def post_claim(client: APIClient, namespace: NamespaceRequest, key: str, name: str = "gpu") -> Any:
     body = {"namespace_request": namespace.pk, "name": name, "device_class": GPU}
     return client.post("/api/v1/claims/", body, format="json", HTTP_IDEMPOTENCY_KEY=key)
 
@@ -93,3 +97,25 @@ def test_it_lets_an_expired_key_be_used_again(api: Api, namespace: NamespaceRequ
     response = post_claim(client, namespace, "key-1", name="next-day")
     assert response.status_code == 201
     assert response.json()["name"] == "next-day"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_creates_one_claim_when_two_retries_race(api: Api, namespace: NamespaceRequest) -> None:
+    clients = [api("alice"), api("alice")]
+    start = threading.Barrier(len(clients))
+    answers: list[tuple[int, dict]] = []
+
+    def send(client: APIClient) -> None:
+        start.wait()
+        response = post_claim(client, namespace, "raced-key")
+        answers.append((response.status_code, response.json()))
+        connection.close()
+
+    threads = [threading.Thread(target=send, args=(client,)) for client in clients]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [status for status, _ in answers] == [201, 201]
+    assert answers[0][1] == answers[1][1]
+    assert ClaimRequest.objects.count() == 1

@@ -67,6 +67,13 @@ def test_it_refuses_an_expired_token(alice: User) -> None:
     assert me_status(secret) == 401
 
 
+def test_it_marks_expired_tokens_in_the_list(alice: User) -> None:
+    client = logged_in(alice)
+    make_token(client, "1")
+    AuthToken.objects.update(expiry=timezone.now() - timedelta(seconds=1))
+    assert "expired" in client.get("/api/tokens/").content.decode()
+
+
 def test_it_revokes_a_token(alice: User) -> None:
     client = logged_in(alice)
     secret = make_token(client)
