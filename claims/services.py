@@ -324,9 +324,9 @@ def verification_run_start(*, user: User, claim_request: ClaimRequest) -> Verifi
             raise ValidationError(
                 {NON_FIELD_ERRORS: ["A verification run of this claim is still going."]}
             )
-        run = VerificationRun.objects.create(claim=claim, owner=claim.owner)
-        run.pod_name = f"{claim.name[:40]}-verify-{run.pk}"
-        run.save(update_fields=["pod_name"])
+        # Numbered per claim, like the seed's pod1: train-verify-1, train-verify-2, ...
+        pod_name = f"{claim.name[:40]}-verify-{claim.runs.count() + 1}"
+        run = VerificationRun.objects.create(claim=claim, owner=claim.owner, pod_name=pod_name)
         transition(run, to=RS.QUEUED, actor=user, message="Queued.", initial=True)
         enqueue("claims.tasks.start_verification_run", run.pk)
     return run

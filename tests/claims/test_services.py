@@ -316,7 +316,10 @@ def test_it_starts_a_verification_run_with_a_deterministic_pod(
     claim = applied_claim(alice, namespace)
     run = services.verification_run_start(user=alice, claim_request=claim)
     assert run.state == "queued"
-    assert run.pod_name == f"train-verify-{run.pk}"
+    assert run.pod_name == "train-verify-1"
+    VerificationRun.objects.filter(pk=run.pk).update(state="succeeded")
+    second = services.verification_run_start(user=alice, claim_request=claim)
+    assert second.pod_name == "train-verify-2"
     assert states(run) == [("", "queued")]
 
 
