@@ -99,7 +99,8 @@ def test_it_runs_the_seed_with_kubectl(platform: tuple[str, kubesim.Handle]) -> 
 
 @needs_kubectl
 def test_it_shows_the_allocation_while_pod1_runs() -> None:
-    handle = kubesim.start(speed=2, **PLATFORMS["seed-1.33-v1beta1"])
+    # Slow enough (2 s running) that one kubectl call lands while pod1 runs, even under load.
+    handle = kubesim.start(speed=1.5, **PLATFORMS["seed-1.33-v1beta1"])
     try:
         for command in seed_commands(handle.kubeconfig):
             subprocess.run(["bash", "-c", command], check=True, capture_output=True, timeout=60)
@@ -110,12 +111,12 @@ def test_it_shows_the_allocation_while_pod1_runs() -> None:
             "pod/pod1",
             "--timeout=30s",
         )
-        claim = yaml.safe_load(
-            kubectl(handle.kubeconfig, "get", "resourceclaim", "gpu-claim", "-o", "yaml")
+        both = kubectl(
+            handle.kubeconfig, "get", "resourceclaim/gpu-claim", "pod/pod1", "-o", "yaml"
         )
-        pod = yaml.safe_load(kubectl(handle.kubeconfig, "get", "pod", "pod1", "-o", "yaml"))
     finally:
         handle.stop()
+    claim, pod = yaml.safe_load(both)["items"]
     assert pod["status"]["phase"] == "Running"
     assert claim["apiVersion"] == "resource.k8s.io/v1beta1"
     (result,) = claim["status"]["allocation"]["devices"]["results"]
