@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import json
-import signal
 import socket
 import ssl
-import subprocess
-import sys
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import kubernetes_validate
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 
-import kubesim
 from tests.fixtures.kubesim import api_client, raw_request
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -334,176 +330,6 @@ def test_it_returns_core_objects_that_pass_the_strict_upstream_schemas(kubesim_c
 def test_it_returns_nodes_that_pass_the_strict_upstream_schema(kubesim_cluster):
     node = raw_request(kubesim_cluster, "GET", "/api/v1/nodes/gpu-node-1").json()
     kubernetes_validate.validate(node, "1.34", strict=True)
-
-
-def run_seed_pod(handle, namespace: str) -> client.CoreV1Api:
-    api = api_client(handle)
-    core = client.CoreV1Api(api)
-    core.create_namespace({"metadata": {"name": namespace}})
-    client.ResourceV1beta1Api(api).create_namespaced_resource_claim(namespace, CLAIM_V1BETA1)
-    containers = [
-        {
-            "name": name,
-            "image": f"nvcr.io/nvidia/k8s/cuda-sample:{image}",
-            "resources": {"claims": [{"name": "gpu"}]},
-        }
-        for name, image in (("ctr0", "vectoradd-cuda12.5.0"), ("ctr1", "devicequery"))
-    ]
-    spec = {
-        "restartPolicy": "Never",
-        "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}],
-        "containers": containers,
-    }
-    core.create_namespaced_pod(namespace, {"metadata": {"name": "pod1"}, "spec": spec})
-    return core
-
-
-def wait_for_phase(core: client.CoreV1Api, namespace: str, phase: str) -> None:
-    deadline = time.monotonic() + 20
-    while core.read_namespaced_pod("pod1", namespace).status.phase != phase:
-        assert time.monotonic() < deadline, f"pod1 never reached {phase}"
-        time.sleep(0.05)
-
-
-def test_it_serves_container_logs_with_tail_limit_and_timestamps(kubesim_cluster, namespace_name):
-    core = run_seed_pod(kubesim_cluster, namespace_name)
-    wait_for_phase(core, namespace_name, "Succeeded")
-    text = core.read_namespaced_pod_log("pod1", namespace_name, container="ctr0")
-    assert text.rstrip().endswith("Done")
-    assert (
-        core.read_namespaced_pod_log("pod1", namespace_name, container="ctr0", tail_lines=1)
-        == "Done\n"
-    )
-    assert (
-        len(core.read_namespaced_pod_log("pod1", namespace_name, container="ctr0", limit_bytes=5))
-        == 5
-    )
-    stamped = core.read_namespaced_pod_log(
-        "pod1", namespace_name, container="ctr1", timestamps=True
-    )
-    stamp = stamped.split(" ", 1)[0]
-    assert len(stamp) == len("2025-01-01T00:00:00.000000000Z")
-
-
-def test_it_asks_for_a_container_name_when_a_pod_has_several(kubesim_cluster, namespace_name):
-    run_seed_pod(kubesim_cluster, namespace_name)
-    path = f"/api/v1/namespaces/{namespace_name}/pods/pod1/log"
-    response = raw_request(kubesim_cluster, "GET", path)
-    assert response.status == 400
-    assert response.json()["message"] == (
-        "a container name must be specified for pod pod1, choose one of: [ctr0 ctr1]"
-    )
-
-
-def test_it_follows_a_log_until_the_container_ends(kubesim_cluster, namespace_name):
-    core = run_seed_pod(kubesim_cluster, namespace_name)
-    wait_for_phase(core, namespace_name, "Running")
-    stream = core.read_namespaced_pod_log(
-        "pod1", namespace_name, container="ctr1", follow=True, _preload_content=False
-    )
-    text = b"".join(stream.stream()).decode()
-    assert "Result = PASS" in text
-
-
-def start_cli(tmp_path, *args: str) -> tuple[subprocess.Popen, Path]:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.unlink(missing_ok=True)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kubesim",
-            "serve",
-            "--port",
-            "0",
-            "--kubeconfig",
-            str(kubeconfig),
-            *args,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=ROOT,
-    )
-    deadline = time.monotonic() + 20
-    while not kubeconfig.exists():
-        assert process.poll() is None, process.stdout.read()
-        assert time.monotonic() < deadline, "no kubeconfig was written"
-        time.sleep(0.02)
-    return process, kubeconfig
-
-
-def stop_cli(process: subprocess.Popen) -> str:
-    process.send_signal(signal.SIGTERM)
-    output, _ = process.communicate(timeout=10)
-    assert process.returncode == 0, output
-    return output
-
-
-def test_the_cli_answers_as_soon_as_the_kubeconfig_exists_and_stops_on_sigterm(tmp_path):
-    process, kubeconfig = start_cli(
-        tmp_path, "--served-versions", "v1beta1", "--k8s-version", "1.33.5"
-    )
-    try:
-        api = config.new_client_from_config(config_file=str(kubeconfig))
-        assert client.VersionApi(api).get_code().git_version == "v1.33.5"
-        groups = client.ApisApi(api).get_api_versions().groups
-        resource = next(group for group in groups if group.name == "resource.k8s.io")
-        assert [v.version for v in resource.versions] == ["v1beta1"]
-    finally:
-        output = stop_cli(process)
-    assert "kubesim stopped" in output
-
-
-def test_the_cli_keeps_the_cluster_in_a_state_file_across_restarts(tmp_path):
-    state = str(tmp_path / "state.json")
-    process, kubeconfig = start_cli(tmp_path, "--state", state)
-    try:
-        api = config.new_client_from_config(config_file=str(kubeconfig))
-        client.CoreV1Api(api).create_namespace({"metadata": {"name": "kept"}})
-    finally:
-        stop_cli(process)
-    process, kubeconfig = start_cli(tmp_path, "--state", state)
-    try:
-        api = config.new_client_from_config(config_file=str(kubeconfig))
-        names = {ns.metadata.name for ns in client.CoreV1Api(api).list_namespace().items}
-        assert "kept" in names
-    finally:
-        stop_cli(process)
-
-
-def test_it_starts_in_well_under_a_second():
-    started = time.monotonic()
-    handle = kubesim.start()
-    try:
-        assert time.monotonic() - started < 1.0
-        assert raw_request(handle, "GET", "/version").status == 200
-    finally:
-        handle.stop()
-
-
-def test_a_stopped_server_answers_nothing_even_on_kept_alive_connections():
-    handle = kubesim.start()
-    core = client.CoreV1Api(api_client(handle))
-    core.api_client.configuration.retries = False
-    assert core.list_namespace().items
-    handle.stop()
-    with pytest.raises(Exception) as caught:
-        core.list_namespace(_request_timeout=2)
-    assert not isinstance(caught.value, client.ApiException)
-
-
-def test_it_returns_a_running_pods_status_and_events_that_pass_the_strict_schemas(
-    kubesim_cluster, namespace_name
-):
-    core = run_seed_pod(kubesim_cluster, namespace_name)
-    wait_for_phase(core, namespace_name, "Succeeded")
-    pod = raw_request(kubesim_cluster, "GET", f"/api/v1/namespaces/{namespace_name}/pods/pod1")
-    kubernetes_validate.validate(pod.json(), "1.34", strict=True)
-    events = raw_request(kubesim_cluster, "GET", f"/api/v1/namespaces/{namespace_name}/events")
-    assert events.json()["items"]
-    for event in events.json()["items"]:
-        kubernetes_validate.validate(event, "1.34", strict=True)
 
 
 def test_it_survives_broken_http_and_abandoned_connections(kubesim_cluster):

@@ -1,0 +1,105 @@
+"""Starting and stopping kubesim: `kubesim.start()`, the CLI, SIGTERM, `--state`."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config
+
+import kubesim
+from tests.fixtures.kubesim import api_client, raw_request
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start_cli(tmp_path, *args: str) -> tuple[subprocess.Popen, Path]:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.unlink(missing_ok=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kubesim",
+            "serve",
+            "--port",
+            "0",
+            "--kubeconfig",
+            str(kubeconfig),
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+    )
+    deadline = time.monotonic() + 20
+    while not kubeconfig.exists():
+        assert process.poll() is None, process.stdout.read()
+        assert time.monotonic() < deadline, "no kubeconfig was written"
+        time.sleep(0.02)
+    return process, kubeconfig
+
+
+def stop_cli(process: subprocess.Popen) -> str:
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=10)
+    assert process.returncode == 0, output
+    return output
+
+
+def test_the_cli_answers_as_soon_as_the_kubeconfig_exists_and_stops_on_sigterm(tmp_path):
+    process, kubeconfig = start_cli(
+        tmp_path, "--served-versions", "v1beta1", "--k8s-version", "1.33.5"
+    )
+    try:
+        api = config.new_client_from_config(config_file=str(kubeconfig))
+        assert client.VersionApi(api).get_code().git_version == "v1.33.5"
+        groups = client.ApisApi(api).get_api_versions().groups
+        resource = next(group for group in groups if group.name == "resource.k8s.io")
+        assert [v.version for v in resource.versions] == ["v1beta1"]
+    finally:
+        output = stop_cli(process)
+    assert "kubesim stopped" in output
+
+
+def test_the_cli_keeps_the_cluster_in_a_state_file_across_restarts(tmp_path):
+    state = str(tmp_path / "state.json")
+    process, kubeconfig = start_cli(tmp_path, "--state", state)
+    try:
+        api = config.new_client_from_config(config_file=str(kubeconfig))
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": "kept"}})
+    finally:
+        stop_cli(process)
+    process, kubeconfig = start_cli(tmp_path, "--state", state)
+    try:
+        api = config.new_client_from_config(config_file=str(kubeconfig))
+        names = {ns.metadata.name for ns in client.CoreV1Api(api).list_namespace().items}
+        assert "kept" in names
+    finally:
+        stop_cli(process)
+
+
+def test_it_starts_in_well_under_a_second():
+    started = time.monotonic()
+    handle = kubesim.start()
+    try:
+        assert time.monotonic() - started < 1.0
+        assert raw_request(handle, "GET", "/version").status == 200
+    finally:
+        handle.stop()
+
+
+def test_a_stopped_server_answers_nothing_even_on_kept_alive_connections():
+    handle = kubesim.start()
+    core = client.CoreV1Api(api_client(handle))
+    core.api_client.configuration.retries = False
+    assert core.list_namespace().items
+    handle.stop()
+    with pytest.raises(Exception) as caught:
+        core.list_namespace(_request_timeout=2)
+    assert not isinstance(caught.value, client.ApiException)
