@@ -15,6 +15,8 @@ from kubesim.store import Store
 
 RESOURCE_GROUP = "resource.k8s.io"
 NOT_FOUND_PAGE = Response(404, b"404 page not found\n", "text/plain; charset=utf-8")
+# (group, version) -> (minor deprecated in, minor removed in), from the API lifecycle files.
+DEPRECATED = {(RESOURCE_GROUP, "v1beta1"): (35, 38), (RESOURCE_GROUP, "v1beta2"): (36, 39)}
 VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
@@ -25,6 +27,19 @@ class Target:
     namespace: str | None
     name: str | None
     subresource: str | None
+
+
+def deprecation_warning(target: Target, k8s_version: str) -> str | None:
+    """The warning a 1.35+ server adds to every beta resource.k8s.io response."""
+    lifecycle = DEPRECATED.get((target.kind.group, target.version))
+    minor = int(k8s_version.lstrip("v").split(".")[1])
+    if not lifecycle or minor < lifecycle[0]:
+        return None
+    deprecated, removed = lifecycle
+    return (
+        f"{target.kind.group}/{target.version} {target.kind.kind} is deprecated in "
+        f"v1.{deprecated}+, unavailable in v1.{removed}+"
+    )
 
 
 def _resource_not_found() -> errors.ApiError:
@@ -135,6 +150,13 @@ class Api:
         target = self._target(group, version, parts)
         verb = self._verb(request, target)
         self.faults.count(verb, target.kind.plural)
+        response = self._answer(request, target, verb)
+        warning = deprecation_warning(target, self.k8s_version)
+        if warning:
+            response.headers.append(("Warning", f'299 - "{warning}"'))
+        return response
+
+    def _answer(self, request: Request, target: Target, verb: str) -> Response | Stream:
         if verb == "watch":
             return streams.watch(self, request, target)
         if verb == "log":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kubernetes import client
 
+import kubesim
 from tests.fixtures.kubesim import api_client, raw_request
 
 
@@ -85,3 +86,21 @@ def test_it_marks_patch_operations_with_their_kind_and_field_validation(kubesim_
 def test_it_answers_404_for_an_unknown_openapi_document(kubesim_cluster):
     response = raw_request(kubesim_cluster, "GET", "/openapi/v3/apis/nosuch.io/v1")
     assert response.status == 404
+
+
+def test_it_warns_that_beta_versions_are_deprecated_from_1_35(kubesim_cluster):
+    handle = kubesim.start(k8s_version="1.35.0")
+    try:
+        beta = raw_request(handle, "GET", "/apis/resource.k8s.io/v1beta1/resourceslices")
+        assert beta.headers["Warning"] == (
+            '299 - "resource.k8s.io/v1beta1 ResourceSlice is deprecated in v1.35+, '
+            'unavailable in v1.38+"'
+        )
+        assert (
+            raw_request(handle, "GET", "/apis/resource.k8s.io/v1/resourceslices").headers["Warning"]
+            is None
+        )
+    finally:
+        handle.stop()
+    on_1_34 = raw_request(kubesim_cluster, "GET", "/apis/resource.k8s.io/v1beta1/resourceslices")
+    assert on_1_34.headers["Warning"] is None
