@@ -129,4 +129,12 @@ def _row(
         html += render_to_string(
             ROWS[NamespaceRequest][0], {"ns": item.namespace_request, "oob": True}, request=request
         )
+    html += render_to_string(
+        "claims/_pending_count.html", {"waiting": _pending_count(request)}, request=request
+    )
     return HttpResponse(html)
+
+
+def _pending_count(request: HtmxHttpRequest) -> int:
+    queue = selectors.approval_queue(user=request.user)
+    return queue["namespaces"].count() + queue["claims"].count()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.models import User
 from django.urls import reverse
 
+from claims import services
 from claims.models import ClaimRequest, NamespaceRequest
 from tests.claims.test_views import *  # noqa: F403 (shared fixtures)
 from tests.claims.test_views import client_for, htmx_client_for
@@ -119,3 +120,17 @@ def test_it_answers_404_for_an_unknown_request(charlie: User) -> None:
 def test_it_refuses_get_on_decisions(claim: ClaimRequest, charlie: User) -> None:
     url = reverse("claim-approve", args=[claim.pk])
     assert client_for(charlie).get(url).status_code == 405
+
+
+def test_it_updates_the_waiting_count_in_the_menu(claim: ClaimRequest, charlie: User) -> None:
+    client = htmx_client_for(charlie)
+    url = reverse("namespace-reject", args=[claim.namespace_request.pk])
+    content = client.post(url, {"reason": "No"}).content.decode()
+    assert '<span id="pending-approvals" hx-swap-oob="delete"></span>' in content
+
+
+def test_it_counts_what_still_waits(namespace: NamespaceRequest, charlie: User) -> None:
+    url = reverse("namespace-approve", args=[namespace.pk])
+    services.namespace_request_submit(user=namespace.owner, cluster=namespace.cluster, name="other")
+    content = htmx_client_for(charlie).post(url).content.decode()
+    assert 'id="pending-approvals" hx-swap-oob="true">1</span>' in content

@@ -78,6 +78,7 @@ def approve_in_place(page: Page) -> None:
     expect(claim_row).to_contain_text("approved")
     expect(claim_row).to_contain_text("by carol")
     expect(namespace_row).to_contain_text("approved")
+    expect(page.locator("#pending-approvals")).to_have_count(0)
     assert_not_reloaded(page)
 
 
