@@ -193,10 +193,23 @@ def _check_started(pod: dict[str, Any], container: str, request: Request) -> Non
     )
 
 
-def _render(lines: list[tuple[datetime, str]], request: Request) -> bytes:
+def _cutoff(request: Request) -> datetime | None:
+    """The oldest line wanted, from `sinceSeconds` or `sinceTime` (RFC 3339)."""
     since_seconds = request.query.get("sinceSeconds", "")
     if since_seconds.isdigit():
-        cutoff = datetime.now(UTC) - timedelta(seconds=int(since_seconds))
+        return datetime.now(UTC) - timedelta(seconds=int(since_seconds))
+    since_time = request.query.get("sinceTime")
+    if not since_time:
+        return None
+    try:
+        return datetime.fromisoformat(since_time.replace("Z", "+00:00")).astimezone(UTC)
+    except ValueError:
+        raise errors.bad_request(f'invalid sinceTime: "{since_time}"') from None
+
+
+def _render(lines: list[tuple[datetime, str]], request: Request) -> bytes:
+    cutoff = _cutoff(request)
+    if cutoff is not None:
         lines = [(stamp, text) for stamp, text in lines if stamp >= cutoff]
     tail = request.query.get("tailLines", "")
     if tail.isdigit():

@@ -97,3 +97,17 @@ def test_it_returns_a_running_pods_status_and_events_that_pass_the_strict_schema
     assert events.json()["items"]
     for event in events.json()["items"]:
         kubernetes_validate.validate(event, "1.34", strict=True)
+
+
+def test_it_keeps_only_lines_since_a_time(kubesim_cluster, namespace_name):
+    core = run_seed_pod(kubesim_cluster, namespace_name)
+    wait_for_phase(core, namespace_name, "Succeeded")
+    path = f"/api/v1/namespaces/{namespace_name}/pods/pod1/log?container=ctr0"
+    everything = raw_request(kubesim_cluster, "GET", path).body
+    assert everything
+    assert raw_request(kubesim_cluster, "GET", path + "&sinceTime=2000-01-01T00:00:00Z").body == (
+        everything
+    )
+    assert raw_request(kubesim_cluster, "GET", path + "&sinceTime=2999-01-01T00:00:00Z").body == b""
+    assert raw_request(kubesim_cluster, "GET", path + "&sinceSeconds=3600").body == everything
+    assert raw_request(kubesim_cluster, "GET", path + "&sinceTime=yesterday").status == 400
