@@ -99,6 +99,8 @@ def apply_claim(claim: ClaimRequest) -> None:
         observations.claim_failed(claim_request=claim, message=message)
         return
     observations.claim_applying(claim_request=claim)
+    if claim.state != CS.APPLYING:
+        return  # released or rejected meanwhile
     try:
         manifest = claim_manifest(claim, resource_version_of(ns.cluster))
         applied = gateway_for(ns.cluster).apply(manifest)
@@ -106,9 +108,12 @@ def apply_claim(claim: ClaimRequest) -> None:
         observations.claim_failed(claim_request=claim, message=error.message)
         return
     uid = applied.get("metadata", {}).get("uid", "")
-    observations.claim_applied(
+    recorded = observations.claim_applied(
         claim_request=claim, api_version=manifest["apiVersion"], manifest=manifest, uid=uid
     )
+    if not recorded and claim.state == CS.RELEASED:
+        # Released while we applied: take back what we just created.
+        gateway_for(ns.cluster).delete(manifest["apiVersion"], "ResourceClaim", ns.name, claim.name)
 
 
 def start_run(run: VerificationRun) -> None:
@@ -120,6 +125,8 @@ def start_run(run: VerificationRun) -> None:
         observations.run_failed(run=run, message=f"The claim is {claim.get_state_display()}.")
         return
     observations.run_creating(run=run)
+    if run.state != RS.CREATING:
+        return  # the claim was released meanwhile
     manifest = manifests.verification_pod_manifest(
         namespace=claim.namespace, name=run.pod_name, claim_name=claim.name, labels=run.labels()
     )
@@ -128,7 +135,9 @@ def start_run(run: VerificationRun) -> None:
     except PermanentKubeError as error:
         observations.run_failed(run=run, message=error.message)
         return
-    observations.run_pod_created(run=run)
+    if not observations.run_pod_created(run=run) and run.state == RS.FAILED:
+        # The claim was released meanwhile: this Pod must not hold its GPU.
+        gateway_for(claim.cluster).delete("v1", "Pod", claim.namespace, run.pod_name)
 
 
 def delete_claim(claim: ClaimRequest) -> None:

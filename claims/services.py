@@ -20,11 +20,7 @@ from claims import quota
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 from claims.selectors import user_is_approver
 from claims.transitions import enqueue, transition
-from claims.validation import (
-    validate_claim_fields,
-    validate_dns_label,
-    validate_namespace_name,
-)
+from claims.validation import validate_claim_fields, validate_namespace_name
 
 User = AbstractBaseUser | AnonymousUser
 NS = NamespaceRequest.State
@@ -357,6 +353,5 @@ __all__ = [
     "namespace_request_reject",
     "namespace_request_retry",
     "namespace_request_submit",
-    "validate_dns_label",
     "verification_run_start",
 ]

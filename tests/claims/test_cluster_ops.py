@@ -1,0 +1,86 @@
+"""Each step against kubesim: idempotent, and careful not to leave objects behind."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.contrib.auth.models import User
+
+from claims import cluster_ops, services
+from claims.models import ClaimRequest, Cluster
+from claims.transitions import transition
+
+
+def approved_claim(user: User, cluster: Cluster) -> ClaimRequest:
+    ns = services.namespace_request_submit(
+        user=user, cluster=cluster, name=f"ops-{uuid.uuid4().hex[:6]}"
+    )
+    claim = services.claim_request_submit(
+        user=user, namespace_request=ns, name="train", device_class="gpu.nvidia.com"
+    )
+    transition(ns, to="approved", allowed=("pending",))
+    transition(claim, to="approved", allowed=("pending",))
+    return claim
+
+
+def claims_in(handle: Any, namespace: str) -> list[str]:
+    """Claims in the namespace that are not on their way out."""
+    path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
+    items = handle.admin("GET", path)["items"]
+    return [i["metadata"]["name"] for i in items if not i["metadata"].get("deletionTimestamp")]
+
+
+def test_it_applies_namespace_then_claim_and_twice_is_harmless(
+    alice: User, cluster: Cluster, kubesim_cluster: Any
+) -> None:
+    claim = approved_claim(alice, cluster)
+    cluster_ops.apply_claim(claim)
+    cluster_ops.apply_claim(claim)
+    claim.refresh_from_db()
+    assert claim.state == "waiting"
+    assert claim.namespace_request.state == "active"
+    assert claims_in(kubesim_cluster, claim.namespace) == ["train"]
+    assert claim.kube_uid
+
+
+def test_it_creates_nothing_for_a_claim_released_meanwhile(
+    alice: User, cluster: Cluster, kubesim_cluster: Any
+) -> None:
+    claim = approved_claim(alice, cluster)
+    stale = ClaimRequest.objects.get(pk=claim.pk)
+    services.claim_request_release(user=alice, claim_request=claim)
+    cluster_ops.apply_claim(stale)
+    assert claims_in(kubesim_cluster, claim.namespace) == []
+    assert ClaimRequest.objects.get(pk=claim.pk).state == "released"
+
+
+def test_it_speaks_the_seeds_v1beta1(
+    alice: User, v1beta1_cluster: Cluster, kubesim_v1beta1_cluster: Any
+) -> None:
+    claim = approved_claim(alice, v1beta1_cluster)
+    cluster_ops.apply_claim(claim)
+    claim.refresh_from_db()
+    assert claim.applied_api_version == "resource.k8s.io/v1beta1"
+    assert claim.applied_manifest["spec"]["devices"]["requests"][0] == {
+        "name": "gpu",
+        "deviceClassName": "gpu.nvidia.com",
+        "allocationMode": "ExactCount",
+        "count": 1,
+    }
+
+
+def test_it_deletes_a_released_claim_and_its_pods(
+    alice: User, cluster: Cluster, kubesim_cluster: Any
+) -> None:
+    claim = approved_claim(alice, cluster)
+    cluster_ops.apply_claim(claim)
+    claim.refresh_from_db()
+    run = services.verification_run_start(user=alice, claim_request=claim)
+    cluster_ops.start_run(run)
+    services.claim_request_release(user=alice, claim_request=claim)
+    cluster_ops.delete_claim(claim)
+    pods = kubesim_cluster.admin("GET", f"/api/v1/namespaces/{claim.namespace}/pods")["items"]
+    assert [p for p in pods if not p["metadata"].get("deletionTimestamp")] == []
+    assert claims_in(kubesim_cluster, claim.namespace) == []
+    assert ClaimRequest.objects.get(pk=claim.pk).cleaned_up_at is not None
