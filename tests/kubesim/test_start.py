@@ -45,8 +45,8 @@ def start_cli(tmp_path, *args: str) -> tuple[subprocess.Popen, Path]:
     return process, kubeconfig
 
 
-def stop_cli(process: subprocess.Popen) -> str:
-    process.send_signal(signal.SIGTERM)
+def stop_cli(process: subprocess.Popen, how: int = signal.SIGTERM) -> str:
+    process.send_signal(how)
     output, _ = process.communicate(timeout=10)
     assert process.returncode == 0, output
     return output
@@ -103,3 +103,22 @@ def test_a_stopped_server_answers_nothing_even_on_kept_alive_connections():
     with pytest.raises(Exception) as caught:
         core.list_namespace(_request_timeout=2)
     assert not isinstance(caught.value, client.ApiException)
+
+
+def test_the_cli_stops_cleanly_on_ctrl_c(tmp_path):
+    process, kubeconfig = start_cli(tmp_path)
+    api = config.new_client_from_config(config_file=str(kubeconfig))
+    assert client.CoreV1Api(api).list_namespace().items
+    assert "kubesim stopped" in stop_cli(process, signal.SIGINT)
+
+
+def test_the_cli_refuses_an_unknown_served_version():
+    result = subprocess.run(
+        [sys.executable, "-m", "kubesim", "serve", "--served-versions", "v2"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert "choose from v1, v1beta2, v1beta1" in result.stderr
