@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,11 @@ ROOT = Path(__file__).resolve().parents[2]
 API_DOC = ROOT / "docs" / "api.md"
 EXAMPLE = ROOT / "docs" / "examples" / "claim_gpu.py"
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("celery_beat_process"),
-]
+
+def with_worker(test: Callable) -> Callable:
+    """A real Celery worker and beat behind the live portal; they need committed data."""
+    test = pytest.mark.django_db(transaction=True)(test)
+    return pytest.mark.usefixtures("celery_beat_process")(test)
 
 
 def sh_blocks(markdown: str) -> list[str]:
@@ -47,6 +49,7 @@ def test_it_has_a_walkthrough_to_run() -> None:
     assert all("curl" in block for block in blocks)
 
 
+@with_worker
 def test_it_runs_the_curl_walkthrough(
     live_server: Any, alice: User, carol: User, cluster: Cluster
 ) -> None:
@@ -71,6 +74,7 @@ def test_it_runs_the_curl_walkthrough(
     assert '"state": "released"' in output
 
 
+@with_worker
 def test_it_runs_the_python_example(
     live_server: Any, alice: User, carol: User, cluster: Cluster
 ) -> None:
