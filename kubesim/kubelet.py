@@ -8,7 +8,6 @@ by `speed` (speed 1: about 2 s pulling, 3 s running, so a person can watch).
 import logging
 import queue
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -135,7 +134,9 @@ class Kubelet:
             log.exception("simulating pod %s/%s failed", *key)
 
     def sleep(self, seconds: float) -> None:
-        time.sleep(seconds / self.speed)
+        """Simulated time passing; a stopped kubelet ends its pods' threads here."""
+        if self._stopping.wait(seconds / self.speed):
+            raise PodGone
 
 
 class PodRun:
@@ -233,7 +234,7 @@ class PodRun:
             if len(reserved) == wanted:
                 self.devices = container_devices(self.store, self.kubelet.topology, pod)
                 return
-            time.sleep(0.05)
+            self.kubelet.sleep(0.05 * self.kubelet.speed)
             pod = self._pod()
 
     def _fail_pull(self, container: dict) -> None:
