@@ -98,8 +98,9 @@ class Kubelet:
                 self._forget(key, pod["metadata"].get("uid", ""))
             elif self._should_run(key, pod, resumed=event == "RESUMED"):
                 self._running[key] = pod["metadata"]["uid"]
+                name = f"kubesim-pod-{key[0]}/{key[1]}"
                 threading.Thread(
-                    target=self._run_pod, args=(key, pod["metadata"]["uid"]), daemon=True
+                    target=self._run_pod, args=(key, pod["metadata"]["uid"]), name=name, daemon=True
                 ).start()
 
     def _should_run(self, key: tuple[str, str], pod: dict, resumed: bool = False) -> bool:

@@ -276,3 +276,16 @@ def test_it_starts_the_pods_of_a_saved_cluster_again(tmp_path: Path) -> None:
         assert claim["status"]["reservedFor"][0]["uid"] == pod["metadata"]["uid"]
     finally:
         second.stop()
+
+
+def test_it_ends_its_pod_threads_when_the_cluster_stops() -> None:
+    handle = kubesim.start(speed=20)
+    handle.admin("POST", "/api/v1/namespaces", {"metadata": {"name": "stopping"}})
+    create_pod(handle, "stopping", "looping", [DEVICE_QUERY], policy="Always")
+    wait_until(phase_is(handle, "stopping", "looping", "Running"))
+    handle.stop()
+
+    def pod_threads() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.name == "kubesim-pod-stopping/looping"]
+
+    wait_until(lambda: not pod_threads(), timeout=2.0)
