@@ -165,3 +165,9 @@ def test_it_writes_a_kubeconfig_kubectl_reads(kubesim_private, kubectl):
     assert Path(kubesim_private.kubeconfig).exists()
     assert kubectl("config", "current-context").stdout.strip() == "kubesim"
     assert "gpu-node-1" in kubectl("get", "nodes").stdout
+
+
+def test_it_explains_fields_from_its_openapi_documents(kubectl):
+    explained = kubectl("explain", "resourceclaim.spec.devices.requests.exactly")
+    assert "deviceClassName" in explained.stdout
+    assert "GROUP:      resource.k8s.io" in explained.stdout

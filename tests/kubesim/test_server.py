@@ -123,6 +123,17 @@ def test_it_writes_status_only_through_the_status_subresource(kubesim_cluster, n
     assert claim.status.reserved_for[0].uid == "1234"
 
 
+def test_it_replaces_a_pods_status_through_pods_status(core, namespace):
+    core.create_namespaced_pod(namespace, pod_manifest("p1"))
+    pod = core.read_namespaced_pod_status("p1", namespace)
+    pod.status.message = "set through pods/status"
+    pod.spec.containers[0].image = "ignored:1"
+    pod.metadata.resource_version = None  # unconditional: the kubelet may write meanwhile
+    replaced = core.replace_namespaced_pod_status("p1", namespace, pod)
+    assert replaced.status.message == "set through pods/status"
+    assert replaced.spec.containers[0].image == "busybox:1.36"
+
+
 def test_it_serves_one_claim_in_every_version(kubesim_cluster, namespace):
     beta = client.ResourceV1beta1Api(api_client(kubesim_cluster))
     beta.create_namespaced_resource_claim(namespace, CLAIM_V1BETA1)
@@ -202,12 +213,20 @@ def test_it_lists_by_label_selector_including_set_based(core, namespace):
 
 def test_it_lists_by_field_selector(core, namespace):
     core.create_namespaced_pod(namespace, pod_manifest("a"))
-    core.create_namespaced_pod(namespace, pod_manifest("b"))
-    by_name = core.list_namespaced_pod(namespace, field_selector="metadata.name=b").items
-    assert [pod.metadata.name for pod in by_name] == ["b"]
+    bound = pod_manifest("b")
+    bound["spec"]["nodeName"] = "gpu-node-2"
+    core.create_namespaced_pod(namespace, bound)
+
+    def names(selector: str) -> list[str]:
+        pods = core.list_namespaced_pod(namespace, field_selector=selector).items
+        return [pod.metadata.name for pod in pods]
+
+    assert names("metadata.name=b") == ["b"]
+    assert names("metadata.name!=b") == ["a"]
+    assert "b" in names("spec.nodeName=gpu-node-2")
+    assert names("status.phase=Nope") == []
     everywhere = core.list_pod_for_all_namespaces(field_selector=f"metadata.namespace={namespace}")
     assert len(everywhere.items) == 2
-    assert core.list_namespaced_pod(namespace, field_selector="status.phase=Nope").items == []
 
 
 def test_it_rejects_an_unsupported_field_selector(core, namespace):

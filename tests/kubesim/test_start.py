@@ -105,10 +105,16 @@ def test_a_stopped_server_answers_nothing_even_on_kept_alive_connections():
     assert not isinstance(caught.value, client.ApiException)
 
 
-def test_the_cli_stops_cleanly_on_ctrl_c(tmp_path):
-    process, kubeconfig = start_cli(tmp_path)
+def test_the_cli_injects_faults_from_flags_and_stops_on_ctrl_c(tmp_path):
+    process, kubeconfig = start_cli(
+        tmp_path, "--latency-ms", "150", "--error-rate", "1", "--error-codes", "503"
+    )
     api = config.new_client_from_config(config_file=str(kubeconfig))
-    assert client.CoreV1Api(api).list_namespace().items
+    started = time.monotonic()
+    with pytest.raises(client.ApiException) as caught:
+        client.CoreV1Api(api).list_namespace()
+    assert caught.value.status == 503
+    assert time.monotonic() - started >= 0.15
     assert "kubesim stopped" in stop_cli(process, signal.SIGINT)
 
 
