@@ -1,0 +1,29 @@
+"""What users type gets a reason they can act on, never a stack trace."""
+
+from __future__ import annotations
+
+import pytest
+
+from claims.validation import dns_label_problem, selector_problem
+
+
+@pytest.mark.parametrize("name", ["a", "team-a", "gpu0", "0gpu", "a" * 63])
+def test_it_accepts_dns_1123_labels(name: str) -> None:
+    assert dns_label_problem(name) is None
+
+
+def test_it_names_the_characters_that_are_not_allowed() -> None:
+    assert (
+        dns_label_problem("team.a_b")
+        == "Only letters a-z, digits and '-' are allowed, not '.' '_'."
+    )
+
+
+def test_it_counts_what_is_too_long() -> None:
+    assert dns_label_problem("a" * 70) == "At most 63 characters (this one has 70)."
+
+
+def test_it_accepts_a_cel_selector_and_explains_a_broken_one() -> None:
+    assert selector_problem("device.attributes['gpu.nvidia.com'].productName == 'H100'") is None
+    assert selector_problem("") is None
+    assert selector_problem("device.attributes[").startswith("Not a valid CEL expression")
