@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import django_filters
+from django.db.models import QuerySet
+from rest_framework.exceptions import ValidationError
 
 from claims.models import AuditEvent, ClaimRequest, NamespaceRequest, VerificationRun
 
@@ -46,8 +50,16 @@ class VerificationRunFilter(django_filters.FilterSet):
 class AuditEventFilter(django_filters.FilterSet):
     object_kind = django_filters.ChoiceFilter(choices=AuditEvent.Kind.choices)
     owner = django_filters.CharFilter(field_name="owner__username", help_text="Username.")
-    since = django_filters.IsoDateTimeFilter(field_name="created", lookup_expr="gt")
+    since = django_filters.IsoDateTimeFilter(method="filter_since", help_text="ISO 8601 time.")
 
     class Meta:
         model = AuditEvent
         fields = ["object_kind", "object_id", "owner", "since"]
+
+    def filter_since(self, queryset: QuerySet, name: str, value: datetime) -> QuerySet:
+        # In UTC: PostgreSQL refuses offsets Python accepts (e.g. +17:00).
+        try:
+            value = value.astimezone(UTC)
+        except OverflowError:
+            raise ValidationError({"since": ["That time is out of range."]}) from None
+        return queryset.filter(created__gt=value)

@@ -153,3 +153,22 @@ def test_it_shows_the_audit_trail_of_a_claim(
         ("applying", "waiting", "system"),
     ]
     assert api("carol").get(f"/api/v1/events/?{query}").json()["count"] == 4
+
+
+@pytest.mark.parametrize(
+    ("since", "expected"),
+    [
+        ("2000-01-01T00:00:00Z", 200),
+        ("3172-04-09T12:32:41+17:14", 200),
+        ("9999-12-31T23:00:00-05:00", 400),
+        ("yesterday", 400),
+    ],
+)
+def test_it_filters_events_by_time_without_failing(
+    api: Api, alice: User, carol: User, cluster: Cluster, since: str, expected: int
+) -> None:
+    applied_claim(alice, carol, cluster, "a")
+    response = api("alice").get("/api/v1/events/", {"since": since})
+    assert response.status_code == expected
+    if since.startswith("2000"):
+        assert response.json()["count"] == 6
