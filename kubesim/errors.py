@@ -12,6 +12,8 @@ class ApiError(Exception):
     reason: str
     message: str
     details: dict[str, Any] = field(default_factory=dict)
+    # A conflict with the resourceVersion the client sent, rather than with a concurrent write.
+    sent_by_client: bool = False
 
     def __str__(self) -> str:
         return f"{self.code} {self.reason}: {self.message}"
@@ -53,12 +55,12 @@ def already_exists(group: str, plural: str, name: str) -> ApiError:
     return ApiError(409, "AlreadyExists", message, _details(group, plural, name))
 
 
-def conflict(group: str, plural: str, name: str) -> ApiError:
+def conflict(group: str, plural: str, name: str, *, by_client: bool = False) -> ApiError:
     message = (
         f'Operation cannot be fulfilled on {qualified(group, plural)} "{name}": the object '
         "has been modified; please apply your changes to the latest version and try again"
     )
-    return ApiError(409, "Conflict", message, _details(group, plural, name))
+    return ApiError(409, "Conflict", message, _details(group, plural, name), by_client)
 
 
 def invalid(group: str, kind: str, name: str, field_errors: list[Any]) -> ApiError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+from collections.abc import Callable
 from typing import Any
 
 from kubesim import errors, patch, tables
@@ -116,7 +117,7 @@ def save(
     subresource = target.subresource or ""
     sent_rv = new_served.get("metadata", {}).get("resourceVersion")
     if sent_rv and sent_rv != old["metadata"].get("resourceVersion"):
-        raise errors.conflict(target.kind.group, target.kind.plural, target.name)
+        raise errors.conflict(target.kind.group, target.kind.plural, target.name, by_client=True)
     old_served = served(target, old)
     new_served = merge_subresource(target, old_served, new_served, subresource)
     storage = to_valid_storage(target, new_served, old)
@@ -165,7 +166,24 @@ def patch_object(api: Any, request: Request, target: Any) -> Response:
     manager, force = _patch_options(request, content_type)
     body = patch.decode_patch(content_type, request.body)
     if content_type == patch.APPLY_PATCH:
-        return _apply(api, request, target, body, manager, force)
+        return _retry_on_conflict(lambda: _apply(api, request, target, body, manager, force))
+    return _retry_on_conflict(lambda: _patch(api, request, target, content_type, body))
+
+
+def _retry_on_conflict(attempt: Callable[[], Response], attempts: int = 20) -> Response:
+    """A patch applies to whatever is stored, like the API server's GuaranteedUpdate loop:
+    when a controller wrote the object meanwhile, patch the newer version again. A patch
+    that itself names a stale resourceVersion still gets the 409."""
+    for _ in range(attempts - 1):
+        try:
+            return attempt()
+        except errors.ApiError as error:
+            if error.reason != "Conflict" or "causes" in error.details or error.sent_by_client:
+                raise
+    return attempt()
+
+
+def _patch(api: Any, request: Request, target: Any, content_type: str, body: Any) -> Response:
     old = api.store.get(target.kind, target.namespace, target.name)
     patched = patch.apply_patch(content_type, served(target, old), body)
     if not isinstance(patched, dict):
@@ -191,7 +209,7 @@ def _apply(
     old = _get_or_none(api, target)
     sent_rv = body["metadata"].get("resourceVersion")
     if old and sent_rv and sent_rv != old["metadata"].get("resourceVersion"):
-        raise errors.conflict(target.kind.group, target.kind.plural, target.name)
+        raise errors.conflict(target.kind.group, target.kind.plural, target.name, by_client=True)
     live = served(target, old) if old else None
     if live is None and subresource:
         raise errors.not_found(target.kind.group, target.kind.plural, target.name)

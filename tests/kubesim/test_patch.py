@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from kubernetes import client
 
 from kubesim.errors import ApiError
+from kubesim.kinds import kind_for
 from kubesim.patch import json_patch, merge_patch, strategic_merge
 from tests.fixtures.kubesim import api_client, raw_request
 
@@ -154,3 +157,27 @@ def test_it_patches_a_claim_status_the_way_the_scheduler_unreserves(
         content_type="application/strategic-merge-patch+json",
     )
     assert [c["uid"] for c in response.json()["status"]["reservedFor"]] == ["u2"]
+
+
+def test_a_patch_never_fails_because_a_controller_wrote_meanwhile(kubesim_private):
+    namespaces = kind_for("", "namespaces")
+    core = client.CoreV1Api(api_client(kubesim_private))
+    core.create_namespace({"metadata": {"name": "busy"}})
+    stop = threading.Event()
+
+    def controller() -> None:
+        count = 0
+        while not stop.is_set():
+            ns = kubesim_private.store.get(namespaces, None, "busy")
+            ns["metadata"].setdefault("annotations", {})["tick"] = str(count := count + 1)
+            kubesim_private.store.update(namespaces, ns, check_rv=False)
+
+    writer = threading.Thread(target=controller)
+    writer.start()
+    try:
+        for index in range(20):
+            core.patch_namespace("busy", {"metadata": {"labels": {"n": str(index)}}})
+    finally:
+        stop.set()
+        writer.join()
+    assert core.read_namespace("busy").metadata.labels["n"] == "19"
