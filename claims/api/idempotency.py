@@ -37,18 +37,19 @@ def idempotent(view_method: View) -> View:
 
     @functools.wraps(view_method)
     def wrapper(view: Any, request: Request, *args: Any, **kwargs: Any) -> Response:
+        user: Any = request.user
         key = request.headers.get(HEADER)
         if key is None:
             return view_method(view, request, *args, **kwargs)
         key = _checked_key(key)
         fingerprint = _fingerprint(request)
         with transaction.atomic():
-            _forget_expired(request.user)
-            previous = _reserve(request.user, key, fingerprint)
+            _forget_expired(user)
+            previous = _reserve(user, key, fingerprint)
             if previous is not None:
                 return _replay(previous, fingerprint)
             response = view_method(view, request, *args, **kwargs)
-            IdempotencyRecord.objects.filter(user=request.user, key=key).update(
+            IdempotencyRecord.objects.filter(user=user, key=key).update(
                 status_code=response.status_code, response_body=response.data
             )
         return response

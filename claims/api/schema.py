@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter
@@ -42,7 +42,9 @@ class ApiSchema(AutoSchema):
             parameters = [*parameters, IDEMPOTENCY_KEY]
         return parameters
 
-    def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:
+    def _get_response_bodies(
+        self, direction: Literal["request", "response"] = "response"
+    ) -> dict[str, Any]:
         responses = super()._get_response_bodies(direction)
         for code in self._error_codes():
             responses.setdefault(str(code), self._error_response(code))

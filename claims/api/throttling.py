@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import throttling
 from rest_framework.settings import api_settings
 
 
-class _RateFromSettings:
-    scope: str
+def rate_for(scope: str | None) -> str | None:
+    # Read at request time (DRF reads it once, at import), so a changed setting applies.
+    rates: dict[str, Any] = api_settings.DEFAULT_THROTTLE_RATES
+    return rates.get(scope or "")
 
+
+class UserThrottle(throttling.UserRateThrottle):
     def get_rate(self) -> str | None:
-        # Read at request time (not at import, as DRF does), so a changed setting applies.
-        return api_settings.DEFAULT_THROTTLE_RATES[self.scope]
+        return rate_for(self.scope)
 
 
-class UserThrottle(_RateFromSettings, throttling.UserRateThrottle):
-    pass
-
-
-class AnonThrottle(_RateFromSettings, throttling.AnonRateThrottle):
-    pass
+class AnonThrottle(throttling.AnonRateThrottle):
+    def get_rate(self) -> str | None:
+        return rate_for(self.scope)

@@ -29,7 +29,7 @@ class Portal:
         self.session = requests.Session()
         self.session.headers["Authorization"] = f"Token {token}"
 
-    def get(self, path: str, **params: object) -> dict:
+    def get(self, path: str, **params: str | int) -> dict:
         response = self.session.get(self.url + path, params=params, timeout=90)
         response.raise_for_status()
         return response.json()

@@ -87,6 +87,7 @@ def test_it_refuses_a_key_it_cannot_keep(api: Api, namespace: NamespaceRequest) 
 def test_it_keeps_records_in_the_database(api: Api, namespace: NamespaceRequest) -> None:
     response = post_claim(api("alice"), namespace, "key-1")
     record = IdempotencyRecord.objects.get(key="key-1")
+    assert record.response_body is not None
     assert (record.status_code, record.response_body["id"]) == (201, response.json()["id"])
 
 

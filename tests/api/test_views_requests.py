@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -53,7 +54,7 @@ NAMESPACE_MATRIX = [
 ]
 
 
-def _fill(template: object, claim: ClaimRequest) -> object:
+def _fill(template: Any, claim: ClaimRequest) -> Any:
     ids = {
         "claim": claim.pk,
         "namespace": claim.namespace_request_id,
@@ -231,7 +232,7 @@ def test_it_refuses_an_unknown_state_filter(api: Api, claim: ClaimRequest) -> No
 
 
 def test_it_accepts_the_browser_session_only_with_csrf(
-    alice: object, namespace: NamespaceRequest
+    alice: User, namespace: NamespaceRequest
 ) -> None:
     client = APIClient(enforce_csrf_checks=True)
     client.force_login(alice)

@@ -10,7 +10,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from claims import observations
-from claims.models import Cluster, VerificationRun
+from claims.models import ClaimRequest, Cluster, VerificationRun
 from tests.api.conftest import REAL_OUTPUT, applied_claim, started_run
 
 Api = Callable[[str], APIClient]
@@ -57,7 +57,7 @@ def test_it_starts_the_seeds_pod1_on_the_claim(
 
 
 def test_it_explains_why_a_pending_claim_cannot_run(
-    api: Api, alice: User, carol: User, cluster: Cluster, claim: object
+    api: Api, alice: User, carol: User, cluster: Cluster, claim: ClaimRequest
 ) -> None:
     response = api("alice").post("/api/v1/runs/", {"claim": claim.pk}, format="json")
     assert response.status_code == 409

@@ -54,8 +54,8 @@ class ObjectApi(ApiView):
     def retrieve_after_wait(self, request: Request) -> Response:
         """GET, or with ?wait=&state= the answer once the state differs (long-poll)."""
         obj = self.get_object()
-        seconds, known = wait_params(request, type(obj))
-        if seconds and known == obj.state:
+        seconds, known = wait_params(request, list(obj.State.values))
+        if seconds and known is not None and known == obj.state:
             wait_for_state_change(type(obj), obj.pk, known, seconds)
             obj = self.get_object()
         return self.respond(obj)

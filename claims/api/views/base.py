@@ -13,6 +13,7 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.filters import OrderingFilter
 from rest_framework.generics import GenericAPIView
 from rest_framework.metadata import SimpleMetadata
+from rest_framework.pagination import BasePagination
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -37,7 +38,7 @@ class ApiView(GenericAPIView):
     authentication_classes = [TokenAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated]
     throttle_classes = [UserThrottle, AnonThrottle]
-    pagination_class = PageNumberPagination
+    pagination_class: type[BasePagination] | None = PageNumberPagination
     filter_backends = [DjangoFilterBackend, OrderingFilter]
     schema = ApiSchema()
     metadata_class = NoActionsMetadata

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import drf_spectacular_sidecar
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 from django.views.static import serve
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
@@ -36,6 +37,6 @@ class SwaggerUi(SpectacularSwaggerView):
         return f"{ASSET_URL}/favicon-32x32.png"
 
 
-def swagger_ui_asset(request: HttpRequest, filename: str) -> HttpResponse:
+def swagger_ui_asset(request: HttpRequest, filename: str) -> HttpResponseBase:
     """Only the few files Swagger UI needs, straight from the installed package."""
     return serve(request, filename, document_root=str(SWAGGER_UI_DIR))
