@@ -4,11 +4,13 @@ that contradicts the schema."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import schemathesis
 from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 from django.http import FileResponse
@@ -50,6 +52,10 @@ def test_it_serves_a_valid_openapi_3_schema(client: Client) -> None:
     document = response.json()
     assert document["openapi"].startswith("3.")
     assert "/api/v1/claims/{id}/approve/" in document["paths"]
+
+
+def test_it_builds_the_schema_without_warnings(tmp_path: Path) -> None:
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "s.yml"))
 
 
 def test_it_documents_every_operation_with_an_example(client: Client) -> None:
