@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,21 @@ def wait_for_file(path: Path, children: Children, timeout: float = 30) -> None:
         if children.first_exited() or time.monotonic() > deadline:
             raise CommandError(f"kubesim did not write {path}")
         time.sleep(0.1)
+
+
+def wait_for_web(url: str, children: Children, timeout: float = 60) -> None:
+    """Return once the web server answers, so the URL printed next works at once."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2).close()
+            return
+        except urllib.error.HTTPError:
+            return  # it answered, even if not with 200
+        except OSError:
+            if children.first_exited() or time.monotonic() > deadline:
+                raise CommandError(f"the web server did not answer at {url}") from None
+            time.sleep(0.2)
 
 
 class Command(BaseCommand):
@@ -129,9 +146,9 @@ class Command(BaseCommand):
 
     def start_web(self, children: Children, host: str, port: int) -> None:
         children.start("web", [PYTHON, "manage.py", "runserver", f"{host}:{port}", "--noreload"])
-        self.stdout.write(
-            self.style.SUCCESS(f"\nThe portal is at http://{host}:{port}/  (Ctrl-C stops it)\n")
-        )
+        url = f"http://{host}:{port}/"
+        wait_for_web(url + "accounts/login/", children)
+        self.stdout.write(self.style.SUCCESS(f"\nThe portal is at {url}  (Ctrl-C stops it)\n"))
 
     def wait(self, children: Children) -> None:
         while True:
