@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import re
 import secrets
 from typing import Any
@@ -21,6 +22,25 @@ def api_version_of(target: Any) -> str:
 
 def served(target: Any, stored: dict[str, Any]) -> dict[str, Any]:
     return target.kind.from_storage(stored, target.version)
+
+
+# JSON of stored objects as served, by (uid, resourceVersion, version): a stored version never
+# changes, so lists and watches encode each object once instead of converting it per request.
+_ENCODED: dict[tuple[str, str, str], bytes] = {}
+ENCODED_LIMIT = 20_000
+
+
+def encoded(target: Any, stored: dict[str, Any]) -> bytes:
+    meta = stored.get("metadata", {})
+    key = (meta.get("uid", ""), meta.get("resourceVersion", ""), api_version_of(target))
+    cached = _ENCODED.get(key)
+    if cached is None:
+        cached = json.dumps(served(target, stored), separators=(",", ":")).encode()
+        if key[0] and key[1]:
+            if len(_ENCODED) >= ENCODED_LIMIT:
+                _ENCODED.clear()
+            _ENCODED[key] = cached
+    return cached
 
 
 def decode_body(request: Request, target: Any) -> dict[str, Any]:

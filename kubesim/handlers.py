@@ -15,6 +15,7 @@ from kubesim.admission import (
     check_type,
     decode_body,
     dry_run,
+    encoded,
     field_validation,
     manager_name,
     merge_subresource,
@@ -49,11 +50,11 @@ def create(api: Any, request: Request, target: Any) -> Response:
 
 def get(api: Any, request: Request, target: Any) -> Response:
     stored = api.store.get(target.kind, target.namespace, target.name, copy=False)
-    obj = served(target, stored)
     if tables.wanted(request):
+        obj = served(target, stored)
         meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
         return json_response(200, tables.table(target.kind.plural, [obj], request, meta))
-    return json_response(200, obj)
+    return Response(200, encoded(target, stored))
 
 
 def _continue_token(rv: int, last_key: tuple[str, str]) -> str:
@@ -101,13 +102,16 @@ def list_objects(api: Any, request: Request, target: Any) -> Response:
     if tables.wanted(request):
         objs = [served(target, item) for item in items]
         return json_response(200, tables.table(target.kind.plural, objs, request, meta))
-    body = {
+    head = {
         "kind": f"{target.kind.kind}List",
         "apiVersion": api_version_of(target),
         "metadata": meta,
-        "items": [served(target, item) for item in items],
     }
-    return json_response(200, body)
+    items_json = b",".join(encoded(target, item) for item in items)
+    body = (
+        json.dumps(head, separators=(",", ":")).encode()[:-1] + b',"items":[' + items_json + b"]}"
+    )
+    return Response(200, body)
 
 
 def save(

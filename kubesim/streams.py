@@ -9,13 +9,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubesim import errors, tables
-from kubesim.admission import api_version_of, served
+from kubesim.admission import api_version_of, encoded, served
 from kubesim.handlers import selected_items
 from kubesim.selectors import field_matcher, label_matcher
 from kubesim.server import Request, Response, Stream
 
 DEFAULT_WATCH_SECONDS = 1800
 BOOKMARK_EVERY = 1.0
+
+
+def _encoded_line(event_type: str, obj_json: bytes) -> bytes:
+    return b'{"type":"' + event_type.encode() + b'","object":' + obj_json + b"}\n"
 
 
 def _line(event_type: str, obj: dict[str, Any]) -> bytes:
@@ -28,7 +32,7 @@ Encoder = Callable[[str, dict[str, Any]], bytes]
 def _encoder(request: Request, target: Any) -> Encoder:
     """Events as the served object, or as one-row Tables when kubectl asks for them."""
     if not tables.wanted(request):
-        return lambda event_type, stored: _line(event_type, served(target, stored))
+        return lambda event_type, stored: _encoded_line(event_type, encoded(target, stored))
     first = [True]
 
     def encode(event_type: str, stored: dict[str, Any]) -> bytes:

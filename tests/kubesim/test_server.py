@@ -363,3 +363,23 @@ def test_it_survives_broken_http_and_abandoned_connections(kubesim_cluster):
     with socket.create_connection((url.hostname, url.port), timeout=5):
         pass  # connect and leave without a TLS handshake
     assert raw_request(kubesim_cluster, "GET", "/version").status == 200
+
+
+def test_it_serves_each_version_and_each_change_fresh_from_its_encoding_cache(
+    kubesim_cluster, namespace
+):
+    beta = client.ResourceV1beta1Api(api_client(kubesim_cluster))
+    beta.create_namespaced_resource_claim(namespace, CLAIM_V1BETA1)
+    base = f"/apis/resource.k8s.io/{{}}/namespaces/{namespace}/resourceclaims"
+    for _ in range(2):
+        as_beta = raw_request(kubesim_cluster, "GET", base.format("v1beta1") + "/gpu-claim").json()
+        as_v1 = raw_request(kubesim_cluster, "GET", base.format("v1")).json()["items"][0]
+        assert as_beta["apiVersion"] == "resource.k8s.io/v1beta1"
+        assert "deviceClassName" in as_beta["spec"]["devices"]["requests"][0]
+        assert as_v1["apiVersion"] == "resource.k8s.io/v1"
+        assert "exactly" in as_v1["spec"]["devices"]["requests"][0]
+    beta.patch_namespaced_resource_claim(
+        "gpu-claim", namespace, {"metadata": {"labels": {"a": "b"}}}
+    )
+    relisted = raw_request(kubesim_cluster, "GET", base.format("v1")).json()["items"][0]
+    assert relisted["metadata"]["labels"] == {"a": "b"}
