@@ -360,3 +360,22 @@ def test_it_deletes_an_active_namespace_with_its_claims(
     claim.refresh_from_db()
     assert (namespace.state, claim.state) == ("deleting", "released")
     assert len(callbacks) == 1  # delete the namespace (its claims go with it)
+
+
+def test_it_withdraws_a_pending_namespace_and_its_claims(
+    namespace: NamespaceRequest, alice: User, django_capture_on_commit_callbacks: object
+) -> None:
+    claim = submit_claim(alice, namespace)
+    with django_capture_on_commit_callbacks() as callbacks:  # type: ignore[operator]
+        services.namespace_request_delete(user=alice, namespace_request=namespace)
+    claim.refresh_from_db()
+    assert (namespace.state, claim.state) == ("deleted", "rejected")
+    assert callbacks == []  # nothing was in the cluster
+
+
+def test_it_retries_a_failed_namespace(namespace: NamespaceRequest, alice: User, bob: User) -> None:
+    transition(namespace, to="failed", allowed=("pending",), message="forbidden")
+    with pytest.raises(PermissionDenied):
+        services.namespace_request_retry(user=bob, namespace_request=namespace)
+    services.namespace_request_retry(user=alice, namespace_request=namespace)
+    assert namespace.state == "approved"

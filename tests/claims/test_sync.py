@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.utils import timezone
 
 from claims import cluster_ops, services, sync
 from claims.kube import manifests
@@ -173,3 +174,28 @@ def test_it_follows_a_short_run_closely_enough_to_see_its_gpu(
     assert run.state == "succeeded"
     [device] = run.devices
     assert device["attributes"]["productName"] == run.device_name
+
+
+def test_it_lets_one_worker_sync_a_cluster_at_a_time(cluster: Cluster) -> None:
+    now = timezone.now()
+    Cluster.objects.filter(pk=cluster.pk).update(sync_started_at=now)
+    assert not sync.sync_cluster(cluster)
+    # A worker that died holding the cluster frees it after a while.
+    Cluster.objects.filter(pk=cluster.pk).update(sync_started_at=now - sync.SYNC_LEASE * 2)
+    assert sync.sync_cluster(cluster)
+    assert Cluster.objects.get(pk=cluster.pk).sync_started_at is None
+
+
+def test_it_records_why_the_cluster_could_not_be_read(
+    alice: User, cluster: Cluster, kubesim_cluster: Any
+) -> None:
+    applied_claims(alice, cluster, 1)
+    fault = {"path": "resourceclaims$", "error_codes": [503], "error_rate": 1.0}
+    kubesim_cluster.admin("POST", "/_kubesim/faults", json=fault)
+    try:
+        assert sync.sync_cluster(cluster)
+    finally:
+        kubesim_cluster.admin("DELETE", "/_kubesim/faults")
+    assert "503" in Cluster.objects.get(pk=cluster.pk).last_error
+    sync.sync_cluster(cluster)
+    assert Cluster.objects.get(pk=cluster.pk).last_error == ""
