@@ -116,8 +116,6 @@ class ClaimRequest(models.Model):
         FAILED = "failed", "failed"
 
     FINAL_STATES = (State.RELEASED, State.REJECTED)
-    # The request the pod spec and the resource claim use; the seed calls it "gpu".
-    REQUEST_NAME = "gpu"
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="+")
     namespace_request = models.ForeignKey(

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from claims import logparse
 from claims.models import ClaimRequest, NamespaceRequest, RunLog, VerificationRun
-from claims.transitions import enqueue, transition, update_fields
+from claims.transitions import transition, update_fields
 
 NS = NamespaceRequest.State
 CS = ClaimRequest.State
@@ -193,7 +193,3 @@ def run_finished(*, run: VerificationRun, phase: str, message: str = "") -> bool
         compute_capability=(device.compute_capability or "") if device else "",
         memory_mib=device.memory_mib if device else None,
     )
-
-
-def reconcile_enqueue(task_name: str, *args: Any) -> None:
-    enqueue(task_name, *args)
