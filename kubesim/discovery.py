@@ -6,6 +6,8 @@ from typing import Any
 
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "log": ["get"], "binding": ["create"]}
+# Served kinds that `kubectl get all` lists, as upstream marks them.
+CATEGORY_ALL = ("pods",)
 BUILD_DATE = "2025-09-09T19:44:36Z"
 
 
@@ -71,6 +73,8 @@ def _resource(kind: Any) -> dict[str, Any]:
     }
     if kind.short_names:
         resource["shortNames"] = list(kind.short_names)
+    if kind.plural in CATEGORY_ALL:
+        resource["categories"] = ["all"]
     return resource
 
 

@@ -25,6 +25,7 @@ def test_it_lists_the_core_version_and_resources(kubesim_cluster):
     assert pods["namespaced"] is True
     assert pods["kind"] == "Pod"
     assert "watch" in pods["verbs"]
+    assert pods["categories"] == ["all"]
 
 
 def test_it_lists_the_served_resource_versions_preferring_v1(kubesim_cluster):
