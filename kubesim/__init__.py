@@ -15,6 +15,7 @@ import secrets
 import ssl
 import tempfile
 import threading
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,8 +53,15 @@ class Handle:
         request.add_header("Authorization", f"Bearer {self.token}")
         request.add_header("Content-Type", "application/json")
         context = ssl.create_default_context(cadata=self.ca_pem.decode())
-        with urllib.request.urlopen(request, context=context, timeout=30) as response:
-            return jsonlib.loads(response.read() or b"{}")
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=30) as response:
+                return jsonlib.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as error:
+            # An API error comes back as its Status object, as the API server wrote it.
+            body = error.read()
+            if not error.headers.get("Content-Type", "").startswith("application/json"):
+                raise
+            return jsonlib.loads(body)
 
     @property
     def store(self) -> Store:

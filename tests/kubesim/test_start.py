@@ -128,3 +128,11 @@ def test_the_cli_refuses_an_unknown_served_version():
     )
     assert result.returncode == 2
     assert "choose from v1, v1beta2, v1beta1" in result.stderr
+
+
+def test_the_handle_calls_any_path_and_returns_api_errors_as_status(kubesim_cluster):
+    assert kubesim_cluster.admin("GET", "/_kubesim/healthz") == {"ok": True}
+    listed = kubesim_cluster.admin("GET", "/api/v1/namespaces")
+    assert listed["kind"] == "NamespaceList"
+    missing = kubesim_cluster.admin("GET", "/api/v1/namespaces/nope")
+    assert (missing["kind"], missing["code"]) == ("Status", 404)
