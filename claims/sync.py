@@ -104,8 +104,11 @@ def refresh_inventory(cluster: Cluster, gateway: ClusterGateway | None = None) -
     )
 
 
-def _sync_claims(cluster: Cluster, gateway: ClusterGateway) -> dict[int, dict | None]:
-    """Follow allocation of every applied claim; returns claim id → current allocation."""
+Allocations = dict[int, tuple[dict | None, dict | None]]
+
+
+def _sync_claims(cluster: Cluster, gateway: ClusterGateway) -> Allocations:
+    """Follow allocation of every applied claim; returns claim id → (now, before)."""
     claims = list(
         ClaimRequest.objects.filter(
             namespace_request__cluster=cluster, state__in=FOLLOWED_CLAIMS
@@ -115,14 +118,14 @@ def _sync_claims(cluster: Cluster, gateway: ClusterGateway) -> dict[int, dict | 
         return {}
     listed_at = timezone.now()
     observed = {(c.namespace, c.name): c for c in gateway.list_claims(MANAGED)}
-    allocations: dict[int, dict | None] = {}
+    allocations: Allocations = {}
     for claim in claims:
         state = observed.get((claim.namespace, claim.name))
         if state is None:
             _claim_missing(claim, listed_at)
             continue
         allocation = _allocation(cluster, state)
-        allocations[claim.pk] = allocation
+        allocations[claim.pk] = (allocation, claim.allocation)
         observations.claim_allocation_seen(claim_request=claim, allocation=allocation)
     return allocations
 
@@ -144,9 +147,7 @@ def _allocation(cluster: Cluster, state: ClaimState) -> dict[str, Any] | None:
     }
 
 
-def _sync_runs(
-    cluster: Cluster, gateway: ClusterGateway, allocations: dict[int, dict | None]
-) -> bool:
+def _sync_runs(cluster: Cluster, gateway: ClusterGateway, allocations: Allocations) -> bool:
     runs = list(
         VerificationRun.objects.filter(
             claim__namespace_request__cluster=cluster, state__in=FOLLOWED_RUNS
@@ -161,9 +162,23 @@ def _sync_runs(
         if pod is None:
             _pod_missing(run, listed_at)
             continue
-        allocation = allocations.get(run.claim_id) or run.claim.allocation
-        _follow_pod(run, pod, gateway, allocation)
+        now, before = allocations.get(run.claim_id, (None, None))
+        _follow_pod(run, pod, gateway, _devices_of(run, pod, now, before))
     return any(not run.is_final for run in runs)
+
+
+def _devices_of(
+    run: VerificationRun, pod: PodState, now: dict | None, before: dict | None
+) -> list | None:
+    """The devices the run's Pod got: the claim's allocation now, or the one seen before if it
+    was reserved for this Pod (a short Pod may have given its GPU back by this look)."""
+    if not pod.node:
+        return None
+    if now:
+        return now["devices"]
+    if before and run.pod_name in before.get("reserved_for", []):
+        return before.get("devices")
+    return None
 
 
 def _pod_missing(run: VerificationRun, listed_at: Any) -> None:
@@ -172,9 +187,8 @@ def _pod_missing(run: VerificationRun, listed_at: Any) -> None:
 
 
 def _follow_pod(
-    run: VerificationRun, pod: PodState, gateway: ClusterGateway, allocation: dict | None
+    run: VerificationRun, pod: PodState, gateway: ClusterGateway, devices: list | None
 ) -> None:
-    devices = (allocation or {}).get("devices") if pod.node else None
     message = pod.message or pod.reason
     observations.run_pod_observed(
         run=run,

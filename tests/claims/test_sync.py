@@ -199,3 +199,25 @@ def test_it_records_why_the_cluster_could_not_be_read(
     assert "503" in Cluster.objects.get(pk=cluster.pk).last_error
     sync.sync_cluster(cluster)
     assert Cluster.objects.get(pk=cluster.pk).last_error == ""
+
+
+def test_it_keeps_the_gpu_a_finished_run_was_last_seen_with(
+    alice: User, cluster: Cluster, kubesim_cluster: Any
+) -> None:
+    [claim] = applied_claims(alice, cluster, 1)
+    run = services.verification_run_start(user=alice, claim_request=claim)
+    cluster_ops.start_run(run)
+
+    def pod_done() -> bool:
+        path = f"/api/v1/namespaces/{claim.namespace}/pods/{run.pod_name}"
+        return kubesim_cluster.admin("GET", path)["status"].get("phase") == "Succeeded"
+
+    wait_until(pod_done, timeout=10)
+    # The previous look saw the claim reserved for this Pod; by now DRA has freed the GPU.
+    seen = {"node": "gpu-node-1", "reserved_for": [run.pod_name], "devices": [{"device": "gpu-3"}]}
+    ClaimRequest.objects.filter(pk=claim.pk).update(state="in_use", allocation=seen)
+    sync.sync_cluster(cluster)
+    run.refresh_from_db()
+    assert run.state == "succeeded"
+    assert run.devices == [{"device": "gpu-3"}]
+    assert ClaimRequest.objects.get(pk=claim.pk).state == "waiting"
