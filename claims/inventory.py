@@ -6,6 +6,7 @@ as the scheduler does, so "count more than the cluster has" is checked against r
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import asdict
 from typing import Any
@@ -31,13 +32,19 @@ def device_for_cel(device: dict[str, Any]) -> dict[str, Any]:
     return {"driver": driver, "attributes": attributes, "capacity": capacity}
 
 
+@functools.lru_cache(maxsize=512)
+def _program(expression: str) -> Any:
+    # Compiled once per expression: a real cluster has many devices and few classes.
+    env = celpy.Environment()
+    return env.program(env.compile(expression))
+
+
 def matches(expressions: list[str], device: dict[str, Any]) -> bool:
     """True when every expression holds for the device; an evaluation error is a no."""
-    env = celpy.Environment()
     activation = {"device": celpy.json_to_cel(device_for_cel(device))}
     for expression in expressions:
         try:
-            if not env.program(env.compile(expression)).evaluate(activation):
+            if not _program(expression).evaluate(activation):
                 return False
         except Exception as error:  # CEL errors mean "does not match", as in the scheduler
             log.debug("CEL %r on %s: %s", expression, device.get("name"), error)

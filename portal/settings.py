@@ -98,8 +98,9 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # A file, not memory, so a Celery worker subprocess can share the test database.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_portal.sqlite3")}
+    # A file, not memory, so a Celery worker subprocess can share the test database; one per
+    # test run, so runs started side by side in one checkout do not share it.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test_portal_{os.getpid()}.sqlite3")}
     DATABASES["default"].setdefault("OPTIONS", {})
     DATABASES["default"]["OPTIONS"].update(
         {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
