@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 from pathlib import Path
 
 import pytest
@@ -130,9 +131,10 @@ def test_the_cli_refuses_an_unknown_served_version():
     assert "choose from v1, v1beta2, v1beta1" in result.stderr
 
 
-def test_the_handle_calls_any_path_and_returns_api_errors_as_status(kubesim_cluster):
+def test_the_handle_calls_any_path_and_raises_on_api_errors(kubesim_cluster):
     assert kubesim_cluster.admin("GET", "/_kubesim/healthz") == {"ok": True}
     listed = kubesim_cluster.admin("GET", "/api/v1/namespaces")
     assert listed["kind"] == "NamespaceList"
-    missing = kubesim_cluster.admin("GET", "/api/v1/namespaces/nope")
-    assert (missing["kind"], missing["code"]) == ("Status", 404)
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        kubesim_cluster.admin("GET", "/api/v1/namespaces/nope")
+    assert caught.value.code == 404
