@@ -7,7 +7,9 @@ from typing import Any
 from django.db.models import QuerySet
 from django.http import Http404
 
+from claims.kube import manifests
 from claims.models import AuditEvent, ClaimRequest, Cluster, NamespaceRequest, VerificationRun
+from claims.transitions import KINDS
 
 APPROVERS_GROUP = "approvers"
 
@@ -82,8 +84,6 @@ def approval_queue(*, user: Any) -> dict[str, QuerySet]:
 
 
 def events_for(obj: NamespaceRequest | ClaimRequest | VerificationRun) -> QuerySet[AuditEvent]:
-    from claims.transitions import KINDS
-
     return AuditEvent.objects.filter(object_kind=KINDS[type(obj)], object_id=obj.pk).select_related(
         "actor"
     )
@@ -114,8 +114,6 @@ def claim_manifest_preview(
     selector: str = "",
 ) -> dict[str, Any]:
     """The ResourceClaim manifest a claim request would produce (before it exists)."""
-    from claims.kube import manifests
-
     return manifests.resource_claim_manifest(
         api_version=cluster.preferred_resource_version or "v1",
         namespace=namespace,
