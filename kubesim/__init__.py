@@ -7,7 +7,6 @@ serve` runs one from the command line (docs/kubesim.md).
 from __future__ import annotations
 
 import base64
-import importlib
 import json as jsonlib
 import logging
 import os
@@ -23,10 +22,14 @@ import yaml
 
 from kubesim import certs
 from kubesim.faults import Faults, parse_fault
+from kubesim.kubelet import Kubelet
 from kubesim.namespaces import NamespaceFinalizer
 from kubesim.routes import Api
+from kubesim.scheduler import Scheduler
 from kubesim.server import ApiServer, serve_in_thread
 from kubesim.store import Store
+from kubesim.topology import Topology, seed
+from kubesim.topology import load as load_topology
 
 __all__ = ["Handle", "start"]
 log = logging.getLogger("kubesim")
@@ -80,48 +83,29 @@ class Handle:
         self.stop()
 
 
-def _optional(module: str) -> Any:
-    """A module of the DRA half, or None while it is not there yet."""
-    try:
-        return importlib.import_module(f"kubesim.{module}")
-    except ImportError as exc:
-        if exc.name != f"kubesim.{module}":
-            raise
-        log.warning("kubesim.%s is not available; running without it", module)
-        return None
-
-
-def _bootstrap(store: Store, kinds: dict, topology_module: Any, topology: Any) -> None:
+def _bootstrap(store: Store, kinds: dict, cluster: Topology, k8s_version: str) -> None:
     namespaces = kinds[("", "namespaces")]
     for name in DEFAULT_NAMESPACES:
-        if not store.list(namespaces, field_selector=lambda o, n=name: o["metadata"]["name"] == n)[
-            0
-        ]:
+        if not store.exists(namespaces, None, name):
             obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
             namespaces.apply_defaults(obj)
             store.create(namespaces, obj)
-    if topology is None or store.has_objects("", "nodes"):
-        return
-    if hasattr(topology_module, "seed"):
-        topology_module.seed(store, topology)
-    else:
-        for kind, obj in topology.bootstrap_objects():
-            store.create(kind, obj)
+    if not store.has_objects("", "nodes"):  # a --state file brings its own
+        seed(store, cluster, k8s_version=k8s_version)
 
 
-def _controllers(store: Store, topology: Any, speed: float) -> tuple[list[Any], Any]:
-    started: list[Any] = []
-    kubelet = None
-    scheduler_module, kubelet_module = _optional("scheduler"), _optional("kubelet")
-    if scheduler_module and topology is not None:
-        scheduler = scheduler_module.Scheduler(store, topology)
-        scheduler.start()
-        started.append(scheduler)
-    if kubelet_module and topology is not None:
-        kubelet = kubelet_module.Kubelet(store, topology, speed)
-        kubelet.start()
-        started.append(kubelet)
-    return started, kubelet
+def writes_allocation_timestamp(k8s_version: str) -> bool:
+    """Kubernetes 1.34 added status.allocation.allocationTimestamp; 1.33 never writes it."""
+    major, minor = (int(part) for part in k8s_version.lstrip("v").split(".")[:2])
+    return (major, minor) >= (1, 34)
+
+
+def _controllers(
+    store: Store, cluster: Topology, speed: float, k8s_version: str
+) -> tuple[Scheduler, Kubelet]:
+    timestamp = writes_allocation_timestamp(k8s_version)
+    scheduler = Scheduler(store, cluster, allocation_timestamp=timestamp).start()
+    return scheduler, Kubelet(store, cluster, speed).start()
 
 
 class _StateSaver:
@@ -222,9 +206,8 @@ def start(
 
     token = token or secrets.token_urlsafe(24)
     store = Store(state_path=state)
-    topology_module = _optional("topology")
-    cluster_topology = topology_module.load(topology) if topology_module else None
-    _bootstrap(store, KINDS, topology_module, cluster_topology)
+    cluster = load_topology(topology)
+    _bootstrap(store, KINDS, cluster, k8s_version)
     api = Api(
         store=store,
         kinds=KINDS,
@@ -235,10 +218,10 @@ def start(
     bundle = certs.generate((host,))
     server = ApiServer((host, port), api, token, bundle)
     url = _url(server, api)
-    controllers, api.kubelet = _controllers(store, cluster_topology, speed)
+    scheduler, api.kubelet = _controllers(store, cluster, speed, k8s_version)
     finalizer = NamespaceFinalizer(store, KINDS)
     finalizer.start()
-    stoppables = [*controllers, finalizer, *([_StateSaver(store)] if state else [])]
+    stoppables = [scheduler, api.kubelet, finalizer, *([_StateSaver(store)] if state else [])]
     serve_in_thread(server)
     temporary = kubeconfig is None
     kubeconfig = kubeconfig or _temporary_path()

@@ -85,18 +85,9 @@ def _with_version(obj: dict, version: str) -> dict:
     return converted
 
 
-def _strip_allocation_timestamp(obj: dict) -> None:
-    """Beta versions are served in their 1.33 shape, which has no allocationTimestamp."""
-    allocation = (obj.get("status") or {}).get("allocation")
-    if isinstance(allocation, dict):
-        allocation.pop("allocationTimestamp", None)
-
-
 def _convert(obj: dict, kind: str, version: str, *, to_v1: bool) -> dict:
     target = STORAGE_VERSION if to_v1 else version
     converted = _with_version(obj, target)
-    if not to_v1 and version != STORAGE_VERSION:
-        _strip_allocation_timestamp(converted)
     if version != "v1beta1":
         return converted
     convert_request = request_to_v1 if to_v1 else request_to_v1beta1

@@ -13,7 +13,6 @@ import json
 from importlib import resources
 from typing import Any
 
-BETA_RELEASE = "v1.33.0"
 FIELD_VALIDATION = {
     "name": "fieldValidation",
     "in": "query",
@@ -29,10 +28,10 @@ PATCH_CONTENT_TYPES = (
 
 
 def _release(k8s_version: str, version: str) -> str:
-    if version.startswith("v1beta"):
-        return BETA_RELEASE
+    """The upstream schemas of the release served (resource.k8s.io/v1 exists from 1.34 on)."""
     minor = int(k8s_version.lstrip("v").split(".")[1])
-    return f"v1.{min(max(minor, 33), 37)}.0"
+    lowest = 34 if version == "v1" else 33
+    return f"v1.{min(max(minor, lowest), 37)}.0"
 
 
 @functools.cache

@@ -17,6 +17,7 @@ from kubesim.cuda import MIG_PROFILES, MODELS, GpuModel, MigProfile
 
 DRIVER = "gpu.nvidia.com"
 DEFAULT_PATH = Path(__file__).parent / "topologies" / "default.yaml"
+DEFAULT_K8S_VERSION = "1.34.1"
 DEFAULT_IMAGES = (
     "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
     "nvcr.io/nvidia/k8s/cuda-sample:devicequery",
@@ -207,7 +208,7 @@ def load(path: str | Path | None = None) -> Topology:
         raise TopologyError(f"{path}: {error}") from None
 
 
-def _node_info(name: str) -> dict:
+def _node_info(name: str, k8s_version: str) -> dict:
     machine = hashlib.sha256(name.encode()).hexdigest()
     return {
         "machineID": machine[:32],
@@ -216,14 +217,14 @@ def _node_info(name: str) -> dict:
         "kernelVersion": "5.15.0-139-generic",
         "osImage": "Ubuntu 22.04.5 LTS",
         "containerRuntimeVersion": "containerd://1.7.27",
-        "kubeletVersion": "v1.34.1",
+        "kubeletVersion": f"v{k8s_version.lstrip('v')}",
         "kubeProxyVersion": "",
         "operatingSystem": "linux",
         "architecture": "amd64",
     }
 
 
-def node_object(topology: Topology, name: str) -> dict:
+def node_object(topology: Topology, name: str, k8s_version: str = DEFAULT_K8S_VERSION) -> dict:
     labels = {
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
@@ -243,7 +244,7 @@ def node_object(topology: Topology, name: str) -> dict:
             }
         ],
         "addresses": [{"type": "Hostname", "address": name}],
-        "nodeInfo": _node_info(name),
+        "nodeInfo": _node_info(name, k8s_version),
     }
     return {
         "apiVersion": "v1",
@@ -290,13 +291,14 @@ def device_class_objects(topology: Topology) -> list[dict]:
     ]
 
 
-def seed(store: Any, topology: Topology) -> None:
-    """Create the Nodes, ResourceSlices and DeviceClasses of `topology` in an empty store."""
+def seed(store: Any, topology: Topology, *, k8s_version: str = DEFAULT_K8S_VERSION) -> None:
+    """Create the Nodes, ResourceSlices and DeviceClasses of `topology` in an empty store;
+    the kubelets report `k8s_version`."""
     from kubesim.kinds import kind_for
 
     nodes, slices = kind_for("", "nodes"), kind_for("resource.k8s.io", "resourceslices")
     for name in topology.node_names:
-        node = store.create(nodes, node_object(topology, name))
+        node = store.create(nodes, node_object(topology, name, k8s_version))
         if topology.devices_by_node[name]:  # the driver runs on GPU nodes only
             store.create(slices, slice_object(topology, name, node["metadata"]["uid"]))
     for device_class in device_class_objects(topology):

@@ -84,6 +84,20 @@ def test_it_marks_patch_operations_with_their_kind_and_field_validation(kubesim_
     assert claim["properties"]["spec"]["$ref"].startswith("#/components/schemas/")
 
 
+def allocation_result_fields(cluster: kubesim.Handle, version: str) -> set[str]:
+    path = f"/openapi/v3/apis/resource.k8s.io/{version}"
+    schemas = raw_request(cluster, "GET", path).json()["components"]["schemas"]
+    return set(schemas[f"io.k8s.api.resource.{version}.AllocationResult"]["properties"])
+
+
+def test_it_describes_beta_versions_as_the_release_served_does(
+    kubesim_cluster, kubesim_v1beta1_cluster
+):
+    assert "allocationTimestamp" in allocation_result_fields(kubesim_cluster, "v1beta2")
+    assert "allocationTimestamp" in allocation_result_fields(kubesim_cluster, "v1beta1")
+    assert "allocationTimestamp" not in allocation_result_fields(kubesim_v1beta1_cluster, "v1beta1")
+
+
 def test_it_answers_404_for_an_unknown_openapi_document(kubesim_cluster):
     response = raw_request(kubesim_cluster, "GET", "/openapi/v3/apis/nosuch.io/v1")
     assert response.status == 404

@@ -101,10 +101,12 @@ def test_it_serves_v1_objects_that_validate_against_1_34(kubesim_cluster: kubesi
     assert_valid(objects, "1.34", "1.34")
 
 
-def test_it_serves_v1beta2_objects_that_validate_against_1_33(
+def test_it_serves_v1beta2_of_a_1_34_cluster_with_the_allocation_timestamp(
     kubesim_cluster: kubesim.Handle,
 ) -> None:
-    assert_valid(served_objects(kubesim_cluster, "v1beta2", CLAIM_REQUEST_V1), "1.33", "1.34")
+    objects = served_objects(kubesim_cluster, "v1beta2", CLAIM_REQUEST_V1)
+    assert objects[0]["status"]["allocation"]["allocationTimestamp"]
+    assert_valid(objects, "1.34", "1.34")
 
 
 def test_it_serves_v1beta1_objects_that_validate_against_1_33(
@@ -113,3 +115,25 @@ def test_it_serves_v1beta1_objects_that_validate_against_1_33(
     objects = served_objects(kubesim_v1beta1_cluster, "v1beta1", CLAIM_REQUEST_V1BETA1)
     assert objects[0]["status"]["allocation"]["devices"]["results"][0]["driver"] == "gpu.nvidia.com"
     assert_valid(objects, "1.33", "1.33")
+
+
+def test_it_never_writes_the_allocation_timestamp_on_a_1_33_cluster(
+    kubesim_v1beta1_cluster: kubesim.Handle,
+) -> None:
+    store = kubesim_v1beta1_cluster.store
+    since = store.resource_version
+    served = served_objects(kubesim_v1beta1_cluster, "v1beta1", CLAIM_REQUEST_V1BETA1)[0]
+    assert "allocationTimestamp" not in served["status"]["allocation"]
+    stored = [
+        event.obj["status"]["allocation"]
+        for event in store.events_since(since)
+        if event.obj["kind"] == "ResourceClaim" and event.obj.get("status", {}).get("allocation")
+    ]
+    assert stored and all("allocationTimestamp" not in allocation for allocation in stored)
+
+
+@pytest.mark.parametrize("k8s_version", ["1.33.5", "1.34.1"])
+def test_its_nodes_report_the_served_kubernetes_version(k8s_version: str) -> None:
+    with kubesim.start(k8s_version=k8s_version) as handle:
+        nodes = handle.admin("GET", "/api/v1/nodes")["items"]
+    assert {node["status"]["nodeInfo"]["kubeletVersion"] for node in nodes} == {f"v{k8s_version}"}
