@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Count, Max, QuerySet
 from django.http import Http404
 
-from claims.kube import manifests
 from claims.models import AuditEvent, ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 from claims.transitions import KINDS
 
@@ -83,6 +83,27 @@ def approval_queue(*, user: Any) -> dict[str, QuerySet]:
     }
 
 
+def approval_count(user: Any) -> int:
+    """How many requests wait for a decision (the number on the menu's Approvals link)."""
+    queue = approval_queue(user=user)
+    return queue["namespaces"].count() + queue["claims"].count()
+
+
+def dashboard_fingerprint(*, user: Any) -> str:
+    """Changes whenever a request or run the user may see is added, changed or removed.
+
+    A few small aggregate queries, so an idle dashboard can ask often without rendering.
+    """
+    scope = {} if user_is_approver(user) else {"owner": user}
+    parts = []
+    for model in (NamespaceRequest, ClaimRequest, VerificationRun):
+        seen = model.objects.filter(**scope).aggregate(
+            rows=Count("pk"), newest=Max("pk"), changed=Max("updated")
+        )
+        parts.append(f"{seen['rows']}:{seen['newest']}:{seen['changed']}")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
 def events_for(obj: NamespaceRequest | ClaimRequest | VerificationRun) -> QuerySet[AuditEvent]:
     return AuditEvent.objects.filter(object_kind=KINDS[type(obj)], object_id=obj.pk).select_related(
         "actor"
@@ -101,26 +122,3 @@ def device_classes(*, cluster: Cluster) -> list[dict[str, Any]]:
         {**dc, "device_count": counts.get(dc["name"], 0)}
         for dc in cluster.inventory.get("device_classes", [])
     ]
-
-
-def claim_manifest_preview(
-    *,
-    cluster: Cluster,
-    namespace: str,
-    name: str,
-    device_class: str,
-    count: int | None,
-    all_devices: bool = False,
-    selector: str = "",
-) -> dict[str, Any]:
-    """The ResourceClaim manifest a claim request would produce (before it exists)."""
-    return manifests.resource_claim_manifest(
-        api_version=cluster.preferred_resource_version or "v1",
-        namespace=namespace,
-        name=name,
-        device_class=device_class,
-        count=None if all_devices else count,
-        all_devices=all_devices,
-        selector=selector,
-        labels={"gpu-portal.io/namespace-request": "", "gpu-portal.io/claim-request": ""},
-    )

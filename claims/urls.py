@@ -2,6 +2,9 @@ from django.urls import path
 
 from claims import views
 
+NS = {"kind": "namespace"}
+CLAIM = {"kind": "claim"}
+
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("namespaces/new/", views.namespace_request_create, name="namespace-request"),
@@ -15,10 +18,10 @@ urlpatterns = [
     path("claims/<int:pk>/verify/", views.claim_verify, name="claim-verify"),
     path("runs/<int:pk>/", views.run_detail, name="run"),
     path("approvals/", views.approvals, name="approvals"),
-    path("approvals/ns/<int:pk>/approve/", views.namespace_approve, name="namespace-approve"),
-    path("approvals/ns/<int:pk>/reject/", views.namespace_reject, name="namespace-reject"),
-    path("approvals/claims/<int:pk>/approve/", views.claim_approve, name="claim-approve"),
-    path("approvals/claims/<int:pk>/reject/", views.claim_reject, name="claim-reject"),
+    path("approvals/ns/<int:pk>/approve/", views.request_approve, NS, name="namespace-approve"),
+    path("approvals/ns/<int:pk>/reject/", views.request_reject, NS, name="namespace-reject"),
+    path("approvals/claims/<int:pk>/approve/", views.request_approve, CLAIM, name="claim-approve"),
+    path("approvals/claims/<int:pk>/reject/", views.request_reject, CLAIM, name="claim-reject"),
     path("clusters/", views.cluster_list, name="clusters"),
     path("clusters/<int:pk>/", views.cluster_detail, name="cluster"),
 ]

@@ -1,12 +1,6 @@
 """The portal's web pages, one module per area."""
 
-from claims.views.approvals import (
-    approvals,
-    claim_approve,
-    claim_reject,
-    namespace_approve,
-    namespace_reject,
-)
+from claims.views.approvals import approvals, request_approve, request_reject
 from claims.views.claims import claim_detail, claim_release, claim_retry, claim_verify, run_detail
 from claims.views.clusters import cluster_detail, cluster_list
 from claims.views.requests import (
@@ -20,9 +14,7 @@ from claims.views.requests import (
 
 __all__ = [
     "approvals",
-    "claim_approve",
     "claim_detail",
-    "claim_reject",
     "claim_release",
     "claim_request_create",
     "claim_request_preview",
@@ -31,10 +23,10 @@ __all__ = [
     "cluster_detail",
     "cluster_list",
     "dashboard",
-    "namespace_approve",
     "namespace_delete",
-    "namespace_reject",
     "namespace_request_create",
     "namespace_retry",
+    "request_approve",
+    "request_reject",
     "run_detail",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import messages
@@ -35,51 +36,49 @@ def approvals(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, "claims/approvals.html", context)
 
 
-@login_required
-@require_POST
-def namespace_approve(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    ns = _pending_item(request, NamespaceRequest, pk)
-    return _decide(
-        request,
-        ns,
-        lambda: services.namespace_request_approve(user=request.user, namespace_request=ns),
-    )
+@dataclass(frozen=True)
+class Decision:
+    """What approving or rejecting one kind of request calls, and the row it redraws."""
+
+    model: type[NamespaceRequest] | type[ClaimRequest]
+    argument: str
+    approve: Callable[..., Any]
+    reject: Callable[..., Any]
+
+
+DECISIONS = {
+    "namespace": Decision(
+        NamespaceRequest,
+        "namespace_request",
+        services.namespace_request_approve,
+        services.namespace_request_reject,
+    ),
+    "claim": Decision(
+        ClaimRequest,
+        "claim_request",
+        services.claim_request_approve,
+        services.claim_request_reject,
+    ),
+}
 
 
 @login_required
 @require_POST
-def namespace_reject(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    ns = _pending_item(request, NamespaceRequest, pk)
+def request_approve(request: HtmxHttpRequest, kind: str, pk: int) -> HttpResponse:
+    decision = DECISIONS[kind]
+    item = _pending_item(request, decision.model, pk)
+    target = {decision.argument: item}
+    return _decide(request, item, lambda: decision.approve(user=request.user, **target))
+
+
+@login_required
+@require_POST
+def request_reject(request: HtmxHttpRequest, kind: str, pk: int) -> HttpResponse:
+    decision = DECISIONS[kind]
+    item = _pending_item(request, decision.model, pk)
+    target = {decision.argument: item}
     return _reject(
-        request,
-        ns,
-        lambda reason: services.namespace_request_reject(
-            user=request.user, namespace_request=ns, reason=reason
-        ),
-    )
-
-
-@login_required
-@require_POST
-def claim_approve(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    claim = _pending_item(request, ClaimRequest, pk)
-    return _decide(
-        request,
-        claim,
-        lambda: services.claim_request_approve(user=request.user, claim_request=claim),
-    )
-
-
-@login_required
-@require_POST
-def claim_reject(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    claim = _pending_item(request, ClaimRequest, pk)
-    return _reject(
-        request,
-        claim,
-        lambda reason: services.claim_request_reject(
-            user=request.user, claim_request=claim, reason=reason
-        ),
+        request, item, lambda reason: decision.reject(user=request.user, reason=reason, **target)
     )
 
 
@@ -129,12 +128,6 @@ def _row(
         html += render_to_string(
             ROWS[NamespaceRequest][0], {"ns": item.namespace_request, "oob": True}, request=request
         )
-    html += render_to_string(
-        "claims/_pending_count.html", {"waiting": _pending_count(request)}, request=request
-    )
+    waiting = selectors.approval_count(request.user)
+    html += render_to_string("claims/_pending_count.html", {"waiting": waiting}, request=request)
     return HttpResponse(html)
-
-
-def _pending_count(request: HtmxHttpRequest) -> int:
-    queue = selectors.approval_queue(user=request.user)
-    return queue["namespaces"].count() + queue["claims"].count()

@@ -14,7 +14,14 @@ from django.views.decorators.http import require_POST
 from claims import selectors, services
 from claims.kube import manifests
 from claims.models import ClaimRequest, VerificationRun
-from claims.views.common import HtmxHttpRequest, login_required, render_live
+from claims.views.common import (
+    HtmxHttpRequest,
+    call_for_button,
+    login_required,
+    planned_claim_manifest,
+    refusal_messages,
+    render_live,
+)
 
 CS = ClaimRequest.State
 
@@ -42,7 +49,7 @@ def claim_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def _manifest_context(claim: ClaimRequest) -> dict[str, Any]:
     """The manifests as applied (or as they will be), the kubectl command, the Pod snippet."""
     ns = claim.namespace_request
-    claim_manifest = in_kubernetes_order(claim.applied_manifest or _planned_claim_manifest(claim))
+    claim_manifest = in_kubernetes_order(claim.applied_manifest or planned_claim_manifest(claim))
     documents = [
         manifests.to_yaml(manifests.namespace_manifest(name=ns.name, labels=ns.labels())),
         manifests.to_yaml(claim_manifest),
@@ -73,19 +80,6 @@ def in_kubernetes_order(value: Any) -> Any:
     return {key: in_kubernetes_order(value[key]) for key in keys}
 
 
-def _planned_claim_manifest(claim: ClaimRequest) -> dict[str, Any]:
-    return manifests.resource_claim_manifest(
-        api_version=claim.cluster.preferred_resource_version or "v1",
-        namespace=claim.namespace,
-        name=claim.name,
-        device_class=claim.device_class,
-        count=claim.count,
-        all_devices=claim.all_devices,
-        selector=claim.selector,
-        labels=claim.labels(),
-    )
-
-
 @login_required
 @require_POST
 def claim_release(request: HtmxHttpRequest, pk: int) -> HttpResponse:
@@ -105,7 +99,7 @@ def claim_verify(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     try:
         run = services.verification_run_start(user=request.user, claim_request=claim)
     except (ValidationError, PermissionDenied) as error:
-        messages.error(request, " ".join(_messages_of(error)))
+        messages.error(request, " ".join(refusal_messages(error)))
         return redirect("claim", claim.pk)
     return redirect("run", run.pk)
 
@@ -114,19 +108,8 @@ def _claim_action(
     request: HtmxHttpRequest, pk: int, action: Callable[..., Any], done: str
 ) -> HttpResponse:
     claim = selectors.claim_request_get(user=request.user, pk=pk)
-    try:
-        action(user=request.user, claim_request=claim)
-    except (ValidationError, PermissionDenied) as error:
-        messages.error(request, " ".join(_messages_of(error)))
-    else:
-        messages.success(request, done)
+    call_for_button(request, lambda: action(user=request.user, claim_request=claim), done=done)
     return redirect("claim", claim.pk)
-
-
-def _messages_of(error: ValidationError | PermissionDenied) -> list[str]:
-    if isinstance(error, ValidationError):
-        return error.messages
-    return [str(error) or "You may not do that."]
 
 
 @login_required

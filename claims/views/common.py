@@ -7,13 +7,18 @@ from functools import wraps
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required as django_login_required
 from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 from django_htmx.middleware import HtmxDetails
+
+from claims import cluster_ops
+from claims.models import ClaimRequest
 
 SUBMITTED_KEY = "submitted_forms"
 SUBMITTED_KEEP = 50
@@ -53,6 +58,30 @@ def render_live(
     if final:
         return HttpResponseStopPolling(html)
     return HttpResponse(html)
+
+
+def call_for_button(
+    request: HttpRequest, action: Callable[[], Any], *, done: str, subject: str = ""
+) -> bool:
+    """Call a service for a button; its refusal or its success is a message on the next page."""
+    try:
+        action()
+    except (ValidationError, PermissionDenied) as error:
+        messages.error(request, subject + " ".join(refusal_messages(error)))
+        return False
+    messages.success(request, subject + done)
+    return True
+
+
+def refusal_messages(error: ValidationError | PermissionDenied) -> list[str]:
+    if isinstance(error, ValidationError):
+        return error.messages
+    return [str(error) or "You may not do that."]
+
+
+def planned_claim_manifest(claim: ClaimRequest) -> dict[str, Any]:
+    """The ResourceClaim as it will be applied, in the version the cluster prefers."""
+    return cluster_ops.claim_manifest(claim, claim.cluster.preferred_resource_version or "v1")
 
 
 def already_submitted(request: HttpRequest, token: str) -> int | None:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -18,17 +18,24 @@ from claims.models import ClaimRequest, NamespaceRequest, VerificationRun
 from claims.views.common import (
     HtmxHttpRequest,
     already_submitted,
+    call_for_button,
     login_required,
+    planned_claim_manifest,
     remember_submission,
     render_live,
 )
 
 DASHBOARD_ROWS = 50
+BUSY_POLL_SECONDS = 1
+IDLE_POLL_SECONDS = 5
 
 
 @login_required
 def dashboard(request: HtmxHttpRequest) -> HttpResponse:
     user = request.user
+    fingerprint = selectors.dashboard_fingerprint(user=user)
+    if request.htmx and request.GET.get("seen") == fingerprint:
+        return HttpResponse(status=204)  # nothing changed: htmx keeps the page and polls on
     namespaces = list(selectors.namespace_request_list(user=user)[:DASHBOARD_ROWS])
     claims = list(selectors.claim_request_list(user=user)[:DASHBOARD_ROWS])
     runs = list(selectors.verification_run_list(user=user)[:DASHBOARD_ROWS])
@@ -43,10 +50,13 @@ def dashboard(request: HtmxHttpRequest) -> HttpResponse:
         "namespaces": namespaces,
         "claims": claims,
         "runs": runs,
-        "all_final": all_final,
+        "fingerprint": fingerprint,
+        # Work in progress changes by the second; otherwise only new things, made in another
+        # tab or by someone else, can appear: look for those less often.
+        "poll_seconds": IDLE_POLL_SECONDS if all_final else BUSY_POLL_SECONDS,
         "deletable_states": ("pending", "approved", "active", "failed"),
     }
-    return render_live(request, "claims/dashboard.html", context, final=all_final)
+    return render_live(request, "claims/dashboard.html", context, final=False)
 
 
 @login_required
@@ -125,20 +135,27 @@ def _preview_context(form: ClaimRequestForm) -> dict[str, Any]:
     if not name or not device_class:
         return {"preview_problem": "Enter a claim name and choose a device class."}
     cluster = namespace.cluster
-    manifest = selectors.claim_manifest_preview(
-        cluster=cluster,
-        namespace=namespace.name,
+    manifest = planned_claim_manifest(_unsaved_claim(namespace, name, device_class, raw))
+    # The claim has no id before it is submitted; say so rather than show "None".
+    manifest["metadata"]["labels"]["gpu-portal.io/claim-request"] = ""
+    return {
+        "preview_yaml": manifests.to_yaml(manifest),
+        "preview_version": cluster.preferred_resource_version or "v1",
+        "preview_cluster": cluster.name,
+    }
+
+
+def _unsaved_claim(
+    namespace: NamespaceRequest, name: str, device_class: str, raw: Any
+) -> ClaimRequest:
+    return ClaimRequest(
+        namespace_request=namespace,
         name=name,
         device_class=device_class,
         count=_as_count(raw.get("count")),
         all_devices=str(raw.get("all_devices", "")).lower() in ("on", "true", "1"),
         selector=(raw.get("selector") or "").strip(),
     )
-    return {
-        "preview_yaml": manifests.to_yaml(manifest),
-        "preview_version": cluster.preferred_resource_version or "v1",
-        "preview_cluster": cluster.name,
-    }
 
 
 def _chosen_namespace(form: ClaimRequestForm, value: Any) -> NamespaceRequest | None:
@@ -175,11 +192,8 @@ def _namespace_action(
     request: HtmxHttpRequest, pk: int, action: Callable[..., Any], done: str
 ) -> HttpResponse:
     ns = selectors.namespace_request_get(user=request.user, pk=pk)
-    try:
-        action(user=request.user, namespace_request=ns)
-    except (ValidationError, PermissionDenied) as error:
-        problems = error.messages if isinstance(error, ValidationError) else [str(error)]
-        messages.error(request, f"Namespace {ns.name}: {' '.join(problems)}")
-    else:
-        messages.success(request, f"Namespace {ns.name}: {done}")
+    subject = f"Namespace {ns.name}: "
+    call_for_button(
+        request, lambda: action(user=request.user, namespace_request=ns), done=done, subject=subject
+    )
     return redirect("dashboard")

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.http import Http404
 
-from claims import selectors
+from claims import selectors, transitions
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 
 
@@ -51,13 +51,42 @@ def test_it_scopes_runs_to_their_owner(alices_claim: ClaimRequest, bob: User) ->
         selectors.verification_run_get(user=bob, pk=run.pk)
 
 
-def test_it_previews_the_manifest_in_the_clusters_version(alices_claim: ClaimRequest) -> None:
-    manifest = selectors.claim_manifest_preview(
-        cluster=alices_claim.namespace_request.cluster,
-        namespace="team-a",
-        name="train",
-        device_class="gpu.nvidia.com",
-        count=2,
+def test_it_counts_the_requests_waiting_for_an_approver(
+    alices_claim: ClaimRequest, carol: User
+) -> None:
+    assert selectors.approval_count(carol) == 2
+    NamespaceRequest.objects.filter(pk=alices_claim.namespace_request_id).update(state="active")
+    assert selectors.approval_count(carol) == 1
+
+
+def test_it_counts_nothing_for_someone_who_does_not_approve(alices_claim: ClaimRequest) -> None:
+    assert selectors.approval_count(alices_claim.owner) == 0
+
+
+def test_it_keeps_the_dashboard_fingerprint_while_nothing_changes(
+    alices_claim: ClaimRequest,
+) -> None:
+    alice = alices_claim.owner
+    assert selectors.dashboard_fingerprint(user=alice) == selectors.dashboard_fingerprint(
+        user=alice
     )
-    assert manifest["apiVersion"] == "resource.k8s.io/v1beta1"
-    assert manifest["spec"]["devices"]["requests"][0]["count"] == 2
+
+
+def test_it_changes_the_dashboard_fingerprint_on_a_new_run(alices_claim: ClaimRequest) -> None:
+    before = selectors.dashboard_fingerprint(user=alices_claim.owner)
+    VerificationRun.objects.create(claim=alices_claim, owner=alices_claim.owner)
+    assert selectors.dashboard_fingerprint(user=alices_claim.owner) != before
+
+
+def test_it_changes_the_dashboard_fingerprint_on_a_change(alices_claim: ClaimRequest) -> None:
+    before = selectors.dashboard_fingerprint(user=alices_claim.owner)
+    transitions.update_fields(alices_claim, node="gpu-node-1")
+    assert selectors.dashboard_fingerprint(user=alices_claim.owner) != before
+
+
+def test_it_ignores_other_users_work_in_the_fingerprint(
+    alices_claim: ClaimRequest, bob: User
+) -> None:
+    before = selectors.dashboard_fingerprint(user=bob)
+    VerificationRun.objects.create(claim=alices_claim, owner=alices_claim.owner)
+    assert selectors.dashboard_fingerprint(user=bob) == before

@@ -175,14 +175,64 @@ def test_it_serves_only_the_live_part_to_htmx_polls(claim: ClaimRequest) -> None
     assert "<html" not in content
 
 
-def test_it_stops_polling_when_everything_is_final(claim: ClaimRequest, charlie: User) -> None:
-    services.claim_request_reject(user=charlie, claim_request=claim, reason="No budget")
+def reject_everything(claim: ClaimRequest, approver: User) -> None:
+    services.claim_request_reject(user=approver, claim_request=claim, reason="No budget")
     services.namespace_request_reject(
-        user=charlie, namespace_request=claim.namespace_request, reason="No budget"
+        user=approver, namespace_request=claim.namespace_request, reason="No budget"
     )
+
+
+def poll_url(live_part: str) -> str:
+    return live_part.split('hx-get="', 1)[1].split('"', 1)[0].replace("&amp;", "&")
+
+
+def test_it_keeps_polling_slowly_when_everything_is_final(
+    claim: ClaimRequest, charlie: User
+) -> None:
+    reject_everything(claim, charlie)
     response = htmx_client_for(claim.owner).get(reverse("dashboard"))
-    assert response.status_code == 286
-    assert 'hx-trigger="every 1s"' not in response.content.decode()
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert 'hx-trigger="every 5s"' in content
+    assert "?seen=" in poll_url(content)
+
+
+def test_it_shows_a_namespace_made_in_another_tab_at_the_next_poll(
+    claim: ClaimRequest, charlie: User
+) -> None:
+    reject_everything(claim, charlie)
+    client = htmx_client_for(claim.owner)
+    url = poll_url(client.get(reverse("dashboard")).content.decode())
+    services.namespace_request_submit(user=claim.owner, cluster=claim.cluster, name="new-tab")
+    response = client.get(url)
+    assert response.status_code == 200
+    assert "new-tab" in response.content.decode()
+
+
+def test_it_shows_a_state_change_at_the_next_poll(claim: ClaimRequest, charlie: User) -> None:
+    client = htmx_client_for(claim.owner)
+    url = poll_url(client.get(reverse("dashboard")).content.decode())
+    services.claim_request_reject(user=charlie, claim_request=claim, reason="No budget")
+    content = client.get(url).content.decode()
+    assert 'class="badge bad state-rejected"' in content
+
+
+def test_it_answers_an_unchanged_poll_with_no_content(
+    claim: ClaimRequest, django_assert_max_num_queries: Any
+) -> None:
+    client = htmx_client_for(claim.owner)
+    url = poll_url(client.get(reverse("dashboard")).content.decode())
+    # Session, user, approver check and one count per kind: no lists, no rendering.
+    with django_assert_max_num_queries(6):
+        response = client.get(url)
+    assert response.status_code == 204
+    assert response.content == b""
+
+
+def test_it_links_api_tokens_and_api_docs_from_the_menu(alice: User) -> None:
+    content = client_for(alice).get(reverse("dashboard")).content.decode()
+    assert f'<a href="{reverse("api-tokens")}"' in content
+    assert '<a href="/api/docs/"' in content
 
 
 def test_it_refuses_a_form_post_without_its_csrf_token(namespace: NamespaceRequest) -> None:
