@@ -11,43 +11,44 @@ from rest_framework.exceptions import ValidationError
 from claims.models import AuditEvent, ClaimRequest, NamespaceRequest, VerificationRun
 
 
-class NamespaceRequestFilter(django_filters.FilterSet):
+class OwnedFilter(django_filters.FilterSet):
+    owner = django_filters.CharFilter(field_name="owner__username", help_text="Username.")
+
+
+class NamespaceRequestFilter(OwnedFilter):
     state = django_filters.MultipleChoiceFilter(choices=NamespaceRequest.State.choices)
     cluster = django_filters.NumberFilter(field_name="cluster_id", help_text="Cluster id.")
-    owner = django_filters.CharFilter(field_name="owner__username", help_text="Username.")
 
     class Meta:
         model = NamespaceRequest
         fields = ["state", "cluster", "name", "owner"]
 
 
-class ClaimRequestFilter(django_filters.FilterSet):
+class ClaimRequestFilter(OwnedFilter):
     state = django_filters.MultipleChoiceFilter(choices=ClaimRequest.State.choices)
     cluster = django_filters.NumberFilter(field_name="namespace_request__cluster_id")
     namespace = django_filters.CharFilter(field_name="namespace_request__name")
     namespace_request = django_filters.NumberFilter(field_name="namespace_request_id")
-    owner = django_filters.CharFilter(field_name="owner__username", help_text="Username.")
 
     class Meta:
         model = ClaimRequest
         fields = ["state", "cluster", "namespace", "namespace_request", "name", "owner"]
 
 
-class VerificationRunFilter(django_filters.FilterSet):
+class VerificationRunFilter(OwnedFilter):
     state = django_filters.MultipleChoiceFilter(choices=VerificationRun.State.choices)
     cluster = django_filters.NumberFilter(field_name="claim__namespace_request__cluster_id")
     namespace = django_filters.CharFilter(field_name="claim__namespace_request__name")
     # Plain numbers, not model choices: an unknown id must not answer differently from
     # someone else's id.
     claim = django_filters.NumberFilter(field_name="claim_id")
-    owner = django_filters.CharFilter(field_name="owner__username", help_text="Username.")
 
     class Meta:
         model = VerificationRun
         fields = ["state", "claim", "cluster", "namespace", "owner"]
 
 
-class AuditEventFilter(django_filters.FilterSet):
+class AuditEventFilter(OwnedFilter):
     object_kind = django_filters.ChoiceFilter(choices=AuditEvent.Kind.choices)
     owner = django_filters.CharFilter(field_name="owner__username", help_text="Username.")
     since = django_filters.IsoDateTimeFilter(method="filter_since", help_text="ISO 8601 time.")

@@ -68,11 +68,18 @@ class ClusterOutput(serializers.ModelSerializer):
         return selectors.device_classes(cluster=cluster)
 
 
-@extend_schema_serializer(examples=_example("A pending namespace", examples.NAMESPACE_REQUEST))
-class NamespaceRequestOutput(serializers.ModelSerializer):
-    cluster_name = serializers.CharField(source="cluster.name")
+class DecidedRequestOutput(serializers.ModelSerializer):
+    """What namespace and claim requests share: an owner, a state, an approver's decision."""
+
     owner = serializers.CharField(source="owner.username")
     decided_by = serializers.CharField(source="decided_by.username", allow_null=True)
+
+    DECISION_FIELDS = ["state", "state_message", "owner", "decided_by", "decided_at"]
+
+
+@extend_schema_serializer(examples=_example("A pending namespace", examples.NAMESPACE_REQUEST))
+class NamespaceRequestOutput(DecidedRequestOutput):
+    cluster_name = serializers.CharField(source="cluster.name")
 
     class Meta:
         model = NamespaceRequest
@@ -82,23 +89,17 @@ class NamespaceRequestOutput(serializers.ModelSerializer):
             "cluster_name",
             "name",
             "purpose",
-            "state",
-            "state_message",
-            "owner",
-            "decided_by",
-            "decided_at",
+            *DecidedRequestOutput.DECISION_FIELDS,
             "created",
             "updated",
         ]
 
 
 @extend_schema_serializer(examples=_example("A claim in use", examples.CLAIM_REQUEST))
-class ClaimRequestOutput(serializers.ModelSerializer):
+class ClaimRequestOutput(DecidedRequestOutput):
     cluster = serializers.IntegerField(source="namespace_request.cluster_id")
     cluster_name = serializers.CharField(source="namespace_request.cluster.name")
     namespace = serializers.CharField(source="namespace_request.name")
-    owner = serializers.CharField(source="owner.username")
-    decided_by = serializers.CharField(source="decided_by.username", allow_null=True)
     allocation = serializers.JSONField(
         allow_null=True,
         help_text="The devices DRA allocated while a Pod uses the claim; null when none does.",
@@ -118,11 +119,7 @@ class ClaimRequestOutput(serializers.ModelSerializer):
             "all_devices",
             "selector",
             "purpose",
-            "state",
-            "state_message",
-            "owner",
-            "decided_by",
-            "decided_at",
+            *DecidedRequestOutput.DECISION_FIELDS,
             "applied_api_version",
             "applied_at",
             "node",

@@ -1,8 +1,24 @@
-from django.urls import include, path, re_path
+from django.urls import URLPattern, include, path, re_path
+from rest_framework.views import APIView
 
 from claims.api import tokens
 from claims.api.views import base as views_base
 from claims.api.views import clusters, requests, runs, schema
+
+
+def request_urls(
+    prefix: str, name: str, *, listing: type[APIView], detail: type[APIView], **steps: type[APIView]
+) -> list[URLPattern]:
+    """A kind of request: its list, one of them, and the approve/reject/retry steps."""
+    return [
+        path(f"{prefix}/", listing.as_view(), name=f"api-{name}s"),
+        path(f"{prefix}/<int:pk>/", detail.as_view(), name=f"api-{name}"),
+        *(
+            path(f"{prefix}/<int:pk>/{step}/", api.as_view(), name=f"api-{name}-{step}")
+            for step, api in steps.items()
+        ),
+    ]
+
 
 v1 = [
     path("me/", clusters.MeApi.as_view(), name="api-me"),
@@ -16,36 +32,24 @@ v1 = [
     path(
         "clusters/<int:pk>/devices/", clusters.DeviceListApi.as_view(), name="api-cluster-devices"
     ),
-    path(
-        "namespace-requests/",
-        requests.NamespaceRequestListApi.as_view(),
-        name="api-namespace-requests",
+    *request_urls(
+        "namespace-requests",
+        "namespace-request",
+        listing=requests.NamespaceRequestListApi,
+        detail=requests.NamespaceRequestDetailApi,
+        approve=requests.NamespaceRequestApproveApi,
+        reject=requests.NamespaceRequestRejectApi,
+        retry=requests.NamespaceRequestRetryApi,
     ),
-    path(
-        "namespace-requests/<int:pk>/",
-        requests.NamespaceRequestDetailApi.as_view(),
-        name="api-namespace-request",
+    *request_urls(
+        "claims",
+        "claim",
+        listing=requests.ClaimListApi,
+        detail=requests.ClaimDetailApi,
+        approve=requests.ClaimApproveApi,
+        reject=requests.ClaimRejectApi,
+        retry=requests.ClaimRetryApi,
     ),
-    path(
-        "namespace-requests/<int:pk>/approve/",
-        requests.NamespaceRequestApproveApi.as_view(),
-        name="api-namespace-request-approve",
-    ),
-    path(
-        "namespace-requests/<int:pk>/reject/",
-        requests.NamespaceRequestRejectApi.as_view(),
-        name="api-namespace-request-reject",
-    ),
-    path(
-        "namespace-requests/<int:pk>/retry/",
-        requests.NamespaceRequestRetryApi.as_view(),
-        name="api-namespace-request-retry",
-    ),
-    path("claims/", requests.ClaimListApi.as_view(), name="api-claims"),
-    path("claims/<int:pk>/", requests.ClaimDetailApi.as_view(), name="api-claim"),
-    path("claims/<int:pk>/approve/", requests.ClaimApproveApi.as_view(), name="api-claim-approve"),
-    path("claims/<int:pk>/reject/", requests.ClaimRejectApi.as_view(), name="api-claim-reject"),
-    path("claims/<int:pk>/retry/", requests.ClaimRetryApi.as_view(), name="api-claim-retry"),
     path("runs/", runs.RunListApi.as_view(), name="api-runs"),
     path("runs/<int:pk>/", runs.RunDetailApi.as_view(), name="api-run"),
     path("runs/<int:pk>/logs/<str:container>/", runs.RunLogApi.as_view(), name="api-run-log"),

@@ -146,3 +146,11 @@ def test_it_answers_options_without_an_error(api: Any, claim: ClaimRequest) -> N
     response = api("alice").options("/api/v1/claims/")
     assert response.status_code == 200
     assert response.json()["name"]
+
+
+def test_it_says_that_a_run_is_released_with_its_claim(client: Client) -> None:
+    paths = client.get("/api/schema/?format=json").json()["paths"]
+    run = paths["/api/v1/runs/{id}/"]
+    assert "delete" not in run
+    assert "released with its claim" in run["get"]["description"]
+    assert "Pods of its verification runs" in paths["/api/v1/claims/{id}/"]["delete"]["description"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
@@ -110,3 +111,21 @@ def test_it_needs_csrf_to_make_a_token(alice: User) -> None:
     client.login(username="alice", password=PASSWORD)
     assert client.post("/api/tokens/new/", {"expires_in": "30"}).status_code == 403
     assert not AuthToken.objects.exists()
+
+
+@pytest.mark.parametrize("expires_in", ["", "-1", "abc", "30\x00", "9" * 400])
+def test_it_answers_a_malformed_expiry_next_to_the_field(alice: User, expires_in: str) -> None:
+    response = logged_in(alice).post("/api/tokens/new/", {"expires_in": expires_in})
+    assert response.status_code == 400
+    assert 'class="errorlist' in response.content.decode()
+    assert not AuthToken.objects.exists()
+
+
+@pytest.mark.parametrize("token_key", ["", "x" * 500, "nul\x00"])
+def test_it_answers_a_malformed_revoke_with_a_message(alice: User, token_key: str) -> None:
+    make_token(logged_in(alice))
+    client = logged_in(alice)
+    response = client.post("/api/tokens/revoke/", {"token_key": token_key}, follow=True)
+    assert response.status_code == 200
+    assert "No such token of yours" in response.content.decode()
+    assert AuthToken.objects.count() == 1

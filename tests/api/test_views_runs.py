@@ -172,3 +172,24 @@ def test_it_filters_events_by_time_without_failing(
     assert response.status_code == expected
     if since.startswith("2000"):
         assert response.json()["count"] == 6
+
+
+def test_it_refuses_to_delete_a_run_on_its_own(
+    api: Api, alice: User, carol: User, cluster: Cluster
+) -> None:
+    run = started_run(alice, carol, cluster, "del")
+    response = api("alice").delete(f"/api/v1/runs/{run.pk}/")
+    assert response.status_code == 405
+    assert response.json() == {"detail": 'Method "DELETE" not allowed.'}
+    assert VerificationRun.objects.filter(pk=run.pk).exists()
+
+
+def test_it_releases_a_running_run_with_its_claim(
+    api: Api, alice: User, carol: User, cluster: Cluster
+) -> None:
+    run = started_run(alice, carol, cluster, "rel")
+    response = api("alice").delete(f"/api/v1/claims/{run.claim_id}/")
+    assert response.status_code == 200
+    answer = api("alice").get(f"/api/v1/runs/{run.pk}/").json()
+    assert answer["state"] == "failed"
+    assert answer["state_message"] == "The claim was released."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
 
@@ -134,3 +135,21 @@ def test_it_counts_what_still_waits(namespace: NamespaceRequest, charlie: User) 
     services.namespace_request_submit(user=namespace.owner, cluster=namespace.cluster, name="other")
     content = htmx_client_for(charlie).post(url).content.decode()
     assert 'id="pending-approvals" hx-swap-oob="true">1</span>' in content
+
+
+@pytest.mark.parametrize("reason", ["", "x" * 2000, "nul\x00byte"])
+def test_it_answers_a_malformed_reason_next_to_the_field(
+    claim: ClaimRequest, charlie: User, reason: str
+) -> None:
+    url = reverse("claim-reject", args=[claim.pk])
+    response = htmx_client_for(charlie).post(url, {"reason": reason})
+    assert response.status_code == 200
+    assert 'class="field has-error"' in response.content.decode()
+    claim.refresh_from_db()
+    assert claim.state == "pending"
+
+
+@pytest.mark.parametrize("name", ["namespace-approve", "claim-reject"])
+def test_it_answers_404_for_a_malformed_id(charlie: User, name: str) -> None:
+    url = reverse(name, args=[1]).replace("/1/", "/99999999999999999999/")
+    assert client_for(charlie).post(url, {"reason": "No"}).status_code == 404

@@ -6,6 +6,7 @@ import html
 import re
 
 import kubernetes_validate
+import pytest
 import yaml
 from django.contrib.auth.models import User
 from django.urls import reverse
@@ -259,3 +260,66 @@ def test_it_explains_why_a_namespace_cannot_be_retried(namespace: NamespaceReque
     url = reverse("namespace-retry", args=[namespace.pk])
     response = client_for(namespace.owner).post(url, follow=True)
     assert "Namespace alice-ml: alice-ml is already pending." in response.content.decode()
+
+
+MALFORMED_NAMESPACE_FIELDS = [
+    ("cluster", "abc"),
+    ("cluster", "99999"),
+    ("cluster", ""),
+    ("name", ""),
+    ("name", "x" * 500),
+    ("name", "bad\x00name"),
+    ("name", "Ünïcode"),
+    ("purpose", "nul\x00byte"),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), MALFORMED_NAMESPACE_FIELDS)
+def test_it_answers_a_malformed_namespace_post_next_to_the_field(
+    alice: User, cluster: Cluster, field: str, value: str
+) -> None:
+    data = {"cluster": cluster.pk, "name": "fine-name", "purpose": "", field: value}
+    response = client_for(alice).post(reverse("namespace-request"), data)
+    assert response.status_code == 200
+    assert 'class="errorlist' in field_errors(response.content.decode(), field)
+    assert not NamespaceRequest.objects.exists()
+
+
+MALFORMED_CLAIM_FIELDS = [
+    ("namespace_request", "abc"),
+    ("namespace_request", "-1"),
+    ("name", ""),
+    ("name", "x" * 500),
+    ("name", "UPPER_case"),
+    ("name", "nul\x00"),
+    ("device_class", ""),
+    ("device_class", "nope.example.com"),
+    ("count", "abc"),
+    ("count", "-5"),
+    ("count", "1e3"),
+    ("count", "99999999999999999999999"),
+    ("selector", "((("),
+    ("selector", "device.attributes\x00"),
+    ("purpose", "nul\x00"),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), MALFORMED_CLAIM_FIELDS)
+def test_it_answers_a_malformed_claim_post_next_to_the_field(
+    namespace: NamespaceRequest, field: str, value: str
+) -> None:
+    data = claim_form_data(namespace, **{field: value})
+    response = client_for(namespace.owner).post(reverse("claim-request"), data)
+    assert response.status_code == 200
+    assert 'class="errorlist' in field_errors(response.content.decode(), field)
+    assert not ClaimRequest.objects.exists()
+
+
+@pytest.mark.parametrize(("field", "value"), MALFORMED_CLAIM_FIELDS)
+def test_it_previews_malformed_claim_input_without_an_error_page(
+    namespace: NamespaceRequest, field: str, value: str
+) -> None:
+    data = claim_form_data(namespace, **{field: value})
+    response = htmx_client_for(namespace.owner).post(reverse("claim-preview"), data)
+    assert response.status_code == 200
+    assert 'id="manifest-preview"' in response.content.decode()

@@ -190,7 +190,9 @@ class ClaimDetailApi(ObjectApi):
 
     @extend_schema(tags=CLAIM_TAG, responses={200: ClaimRequestOutput})
     def delete(self, request: Request, pk: int) -> Response:
-        """Release the claim: its ResourceClaim (and any run's Pod) is deleted."""
+        """Release the claim: its ResourceClaim and the Pods of its verification runs are
+        deleted. A run still going ends as failed ("The claim was released."); runs have no
+        DELETE of their own, and their records stay."""
         return self.act(services.claim_request_release, "claim_request")
 
 

@@ -65,7 +65,11 @@ class RunDetailApi(ObjectApi):
 
     @extend_schema(tags=TAG, parameters=WAIT_PARAMETERS, responses=VerificationRunOutput)
     def get(self, request: Request, pk: int) -> Response:
-        """One run; `?wait=30&state=running` answers as soon as the state changes."""
+        """One run; `?wait=30&state=running` answers as soon as the state changes.
+
+        A run has no DELETE: it ends by itself, and it is released with its claim
+        (`DELETE /api/v1/claims/{id}/` deletes the claim and the Pods of its runs).
+        """
         return self.retrieve_after_wait(request)
 
 
