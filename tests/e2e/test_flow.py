@@ -161,3 +161,23 @@ def test_it_takes_a_data_scientist_from_request_to_a_verified_gpu(
     device_name = see_the_run_pass(scientist)
     see_the_gpu_freed(watcher, device_name)
     visit_dashboard_and_cluster(scientist, approver, base)
+
+
+def test_it_shows_a_request_made_in_another_tab_without_a_reload(
+    live_server: Any, open_page: Callable[[], Page], alice: User, e2e_cluster: Cluster
+) -> None:
+    base = live_server.url
+    dashboard = open_page()
+    log_in(dashboard, base, "alice", PASSWORD)
+    expect(dashboard.locator("#dashboard-live")).to_contain_text("No namespaces yet")
+    mark_page(dashboard)
+
+    other_tab = dashboard.context.new_page()
+    other_tab.goto(base + "/namespaces/new/")
+    other_tab.fill("input[name=name]", "other-tab")
+    other_tab.get_by_role("button", name="Request namespace").click()
+    expect(other_tab.locator("#dashboard-live")).to_contain_text("other-tab")
+
+    # Nothing on the first tab was in progress, so it looks only every few seconds.
+    expect(dashboard.locator("#dashboard-live")).to_contain_text("other-tab", timeout=LIVE)
+    assert_not_reloaded(dashboard)
