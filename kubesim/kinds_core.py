@@ -24,7 +24,10 @@ POD_DEFAULTS = (
     ("enableServiceLinks", True),
     ("priority", 0),
     ("preemptionPolicy", "PreemptLowerPriority"),
+    ("serviceAccountName", "default"),
 )
+# Added by the DefaultTolerationSeconds admission plugin unless the pod tolerates the key.
+NOT_READY_KEYS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
 
 def default_namespace(obj: dict) -> None:
@@ -57,6 +60,8 @@ def default_pod(obj: dict) -> None:
         return  # validation reports the wrong type
     for key, value in POD_DEFAULTS:
         spec.setdefault(key, value)
+    spec.setdefault("serviceAccount", spec["serviceAccountName"])  # the deprecated alias
+    default_tolerations(spec)
     containers = spec.get("containers")
     for container in containers if isinstance(containers, list) else []:
         if isinstance(container, dict):
@@ -65,6 +70,21 @@ def default_pod(obj: dict) -> None:
     if isinstance(status, dict):
         status.setdefault("phase", "Pending")
         status.setdefault("qosClass", "BestEffort")
+
+
+def default_tolerations(spec: dict) -> None:
+    tolerations = spec.setdefault("tolerations", [])
+    if not isinstance(tolerations, list):
+        return  # validation reports the wrong type
+    tolerated = {
+        t.get("key") or ""
+        for t in tolerations
+        if isinstance(t, dict) and t.get("effect", "") in ("", "NoExecute")
+    }
+    for key in NOT_READY_KEYS:
+        if key not in tolerated and "" not in tolerated:
+            toleration = {"key": key, "operator": "Exists", "effect": "NoExecute"}
+            tolerations.append({**toleration, "tolerationSeconds": 300})
 
 
 def default_nothing(obj: dict) -> None:

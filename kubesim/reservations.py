@@ -3,8 +3,9 @@
 Plain functions over the Store, used by kubesim.scheduler.
 """
 
-import hashlib
 import secrets
+import threading
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -257,6 +258,19 @@ def _involved(pod: dict) -> dict:
     }
 
 
+_last_event_ns = 0
+_event_ns_lock = threading.Lock()
+
+
+def _unique_nanoseconds() -> int:
+    """The recorder names events <object>.<UnixNano in hex>, so listing them is chronological;
+    two events in one nanosecond still get different names."""
+    global _last_event_ns
+    with _event_ns_lock:
+        _last_event_ns = max(time.time_ns(), _last_event_ns + 1)
+        return _last_event_ns
+
+
 def record_event(
     store: Any,
     pod: dict,
@@ -268,13 +282,11 @@ def record_event(
     """A core/v1 Event about the pod, named <pod>.<hex> like client-go's recorder."""
     metadata = pod["metadata"]
     stamp = now()
-    unique = hashlib.sha1(
-        f"{metadata['uid']}{reason}{message}{secrets.token_hex(4)}".encode()
-    ).hexdigest()[:16]
+    name = f"{metadata['name']}.{_unique_nanoseconds():x}"
     event = {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"name": f"{metadata['name']}.{unique}", "namespace": metadata["namespace"]},
+        "metadata": {"name": name, "namespace": metadata["namespace"]},
         "involvedObject": _involved(pod),
         "type": event_type,
         "reason": reason,

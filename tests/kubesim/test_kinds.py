@@ -78,6 +78,23 @@ def test_it_defaults_pods_like_the_api_server() -> None:
     assert pod["status"] == {"phase": "Pending", "qosClass": "BestEffort"}
 
 
+def test_it_admits_pods_with_the_default_service_account_and_not_ready_tolerations() -> None:
+    mine = {"key": "node.kubernetes.io/unreachable", "operator": "Exists"}
+    spec = {"containers": [{"name": "c", "image": "busybox"}], "tolerations": [mine]}
+    pod = {"metadata": {"name": "p"}, "spec": spec}
+    kind_for("", "pods").apply_defaults(pod)
+    assert pod["spec"]["serviceAccountName"] == "default"
+    assert pod["spec"]["tolerations"] == [
+        mine,
+        {
+            "key": "node.kubernetes.io/not-ready",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 300,
+        },
+    ]
+
+
 def test_it_defaults_a_namespace_with_its_name_label() -> None:
     namespace = {"metadata": {"name": "dra-test"}}
     kind_for("", "namespaces").apply_defaults(namespace)
