@@ -130,22 +130,25 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 
-# Celery: Redis when REDIS_URL is set, otherwise a broker made of files that needs no server.
+# Celery: Redis when REDIS_URL is set, otherwise a broker in a SQLite file that needs no
+# server (kombu's SQLAlchemy transport: a message is a row, so a reader never sees half of it).
 REDIS_URL = os.getenv("REDIS_URL", "")
 BROKER_DIR = VAR_DIR / "broker"
-CELERY_BROKER_URL = os.getenv("CELERY_BROKER_URL") or REDIS_URL or "filesystem://localhost/"
-if CELERY_BROKER_URL.startswith("filesystem://"):
+CELERY_BROKER_URL = os.getenv("CELERY_BROKER_URL") or REDIS_URL
+if not CELERY_BROKER_URL:
     BROKER_DIR.mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(BROKER_DIR),
-        "data_folder_out": str(BROKER_DIR),
-        # Look for new messages often: the sync must reach the pages within 2 s.
-        "polling_interval": 0.1,
-    }
+    CELERY_BROKER_URL = f"sqlite:///{BROKER_DIR / 'broker.sqlite3'}"
+    CELERY_BROKER_TRANSPORT = "portal.celery:SQLiteBroker"
+    # Wait for the lock rather than fail while another process writes.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"connect_args": {"timeout": 30}}
 CELERY_TASK_DEFAULT_QUEUE = os.getenv("CELERY_QUEUE", "portal")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+if CELERY_BROKER_URL.startswith("sqlite:"):
+    # Celery acks a polling transport's messages only between 2 s waits for more: with one
+    # message per thread reserved, the worker would stall that long whenever all are taken.
+    CELERY_WORKER_PREFETCH_MULTIPLIER = 16
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", "False")
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 SYNC_INTERVAL_SECONDS = float(os.getenv("SYNC_INTERVAL_SECONDS", "1"))
