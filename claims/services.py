@@ -26,6 +26,7 @@ User = AbstractBaseUser | AnonymousUser
 NS = NamespaceRequest.State
 CS = ClaimRequest.State
 RS = VerificationRun.State
+AWAITING_APPROVAL = "Requested. Waiting for an approver."
 
 
 def _require_login(user: User) -> None:
@@ -212,7 +213,7 @@ def _create_pending(model: Any, *, user: User, duplicate: dict, **fields: Any) -
     try:
         with transaction.atomic():
             obj = model.objects.create(owner=user, **fields)
-            transition(obj, to="pending", actor=user, message="Requested.", initial=True)
+            transition(obj, to="pending", actor=user, message=AWAITING_APPROVAL, initial=True)
     except IntegrityError:
         raise ValidationError(duplicate) from None
     return obj

@@ -36,6 +36,9 @@ def transition(
     the loser gets False and obj refreshed from the database.
     """
     if initial:
+        # obj was just created in state `to`: the row gets the first message too.
+        type(obj).objects.filter(pk=obj.pk).update(state_message=message)
+        obj.state_message = message
         _record(obj, actor, "", to, message)
         return True
     if obj.state not in allowed:

@@ -63,6 +63,8 @@ def test_it_records_a_namespace_request_as_pending(alice: User, cluster: Cluster
     assert ns.state == "pending"
     assert ns.owner == alice
     assert states(ns) == [("", "pending")]
+    ns.refresh_from_db()
+    assert ns.state_message == "Requested. Waiting for an approver."
 
 
 @pytest.mark.parametrize(
@@ -122,6 +124,8 @@ def test_it_records_a_claim_request(namespace: NamespaceRequest, alice: User) ->
     assert claim.state == "pending"
     assert claim.count == 1
     assert states(claim) == [("", "pending")]
+    claim.refresh_from_db()
+    assert claim.state_message == "Requested. Waiting for an approver."
 
 
 def test_it_accepts_all_devices_without_a_count(namespace: NamespaceRequest, alice: User) -> None:
@@ -321,6 +325,7 @@ def test_it_starts_a_verification_run_with_a_deterministic_pod(
     second = services.verification_run_start(user=alice, claim_request=claim)
     assert second.pod_name == "train-verify-2"
     assert states(run) == [("", "queued")]
+    assert VerificationRun.objects.get(pk=second.pk).state_message == "Queued."
 
 
 def test_it_refuses_a_second_run_while_one_is_going(
