@@ -10,6 +10,8 @@ from django.core.exceptions import ValidationError
 from claims.models import Cluster
 
 DNS_LABEL_MAX = 63
+# The API server refuses a longer CEL selector (CELSelectorExpressionMaxLength).
+CEL_SELECTOR_MAX_BYTES = 10 * 1024
 RESERVED_NAMESPACES = ("default",)
 RESERVED_NAMESPACE_PREFIXES = ("kube-",)
 
@@ -49,6 +51,12 @@ def selector_problem(selector: str) -> str | None:
     """Why the CEL selector does not parse, or None (the cluster checks it again)."""
     if not selector:
         return None
+    size = len(selector.encode())
+    if size > CEL_SELECTOR_MAX_BYTES:
+        return (
+            f"At most {CEL_SELECTOR_MAX_BYTES} bytes (10 KiB), the cluster's limit "
+            f"(this one has {size})."
+        )
     try:
         celpy.Environment().compile(selector)
     except celpy.CELParseError as error:

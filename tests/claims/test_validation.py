@@ -27,3 +27,14 @@ def test_it_accepts_a_cel_selector_and_explains_a_broken_one() -> None:
     assert selector_problem("device.attributes['gpu.nvidia.com'].productName == 'H100'") is None
     assert selector_problem("") is None
     assert selector_problem("device.attributes[").startswith("Not a valid CEL expression")
+
+
+def test_it_refuses_a_selector_longer_than_kubernetes_allows() -> None:
+    clause = "device.attributes['gpu.nvidia.com'].productName == 'H100'"
+    longest = " || ".join([clause] * 200)[:10240].rsplit(" || ", 1)[0]
+    assert selector_problem(longest) is None
+    too_long = longest + " || " + clause
+    assert len(too_long.encode()) > 10240
+    problem = selector_problem(too_long)
+    assert problem.startswith("At most 10240 bytes (10 KiB)")
+    assert f"this one has {len(too_long.encode())}" in problem
