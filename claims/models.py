@@ -227,8 +227,10 @@ class RunLog(models.Model):
     container = models.CharField(max_length=63)
     text = models.TextField(blank=True)
     truncated = models.BooleanField(default=False)
-    # Timestamp of the last line kept: the next fetch asks only for what came after.
+    # Timestamp of the last line kept, and how many lines with that timestamp were kept: the
+    # next fetch starts at that timestamp and skips exactly those (lines may share one).
     last_timestamp = models.DateTimeField(null=True, blank=True)
+    lines_at_last_timestamp = models.PositiveIntegerField(default=0)
     updated = models.DateTimeField(default=timezone.now)
 
     class Meta:

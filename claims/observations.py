@@ -152,23 +152,49 @@ def run_pod_observed(
 def run_logs_appended(
     *, run: VerificationRun, container: str, lines: list[tuple[datetime, str]]
 ) -> None:
-    """Keep the new log lines, bounded: only the tail of a very long log is kept."""
+    """Keep the new log lines, bounded: only the tail of a very long log is kept.
+
+    lines is a read from the last timestamp kept on (inclusive), so it may repeat lines.
+    """
+    log, _ = RunLog.objects.get_or_create(run=run, container=container)
+    lines = _unseen(log, lines)
     if not lines:
         return
-    log, _ = RunLog.objects.get_or_create(run=run, container=container)
-    if log.last_timestamp:
-        lines = [(ts, text) for ts, text in lines if ts > log.last_timestamp]
-        if not lines:
-            return
+    last = lines[-1][0]
+    at_last = sum(1 for ts, _ in lines if ts == last)
+    if last == log.last_timestamp:
+        at_last += log.lines_at_last_timestamp
     text = log.text + "".join(line if line.endswith("\n") else line + "\n" for _, line in lines)
-    limit = settings.RUN_LOG_MAX_BYTES
-    encoded = text.encode()
-    if len(encoded) > limit:
-        text = encoded[-limit:].decode(errors="ignore")
-        text = text[text.find("\n") + 1 :] if "\n" in text else text
-        log.truncated = True
-    log.text, log.last_timestamp, log.updated = text, lines[-1][0], timezone.now()
+    log.text, log.truncated = _tail(text, log.truncated)
+    log.last_timestamp, log.lines_at_last_timestamp = last, at_last
+    log.updated = timezone.now()
     log.save()
+
+
+def _unseen(log: RunLog, lines: list[tuple[datetime, str]]) -> list[tuple[datetime, str]]:
+    """Drop lines older than the last kept, and the ones kept that share its timestamp."""
+    if not log.last_timestamp:
+        return lines
+    to_skip = log.lines_at_last_timestamp
+    unseen = []
+    for ts, text in lines:
+        if ts < log.last_timestamp:
+            continue
+        if ts == log.last_timestamp and to_skip:
+            to_skip -= 1
+            continue
+        unseen.append((ts, text))
+    return unseen
+
+
+def _tail(text: str, truncated: bool) -> tuple[str, bool]:
+    """At most RUN_LOG_MAX_BYTES of text, cut at a line start; True once anything was cut."""
+    encoded = text.encode()
+    limit = settings.RUN_LOG_MAX_BYTES
+    if len(encoded) <= limit:
+        return text, truncated
+    text = encoded[-limit:].decode(errors="ignore")
+    return (text[text.find("\n") + 1 :] if "\n" in text else text), True
 
 
 def run_finished(*, run: VerificationRun, phase: str, message: str = "") -> bool:

@@ -266,7 +266,7 @@ class ClusterGateway:
         since: datetime | None = None,
         limit_bytes: int = 262144,
     ) -> list[LogLine]:
-        """New log lines after `since`; [] while the container has not started."""
+        """Log lines from `since` on (inclusive); [] while the container has not started."""
         query: dict[str, Any] = {
             "container": container,
             "timestamps": "true",

@@ -225,12 +225,15 @@ def pod_state(obj: Obj) -> PodState:
 
 
 def log_lines(body: bytes, since: datetime | None) -> list[LogLine]:
-    """Lines of a `timestamps=true` log, those at or before `since` dropped."""
+    """Lines of a `timestamps=true` log, those before `since` dropped.
+
+    Lines at `since` are kept: another line may share the timestamp of the last one read.
+    """
     lines = []
     for raw in body.decode("utf-8", errors="replace").splitlines():
         stamp, _, text = raw.partition(" ")
         timestamp = parse_time(stamp)
-        if timestamp is None or (since is not None and timestamp <= since):
+        if timestamp is None or (since is not None and timestamp < since):
             continue
         lines.append(LogLine(timestamp=timestamp, text=text.rstrip("\r")))
     return lines

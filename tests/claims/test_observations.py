@@ -84,6 +84,18 @@ def test_it_keeps_log_lines_once_across_overlapping_fetches(run: VerificationRun
     assert run.logs.get(container="ctr0").text == "a\nb\nc\n"
 
 
+def test_it_keeps_a_line_sharing_the_timestamp_of_the_last_one_read(run: VerificationRun) -> None:
+    # b and c were printed in the same instant; c came after the first read. Each read starts
+    # at the last timestamp kept (inclusive), as the gateway's reads do.
+    t1, t2 = T0 + timedelta(seconds=1), T0 + timedelta(seconds=2)
+    append = observations.run_logs_appended
+    append(run=run, container="ctr0", lines=[(T0, "a"), (t1, "b")])
+    append(run=run, container="ctr0", lines=[(t1, "b"), (t1, "c")])
+    append(run=run, container="ctr0", lines=[(t1, "b"), (t1, "c")])
+    append(run=run, container="ctr0", lines=[(t1, "b"), (t1, "c"), (t2, "d")])
+    assert run.logs.get(container="ctr0").text == "a\nb\nc\nd\n"
+
+
 @override_settings(RUN_LOG_MAX_BYTES=100)
 def test_it_keeps_only_the_tail_of_a_long_log(run: VerificationRun) -> None:
     texts = [f"line {i:03}" for i in range(50)]

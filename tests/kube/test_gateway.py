@@ -1,6 +1,7 @@
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -192,10 +193,14 @@ def test_it_reads_logs_incrementally(gateway: ClusterGateway, run_id: str) -> No
 
     lines = gateway.read_log(f"t-{run_id}", "pod1", "ctr0")
     later = gateway.read_log(f"t-{run_id}", "pod1", "ctr0", since=lines[1].timestamp)
-    nothing_new = gateway.read_log(f"t-{run_id}", "pod1", "ctr0", since=lines[-1].timestamp)
+    last = lines[-1].timestamp
+    at_last = gateway.read_log(f"t-{run_id}", "pod1", "ctr0", since=last)
+    after_last = last + timedelta(microseconds=1)
+    nothing_new = gateway.read_log(f"t-{run_id}", "pod1", "ctr0", since=after_last)
 
     assert "Test PASSED" in [line.text for line in lines]
-    assert later == lines[2:]
+    assert later == [line for line in lines if line.timestamp >= lines[1].timestamp]
+    assert at_last == [line for line in lines if line.timestamp == last]
     assert nothing_new == []
 
 

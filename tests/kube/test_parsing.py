@@ -206,16 +206,22 @@ def test_it_has_no_finish_time_while_a_container_runs() -> None:
     assert parsing.pod_state(pod).finished_at is None
 
 
-def test_it_reads_timestamped_log_lines_after_since() -> None:
+def test_it_reads_timestamped_log_lines_from_since_on() -> None:
     body = (
         b"2026-11-30T07:00:00.123456789Z [Vector addition of 50000 elements]\n"
         b"2026-11-30T07:00:01.000000000Z Test PASSED\r\n"
+        b"2026-11-30T07:00:01.000000000Z Done\n"
         b"garbage without a timestamp\n"
     )
 
     every = parsing.log_lines(body, None)
-    newer = parsing.log_lines(body, every[0].timestamp)
+    from_second = parsing.log_lines(body, every[1].timestamp)
 
-    assert [line.text for line in every] == ["[Vector addition of 50000 elements]", "Test PASSED"]
+    assert [line.text for line in every] == [
+        "[Vector addition of 50000 elements]",
+        "Test PASSED",
+        "Done",
+    ]
     assert every[0].timestamp == datetime(2026, 11, 30, 7, 0, 0, 123456, tzinfo=UTC)
-    assert [line.text for line in newer] == ["Test PASSED"]
+    # Inclusive: lines sharing the timestamp of the last one read come again.
+    assert [line.text for line in from_second] == ["Test PASSED", "Done"]
