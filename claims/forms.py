@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
@@ -47,7 +47,7 @@ class NamespaceRequestForm(SubmissionTokenMixin):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["cluster"].queryset = selectors.cluster_list()
+        cast(forms.ModelChoiceField, self.fields["cluster"]).queryset = selectors.cluster_list()
 
 
 class NamespaceChoiceField(forms.ModelChoiceField):
@@ -77,7 +77,8 @@ class ClaimRequestForm(SubmissionTokenMixin):
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         namespaces = selectors.namespaces_for_claims(user=user)
-        self.fields["namespace_request"].queryset = namespaces
+        self.namespace_choices = namespaces
+        cast(forms.ModelChoiceField, self.fields["namespace_request"]).queryset = namespaces
         self.fields["device_class"].widget.choices = device_class_choices(namespaces)
 
 

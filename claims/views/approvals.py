@@ -115,8 +115,8 @@ def _row(
 ) -> HttpResponse:
     """The decided row for htmx; without JavaScript, back to the queue with a message."""
     if not request.htmx:
-        reason_errors = reject_form.errors.get("reason", []) if reject_form else []
-        problem = decision_error or " ".join(reason_errors)
+        reason_errors = reject_form.errors.get("reason") if reject_form else None
+        problem = decision_error or " ".join(str(error) for error in reason_errors or [])
         if problem:
             messages.error(request, f"{item.name}: {problem}")
         return redirect("approvals")

@@ -159,7 +159,7 @@ def _unsaved_claim(
 
 
 def _chosen_namespace(form: ClaimRequestForm, value: Any) -> NamespaceRequest | None:
-    queryset = form.fields["namespace_request"].queryset
+    queryset = form.namespace_choices
     if value in (None, ""):
         return queryset.first()
     try:
