@@ -23,6 +23,8 @@ from urllib.parse import urlsplit
 
 import yaml
 
+import kubesim
+
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACE = "bench"
 CLAIMS = f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims"
@@ -71,30 +73,15 @@ def timed(action: Callable[[], object], runs: int) -> dict[str, float]:
 
 def start_server(workdir: str) -> tuple[subprocess.Popen, dict]:
     kubeconfig = Path(workdir) / "kubeconfig"
-    command = [
-        sys.executable,
-        "-m",
-        "kubesim",
-        "serve",
-        "--port",
-        "0",
-        "--kubeconfig",
-        str(kubeconfig),
+    process = kubesim.spawn(
+        kubeconfig,
         "--speed",
         "50",
-    ]
-    process = subprocess.Popen(
-        command,
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         preexec_fn=lambda: os.sched_setaffinity(0, {0}),
     )
-    deadline = time.monotonic() + 30
-    while not kubeconfig.exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit("kubesim did not start")
-        time.sleep(0.02)
     return process, yaml.safe_load(kubeconfig.read_text())
 
 

@@ -12,8 +12,11 @@ import logging
 import os
 import secrets
 import ssl
+import subprocess
+import sys
 import tempfile
 import threading
+import time
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +34,7 @@ from kubesim.store import Store
 from kubesim.topology import Topology, seed
 from kubesim.topology import load as load_topology
 
-__all__ = ["Handle", "start"]
+__all__ = ["Handle", "spawn", "start"]
 log = logging.getLogger("kubesim")
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
@@ -227,3 +230,23 @@ def start(
     kubeconfig = kubeconfig or _temporary_path()
     write_kubeconfig(kubeconfig, kubeconfig_text(url, bundle.ca_pem, token))
     return Handle(url, kubeconfig, token, bundle.ca_pem, api, server, stoppables, temporary)
+
+
+def spawn(
+    kubeconfig: str | os.PathLike, *args: str, timeout: float = 30, **popen: Any
+) -> subprocess.Popen:
+    """Run `python -m kubesim serve --port 0 --kubeconfig PATH ARGS...` in its own process and
+    return it once it answers (its kubeconfig exists); `popen` goes to subprocess.Popen."""
+    path = os.fspath(kubeconfig)
+    if os.path.exists(path):
+        os.unlink(path)
+    command = [sys.executable, "-m", "kubesim", "serve", "--port", "0", "--kubeconfig", path]
+    process = subprocess.Popen([*command, *args], **popen)
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            output = process.communicate()[0] if popen.get("stdout") == subprocess.PIPE else ""
+            raise RuntimeError(f"kubesim did not start: {output}")
+        time.sleep(0.02)
+    return process

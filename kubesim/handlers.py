@@ -187,15 +187,22 @@ def _retry_on_conflict(attempt: Callable[[], Response], attempts: int = 20) -> R
     return attempt()
 
 
+def _admit_sent_object(request: Request, obj: dict, target: Any) -> list[str]:
+    """Check kind, fields and name of what the client sent, put it in the target's namespace;
+    the warnings of fieldValidation come back."""
+    check_type(obj, target)
+    warnings = field_validation(request, obj, target)
+    check_name(obj, target)
+    place(obj, target)
+    return warnings
+
+
 def _patch(api: Any, request: Request, target: Any, content_type: str, body: Any) -> Response:
     old = api.store.get(target.kind, target.namespace, target.name)
     patched = patch.apply_patch(content_type, served(target, old), body)
     if not isinstance(patched, dict):
         raise errors.bad_request("the patch produced something that is not an object")
-    check_type(patched, target)
-    warnings = field_validation(request, patched, target)
-    check_name(patched, target)
-    place(patched, target)
+    warnings = _admit_sent_object(request, patched, target)
     stored = save(api, request, target, old, patched)
     return json_response(200, served(target, stored), warning_headers(warnings))
 
@@ -205,10 +212,7 @@ def _apply(
 ) -> Response:
     if not isinstance(body, dict):
         raise errors.bad_request("error decoding YAML: the apply patch must be an object")
-    check_type(body, target)
-    warnings = field_validation(request, body, target)
-    check_name(body, target)
-    place(body, target)
+    warnings = _admit_sent_object(request, body, target)
     subresource = target.subresource or ""
     old = _get_or_none(api, target)
     sent_rv = body["metadata"].get("resourceVersion")

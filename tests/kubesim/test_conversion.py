@@ -1,11 +1,10 @@
 """resource.k8s.io objects convert between v1beta1, v1beta2 and v1 from one stored form."""
 
-import uuid
-
 from kubernetes import client, config
 
 import kubesim
 from kubesim.kinds import kind_for
+from tests.fixtures.kubesim import api_client, create_namespace
 
 CLAIMS = kind_for("resource.k8s.io", "resourceclaims")
 SLICES = kind_for("resource.k8s.io", "resourceslices")
@@ -13,52 +12,27 @@ TEMPLATES = kind_for("resource.k8s.io", "resourceclaimtemplates")
 CLASSES = kind_for("resource.k8s.io", "deviceclasses")
 
 SELECTOR = [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]
-V1BETA1_CLAIM = {
-    "apiVersion": "resource.k8s.io/v1beta1",
-    "kind": "ResourceClaim",
-    "metadata": {"name": "gpu-claim", "namespace": "dra-test"},
-    "spec": {
-        "devices": {
-            "requests": [
-                {
-                    "name": "gpu",
-                    "deviceClassName": "gpu.nvidia.com",
-                    "selectors": SELECTOR,
-                    "count": 2,
-                },
-                {
-                    "name": "any",
-                    "firstAvailable": [{"name": "one", "deviceClassName": "gpu.nvidia.com"}],
-                },
-            ],
-            "constraints": [{"matchAttribute": "gpu.nvidia.com/parentUUID"}],
-        }
-    },
-}
-V1_CLAIM = {
-    "apiVersion": "resource.k8s.io/v1",
-    "kind": "ResourceClaim",
-    "metadata": {"name": "gpu-claim", "namespace": "dra-test"},
-    "spec": {
-        "devices": {
-            "requests": [
-                {
-                    "name": "gpu",
-                    "exactly": {
-                        "deviceClassName": "gpu.nvidia.com",
-                        "selectors": SELECTOR,
-                        "count": 2,
-                    },
-                },
-                {
-                    "name": "any",
-                    "firstAvailable": [{"name": "one", "deviceClassName": "gpu.nvidia.com"}],
-                },
-            ],
-            "constraints": [{"matchAttribute": "gpu.nvidia.com/parentUUID"}],
-        }
-    },
-}
+GPU_REQUEST = {"deviceClassName": "gpu.nvidia.com", "selectors": SELECTOR, "count": 2}
+ANY_GPU = {"name": "any", "firstAvailable": [{"name": "one", "deviceClassName": "gpu.nvidia.com"}]}
+
+
+def claim(version: str, gpu_request: dict) -> dict:
+    """The same claim as written in `version`: only its gpu request differs between versions."""
+    return {
+        "apiVersion": f"resource.k8s.io/{version}",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "gpu-claim", "namespace": "dra-test"},
+        "spec": {
+            "devices": {
+                "requests": [{"name": "gpu", **gpu_request}, ANY_GPU],
+                "constraints": [{"matchAttribute": "gpu.nvidia.com/parentUUID"}],
+            }
+        },
+    }
+
+
+V1BETA1_CLAIM = claim("v1beta1", GPU_REQUEST)
+V1_CLAIM = claim("v1", {"exactly": GPU_REQUEST})
 STATUS = {
     "allocation": {
         "devices": {
@@ -160,9 +134,8 @@ def test_it_does_not_invent_a_missing_spec() -> None:
 def test_it_reads_a_claim_created_as_v1beta1_in_v1_and_back(
     kubesim_cluster: kubesim.Handle,
 ) -> None:
-    api = config.new_client_from_config(kubesim_cluster.kubeconfig)
-    namespace = f"conv-{uuid.uuid4().hex[:6]}"
-    client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
+    api = api_client(kubesim_cluster)
+    namespace = create_namespace(kubesim_cluster, "conv")
     beta = client.ResourceV1beta1Api(api)
     v1 = client.ResourceV1Api(api)
     beta.create_namespaced_resource_claim(

@@ -2,9 +2,7 @@
 
 import re
 import threading
-import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,29 +10,22 @@ import pytest
 from kubernetes import client, config
 
 import kubesim
+from tests.fixtures.kubesim import create_namespace, wait_until
 
 VECTOR_ADD = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
 DEVICE_QUERY = "nvcr.io/nvidia/k8s/cuda-sample:devicequery"
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[kubesim.Handle]:
-    handle = kubesim.start(speed=20)
-    yield handle
-    handle.stop()
-
-
 @pytest.fixture
-def namespace(cluster: kubesim.Handle) -> str:
-    name = f"kubelet-{uuid.uuid4().hex[:6]}"
-    cluster.admin("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+def namespace(kubesim_module: kubesim.Handle) -> str:
+    name = create_namespace(kubesim_module, "kubelet")
     return name
 
 
 class PodHistory:
     """Every version of one pod the store commits, in order."""
 
-    def __init__(self, cluster: kubesim.Handle, namespace: str, name: str) -> None:
+    def __init__(self, kubesim_module: kubesim.Handle, namespace: str, name: str) -> None:
         self.versions: list[dict] = []
         self._lock = threading.Lock()
 
@@ -47,7 +38,7 @@ class PodHistory:
                 with self._lock:
                     self.versions.append(obj)
 
-        cluster.store.subscribe(record)
+        kubesim_module.store.subscribe(record)
 
     def phases(self) -> list[str]:
         with self._lock:
@@ -65,24 +56,16 @@ class PodHistory:
         return reasons
 
 
-def wait_until(check: Callable[[], Any], timeout: float = 5.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {check}")
-
-
-def create_claim(cluster: kubesim.Handle, namespace: str, name: str, count: int = 1) -> None:
+def create_claim(kubesim_module: kubesim.Handle, namespace: str, name: str, count: int = 1) -> None:
     request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": count}}
     body = {"metadata": {"name": name}, "spec": {"devices": {"requests": [request]}}}
-    cluster.admin("POST", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims", body)
+    kubesim_module.admin(
+        "POST", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims", body
+    )
 
 
 def create_pod(
-    cluster: kubesim.Handle,
+    kubesim_module: kubesim.Handle,
     namespace: str,
     name: str,
     images: list[str],
@@ -99,20 +82,20 @@ def create_pod(
     spec: dict = {"restartPolicy": policy, "containers": containers}
     if claim:
         spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
-    cluster.admin(
+    kubesim_module.admin(
         "POST", f"/api/v1/namespaces/{namespace}/pods", {"metadata": {"name": name}, "spec": spec}
     )
 
 
-def get_pod(cluster: kubesim.Handle, namespace: str, name: str) -> dict:
-    return cluster.admin("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+def get_pod(kubesim_module: kubesim.Handle, namespace: str, name: str) -> dict:
+    return kubesim_module.admin("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
 
 
 def phase_is(
-    cluster: kubesim.Handle, namespace: str, name: str, phase: str
+    kubesim_module: kubesim.Handle, namespace: str, name: str, phase: str
 ) -> Callable[[], dict | None]:
     def check() -> dict | None:
-        pod = get_pod(cluster, namespace, name)
+        pod = get_pod(kubesim_module, namespace, name)
         return pod if pod["status"].get("phase") == phase else None
 
     return check
@@ -122,11 +105,13 @@ def conditions(pod: dict) -> dict[str, dict]:
     return {c["type"]: c for c in pod["status"]["conditions"]}
 
 
-def test_it_runs_a_pod_from_pending_to_succeeded(cluster: kubesim.Handle, namespace: str) -> None:
-    history = PodHistory(cluster, namespace, "pod1")
-    create_claim(cluster, namespace, "gpu-claim")
-    create_pod(cluster, namespace, "pod1", [VECTOR_ADD, DEVICE_QUERY], claim="gpu-claim")
-    pod = wait_until(phase_is(cluster, namespace, "pod1", "Succeeded"))
+def test_it_runs_a_pod_from_pending_to_succeeded(
+    kubesim_module: kubesim.Handle, namespace: str
+) -> None:
+    history = PodHistory(kubesim_module, namespace, "pod1")
+    create_claim(kubesim_module, namespace, "gpu-claim")
+    create_pod(kubesim_module, namespace, "pod1", [VECTOR_ADD, DEVICE_QUERY], claim="gpu-claim")
+    pod = wait_until(phase_is(kubesim_module, namespace, "pod1", "Succeeded"))
     assert history.phases() == ["Pending", "Running", "Succeeded"]
     assert history.waiting_reasons("ctr0") == ["ContainerCreating"]
     assert pod["status"]["startTime"]
@@ -140,19 +125,19 @@ def test_it_runs_a_pod_from_pending_to_succeeded(cluster: kubesim.Handle, namesp
     assert {"Initialized", "Ready", "ContainersReady", "PodScheduled"} <= set(found)
     assert found["Initialized"]["status"] == found["PodScheduled"]["status"] == "True"
     assert found["Ready"]["status"] == "False" and found["Ready"]["reason"] == "PodCompleted"
-    events = cluster.admin("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
+    events = kubesim_module.admin("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
     reasons = [e["reason"] for e in events if e["involvedObject"]["name"] == "pod1"]
     assert {"Scheduled", "Pulling", "Pulled", "Created", "Started"} <= set(reasons)
     assert "Started container ctr1" in [e["message"] for e in events]
 
 
 def test_it_pulls_creates_and_starts_containers_in_order_as_the_events_list_shows(
-    cluster: kubesim.Handle, namespace: str
+    kubesim_module: kubesim.Handle, namespace: str
 ) -> None:
-    create_claim(cluster, namespace, "gpu-claim")
-    create_pod(cluster, namespace, "pod1", [VECTOR_ADD, DEVICE_QUERY], claim="gpu-claim")
-    wait_until(phase_is(cluster, namespace, "pod1", "Succeeded"))
-    events = cluster.admin("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
+    create_claim(kubesim_module, namespace, "gpu-claim")
+    create_pod(kubesim_module, namespace, "pod1", [VECTOR_ADD, DEVICE_QUERY], claim="gpu-claim")
+    wait_until(phase_is(kubesim_module, namespace, "pod1", "Succeeded"))
+    events = kubesim_module.admin("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
     listed = [(e["reason"], e["message"]) for e in events]
     assert [reason for reason, _ in listed] == ["Scheduled"] + [
         "Pulling",
@@ -169,21 +154,25 @@ def test_it_pulls_creates_and_starts_containers_in_order_as_the_events_list_show
     )
 
 
-def test_it_reports_running_containers_as_ready(cluster: kubesim.Handle, namespace: str) -> None:
-    create_claim(cluster, namespace, "forever")
-    create_pod(cluster, namespace, "forever", [VECTOR_ADD], claim="forever", policy="Always")
-    pod = wait_until(phase_is(cluster, namespace, "forever", "Running"))
+def test_it_reports_running_containers_as_ready(
+    kubesim_module: kubesim.Handle, namespace: str
+) -> None:
+    create_claim(kubesim_module, namespace, "forever")
+    create_pod(kubesim_module, namespace, "forever", [VECTOR_ADD], claim="forever", policy="Always")
+    pod = wait_until(phase_is(kubesim_module, namespace, "forever", "Running"))
     (status,) = pod["status"]["containerStatuses"]
     assert "running" in status["state"] and status["ready"] is True
     assert conditions(pod)["ContainersReady"]["status"] == "True"
 
 
-def test_it_fails_a_pull_of_an_unknown_image(cluster: kubesim.Handle, namespace: str) -> None:
-    history = PodHistory(cluster, namespace, "typo")
-    create_pod(cluster, namespace, "typo", ["nvcr.io/nvidia/k8s/cuda-sample:vectorad"])
+def test_it_fails_a_pull_of_an_unknown_image(
+    kubesim_module: kubesim.Handle, namespace: str
+) -> None:
+    history = PodHistory(kubesim_module, namespace, "typo")
+    create_pod(kubesim_module, namespace, "typo", ["nvcr.io/nvidia/k8s/cuda-sample:vectorad"])
 
     def backing_off() -> dict | None:
-        pod = get_pod(cluster, namespace, "typo")
+        pod = get_pod(kubesim_module, namespace, "typo")
         state = (pod["status"].get("containerStatuses") or [{}])[0].get("state", {})
         return pod if state.get("waiting", {}).get("reason") == "ImagePullBackOff" else None
 
@@ -200,21 +189,23 @@ def test_it_fails_a_pull_of_an_unknown_image(cluster: kubesim.Handle, namespace:
 
 
 def test_it_fails_a_never_restarting_pod_whose_container_fails(
-    cluster: kubesim.Handle, namespace: str
+    kubesim_module: kubesim.Handle, namespace: str
 ) -> None:
-    create_pod(cluster, namespace, "nogpu", [VECTOR_ADD])
-    pod = wait_until(phase_is(cluster, namespace, "nogpu", "Failed"))
+    create_pod(kubesim_module, namespace, "nogpu", [VECTOR_ADD])
+    pod = wait_until(phase_is(kubesim_module, namespace, "nogpu", "Failed"))
     terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
     assert terminated["exitCode"] == 1 and terminated["reason"] == "Error"
-    lines = [text for _, text in cluster.api.kubelet.logs(namespace, "nogpu", "ctr0")]
+    lines = [text for _, text in kubesim_module.api.kubelet.logs(namespace, "nogpu", "ctr0")]
     assert lines[-1].startswith("Failed to allocate device vector A")
 
 
-def test_it_restarts_a_failed_container_on_failure(cluster: kubesim.Handle, namespace: str) -> None:
-    create_pod(cluster, namespace, "retry", [DEVICE_QUERY], policy="OnFailure")
+def test_it_restarts_a_failed_container_on_failure(
+    kubesim_module: kubesim.Handle, namespace: str
+) -> None:
+    create_pod(kubesim_module, namespace, "retry", [DEVICE_QUERY], policy="OnFailure")
 
     def restarted() -> dict | None:
-        pod = get_pod(cluster, namespace, "retry")
+        pod = get_pod(kubesim_module, namespace, "retry")
         statuses = pod["status"].get("containerStatuses") or [{}]
         return pod if statuses[0].get("restartCount", 0) >= 1 else None
 
@@ -224,13 +215,13 @@ def test_it_restarts_a_failed_container_on_failure(cluster: kubesim.Handle, name
 
 
 def test_it_restarts_a_completed_container_when_always(
-    cluster: kubesim.Handle, namespace: str
+    kubesim_module: kubesim.Handle, namespace: str
 ) -> None:
-    create_claim(cluster, namespace, "always")
-    create_pod(cluster, namespace, "always", [VECTOR_ADD], claim="always", policy="Always")
+    create_claim(kubesim_module, namespace, "always")
+    create_pod(kubesim_module, namespace, "always", [VECTOR_ADD], claim="always", policy="Always")
 
     def restarted() -> dict | None:
-        pod = get_pod(cluster, namespace, "always")
+        pod = get_pod(kubesim_module, namespace, "always")
         statuses = pod["status"].get("containerStatuses") or [{}]
         return pod if statuses[0].get("restartCount", 0) >= 1 else None
 
@@ -240,50 +231,52 @@ def test_it_restarts_a_completed_container_when_always(
 
 
 def test_it_names_every_allocated_gpu_in_device_query(
-    cluster: kubesim.Handle, namespace: str
+    kubesim_module: kubesim.Handle, namespace: str
 ) -> None:
-    create_claim(cluster, namespace, "two", count=2)
-    create_pod(cluster, namespace, "two", [DEVICE_QUERY, DEVICE_QUERY], claim="two")
-    pod = wait_until(phase_is(cluster, namespace, "two", "Succeeded"))
+    create_claim(kubesim_module, namespace, "two", count=2)
+    create_pod(kubesim_module, namespace, "two", [DEVICE_QUERY, DEVICE_QUERY], claim="two")
+    pod = wait_until(phase_is(kubesim_module, namespace, "two", "Succeeded"))
     product = (
         "NVIDIA H100 80GB HBM3"
         if pod["spec"]["nodeName"] == "gpu-node-1"
         else "NVIDIA A100-SXM4-40GB"
     )
-    ctr0 = [text for _, text in cluster.api.kubelet.logs(namespace, "two", "ctr0")]
-    ctr1 = [text for _, text in cluster.api.kubelet.logs(namespace, "two", "ctr1")]
+    ctr0 = [text for _, text in kubesim_module.api.kubelet.logs(namespace, "two", "ctr0")]
+    ctr1 = [text for _, text in kubesim_module.api.kubelet.logs(namespace, "two", "ctr1")]
     assert "Detected 2 CUDA Capable device(s)" in ctr0
     assert f'Device 1: "{product}"' in ctr0
     assert ctr0 == ctr1  # both containers share the one claim, so they see the same GPUs
 
 
-def test_it_serves_logs_with_timestamps(cluster: kubesim.Handle, namespace: str) -> None:
-    create_claim(cluster, namespace, "logs")
-    create_pod(cluster, namespace, "logs", [VECTOR_ADD], claim="logs")
-    wait_until(phase_is(cluster, namespace, "logs", "Succeeded"))
-    lines = cluster.api.kubelet.logs(namespace, "logs", "ctr0")
+def test_it_serves_logs_with_timestamps(kubesim_module: kubesim.Handle, namespace: str) -> None:
+    create_claim(kubesim_module, namespace, "logs")
+    create_pod(kubesim_module, namespace, "logs", [VECTOR_ADD], claim="logs")
+    wait_until(phase_is(kubesim_module, namespace, "logs", "Succeeded"))
+    lines = kubesim_module.api.kubelet.logs(namespace, "logs", "ctr0")
     assert [text for _, text in lines][-2:] == ["Test PASSED", "Done"]
     assert all(stamp.tzinfo is not None for stamp, _ in lines)
     stamps = [stamp for stamp, _ in lines]
     assert stamps == sorted(set(stamps))  # strictly increasing, so "lines after X" is exact
-    core = client.CoreV1Api(config.new_client_from_config(cluster.kubeconfig))
+    core = client.CoreV1Api(config.new_client_from_config(kubesim_module.kubeconfig))
     text = core.read_namespaced_pod_log("logs", namespace, timestamps=True)
     first = text.splitlines()[0]
     assert first.endswith(" [Vector addition of 50000 elements]")
     assert first[10] == "T" and first[29] == "Z"
 
 
-def test_it_wakes_a_log_follower_when_lines_arrive(cluster: kubesim.Handle, namespace: str) -> None:
-    kubelet = cluster.api.kubelet
+def test_it_wakes_a_log_follower_when_lines_arrive(
+    kubesim_module: kubesim.Handle, namespace: str
+) -> None:
+    kubelet = kubesim_module.api.kubelet
     assert kubelet.wait_for_log_change(namespace, "late", "ctr0", 0, 0.05) is False
-    create_claim(cluster, namespace, "late")
-    create_pod(cluster, namespace, "late", [VECTOR_ADD], claim="late")
+    create_claim(kubesim_module, namespace, "late")
+    create_pod(kubesim_module, namespace, "late", [VECTOR_ADD], claim="late")
     assert kubelet.wait_for_log_change(namespace, "late", "ctr0", 0, 5.0) is True
     assert len(kubelet.logs(namespace, "late", "ctr0")) == 6
 
 
 def test_it_starts_the_pods_of_a_saved_cluster_again(tmp_path: Path) -> None:
-    state = str(tmp_path / "cluster.json")
+    state = str(tmp_path / "kubesim_module.json")
     first = kubesim.start(speed=20, state=state)
     try:
         first.admin("POST", "/api/v1/namespaces", {"metadata": {"name": "saved"}})

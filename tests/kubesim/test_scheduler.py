@@ -1,17 +1,17 @@
 """Allocation, binding and deallocation as kube-scheduler and the claim controller do them.
 
-These tests own a cluster of their own, so they can fill every GPU without disturbing others.
+These tests own a kubesim_module of their own, so they can fill every GPU without disturbing others.
 """
 
 import time
 import urllib.error
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import kubesim
+from tests.fixtures.kubesim import create_namespace, wait_until
 
 FIT_ERROR = (
     "0/2 nodes are available: 2 cannot allocate all claims. still not schedulable, "
@@ -19,25 +19,17 @@ FIT_ERROR = (
 )
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[kubesim.Handle]:
-    handle = kubesim.start(speed=20)
-    yield handle
-    handle.stop()
-
-
 @pytest.fixture
-def namespace(cluster: kubesim.Handle) -> Iterator[str]:
-    name = f"sched-{uuid.uuid4().hex[:6]}"
-    cluster.admin("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+def namespace(kubesim_module: kubesim.Handle) -> Iterator[str]:
+    name = create_namespace(kubesim_module, "sched")
     yield name
-    for pod in cluster.admin("GET", f"/api/v1/namespaces/{name}/pods")["items"]:
-        cluster.admin("DELETE", f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}")
-    wait_until(lambda: not claims_in_use(cluster))
+    for pod in kubesim_module.admin("GET", f"/api/v1/namespaces/{name}/pods")["items"]:
+        kubesim_module.admin("DELETE", f"/api/v1/namespaces/{name}/pods/{pod['metadata']['name']}")
+    wait_until(lambda: not claims_in_use(kubesim_module))
 
 
-def claims_in_use(cluster: kubesim.Handle) -> list[dict]:
-    claims = cluster.admin("GET", "/apis/resource.k8s.io/v1/resourceclaims")["items"]
+def claims_in_use(kubesim_module: kubesim.Handle) -> list[dict]:
+    claims = kubesim_module.admin("GET", "/apis/resource.k8s.io/v1/resourceclaims")["items"]
     return [c for c in claims if (c.get("status") or {}).get("allocation")]
 
 
@@ -45,27 +37,17 @@ def cel(expression: str) -> list[dict]:
     return [{"cel": {"expression": expression}}]
 
 
-def wait_until(check: Callable[[], Any], timeout: float = 5.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {check}")
-
-
-def create_claim(cluster: kubesim.Handle, namespace: str, name: str, **exactly: Any) -> dict:
+def create_claim(kubesim_module: kubesim.Handle, namespace: str, name: str, **exactly: Any) -> dict:
     request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", **exactly}}
     body = {"metadata": {"name": name}, "spec": {"devices": {"requests": [request]}}}
     path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
-    return cluster.admin(
+    return kubesim_module.admin(
         "POST", path, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", **body}
     )
 
 
 def create_pod(
-    cluster: kubesim.Handle,
+    kubesim_module: kubesim.Handle,
     namespace: str,
     name: str,
     claim: str | None = None,
@@ -82,25 +64,25 @@ def create_pod(
         "resourceClaims": [{"name": "gpu", **source}],
     }
     body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
-    return cluster.admin("POST", f"/api/v1/namespaces/{namespace}/pods", body)
+    return kubesim_module.admin("POST", f"/api/v1/namespaces/{namespace}/pods", body)
 
 
-def get_claim(cluster: kubesim.Handle, namespace: str, name: str) -> dict:
-    return cluster.admin(
+def get_claim(kubesim_module: kubesim.Handle, namespace: str, name: str) -> dict:
+    return kubesim_module.admin(
         "GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
     )
 
 
-def claim_gone(cluster: kubesim.Handle, namespace: str, name: str) -> bool:
+def claim_gone(kubesim_module: kubesim.Handle, namespace: str, name: str) -> bool:
     try:
-        get_claim(cluster, namespace, name)
+        get_claim(kubesim_module, namespace, name)
     except urllib.error.HTTPError as error:
         return error.code == 404
     return False
 
 
-def get_pod(cluster: kubesim.Handle, namespace: str, name: str) -> dict:
-    return cluster.admin("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+def get_pod(kubesim_module: kubesim.Handle, namespace: str, name: str) -> dict:
+    return kubesim_module.admin("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
 
 
 def scheduled_condition(pod: dict) -> dict | None:
@@ -110,27 +92,27 @@ def scheduled_condition(pod: dict) -> dict | None:
     return None
 
 
-def bound_node(cluster: kubesim.Handle, namespace: str, name: str) -> str:
-    return wait_until(lambda: get_pod(cluster, namespace, name)["spec"].get("nodeName"))
+def bound_node(kubesim_module: kubesim.Handle, namespace: str, name: str) -> str:
+    return wait_until(lambda: get_pod(kubesim_module, namespace, name)["spec"].get("nodeName"))
 
 
 def test_it_leaves_a_claim_unallocated_until_a_pod_uses_it(
-    cluster: kubesim.Handle, namespace: str
+    kubesim_module: kubesim.Handle, namespace: str
 ) -> None:
-    create_claim(cluster, namespace, "idle")
+    create_claim(kubesim_module, namespace, "idle")
     time.sleep(0.3)
-    claim = get_claim(cluster, namespace, "idle")
+    claim = get_claim(kubesim_module, namespace, "idle")
     assert claim.get("status", {}) == {}
     assert "finalizers" not in claim["metadata"]
 
 
 def test_it_allocates_reserves_and_binds_when_a_pod_is_scheduled(
-    cluster: kubesim.Handle, namespace: str
+    kubesim_module: kubesim.Handle, namespace: str
 ) -> None:
-    create_claim(cluster, namespace, "gpu-claim")
-    pod = create_pod(cluster, namespace, "pod1", "gpu-claim")
-    node = bound_node(cluster, namespace, "pod1")
-    claim = get_claim(cluster, namespace, "gpu-claim")
+    create_claim(kubesim_module, namespace, "gpu-claim")
+    pod = create_pod(kubesim_module, namespace, "pod1", "gpu-claim")
+    node = bound_node(kubesim_module, namespace, "pod1")
+    claim = get_claim(kubesim_module, namespace, "gpu-claim")
     assert claim["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
     (result,) = claim["status"]["allocation"]["devices"]["results"]
     assert result["request"] == "gpu" and result["driver"] == "gpu.nvidia.com"
@@ -144,12 +126,14 @@ def test_it_allocates_reserves_and_binds_when_a_pod_is_scheduled(
     assert claim["status"]["reservedFor"] == [
         {"resource": "pods", "name": "pod1", "uid": pod["metadata"]["uid"]}
     ]
-    assert scheduled_condition(get_pod(cluster, namespace, "pod1"))["status"] == "True"
+    assert scheduled_condition(get_pod(kubesim_module, namespace, "pod1"))["status"] == "True"
 
 
-def test_it_puts_pods_sharing_a_claim_on_its_node(cluster: kubesim.Handle, namespace: str) -> None:
+def test_it_puts_pods_sharing_a_claim_on_its_node(
+    kubesim_module: kubesim.Handle, namespace: str
+) -> None:
     create_claim(
-        cluster,
+        kubesim_module,
         namespace,
         "shared",
         selectors=[
@@ -160,14 +144,14 @@ def test_it_puts_pods_sharing_a_claim_on_its_node(cluster: kubesim.Handle, names
             }
         ],
     )
-    first = create_pod(cluster, namespace, "first", "shared")
-    second = create_pod(cluster, namespace, "second", "shared")
+    first = create_pod(kubesim_module, namespace, "first", "shared")
+    second = create_pod(kubesim_module, namespace, "second", "shared")
     assert (
-        bound_node(cluster, namespace, "first")
-        == bound_node(cluster, namespace, "second")
+        bound_node(kubesim_module, namespace, "first")
+        == bound_node(kubesim_module, namespace, "second")
         == "gpu-node-2"
     )
-    claim = get_claim(cluster, namespace, "shared")
+    claim = get_claim(kubesim_module, namespace, "shared")
     assert len(claim["status"]["allocation"]["devices"]["results"]) == 1
     assert {r["uid"] for r in claim["status"]["reservedFor"]} == {
         first["metadata"]["uid"],
@@ -176,127 +160,138 @@ def test_it_puts_pods_sharing_a_claim_on_its_node(cluster: kubesim.Handle, names
 
 
 def test_it_deallocates_when_the_last_consumer_finishes(
-    cluster: kubesim.Handle, namespace: str
+    kubesim_module: kubesim.Handle, namespace: str
 ) -> None:
-    create_claim(cluster, namespace, "once")
-    create_pod(cluster, namespace, "once", "once", policy="Never")
-    wait_until(lambda: get_pod(cluster, namespace, "once")["status"]["phase"] == "Succeeded")
+    create_claim(kubesim_module, namespace, "once")
+    create_pod(kubesim_module, namespace, "once", "once", policy="Never")
+    wait_until(lambda: get_pod(kubesim_module, namespace, "once")["status"]["phase"] == "Succeeded")
     claim = wait_until(
-        lambda: (c := get_claim(cluster, namespace, "once")).get("status") == {} and c
+        lambda: (c := get_claim(kubesim_module, namespace, "once")).get("status") == {} and c
     )
     assert "finalizers" not in claim["metadata"]
 
 
 def test_it_keeps_a_ninth_gpu_pending_until_one_frees_up(
-    cluster: kubesim.Handle, namespace: str
+    kubesim_module: kubesim.Handle, namespace: str
 ) -> None:
     for index in range(9):
-        create_claim(cluster, namespace, f"claim-{index}")
-        create_pod(cluster, namespace, f"pod-{index}", f"claim-{index}")
+        create_claim(kubesim_module, namespace, f"claim-{index}")
+        create_pod(kubesim_module, namespace, f"pod-{index}", f"claim-{index}")
     for index in range(8):
-        bound_node(cluster, namespace, f"pod-{index}")
-    condition = wait_until(lambda: scheduled_condition(get_pod(cluster, namespace, "pod-8")))
+        bound_node(kubesim_module, namespace, f"pod-{index}")
+    condition = wait_until(lambda: scheduled_condition(get_pod(kubesim_module, namespace, "pod-8")))
     assert condition["status"] == "False" and condition["reason"] == "Unschedulable"
     assert condition["message"] == FIT_ERROR
-    assert get_pod(cluster, namespace, "pod-8")["status"]["phase"] == "Pending"
-    events = cluster.admin("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
+    assert get_pod(kubesim_module, namespace, "pod-8")["status"]["phase"] == "Pending"
+    events = kubesim_module.admin("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
     failed = [e for e in events if e["reason"] == "FailedScheduling"]
     assert failed and failed[0]["type"] == "Warning" and failed[0]["message"] == FIT_ERROR
     assert failed[0]["involvedObject"]["name"] == "pod-8"
 
-    cluster.admin("DELETE", f"/api/v1/namespaces/{namespace}/pods/pod-3")
-    bound_node(cluster, namespace, "pod-8")
+    kubesim_module.admin("DELETE", f"/api/v1/namespaces/{namespace}/pods/pod-3")
+    bound_node(kubesim_module, namespace, "pod-8")
     devices = [
         tuple(r.values())
-        for c in claims_in_use(cluster)
+        for c in claims_in_use(kubesim_module)
         for r in c["status"]["allocation"]["devices"]["results"]
     ]
     assert len(devices) == len(set(devices)) == 8
 
 
 def test_it_says_when_a_device_class_does_not_exist(
-    cluster: kubesim.Handle, namespace: str
+    kubesim_module: kubesim.Handle, namespace: str
 ) -> None:
     path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
     request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}
-    cluster.admin(
+    kubesim_module.admin(
         "POST", path, {"metadata": {"name": "nope"}, "spec": {"devices": {"requests": [request]}}}
     )
-    create_pod(cluster, namespace, "nope", "nope")
-    condition = wait_until(lambda: scheduled_condition(get_pod(cluster, namespace, "nope")))
+    create_pod(kubesim_module, namespace, "nope", "nope")
+    condition = wait_until(lambda: scheduled_condition(get_pod(kubesim_module, namespace, "nope")))
     assert condition["message"].startswith(
         "0/2 nodes are available: request gpu: device class gpu.example.com does not exist."
     )
 
 
 def test_it_keeps_a_pod_pending_when_no_device_matches(
-    cluster: kubesim.Handle, namespace: str
+    kubesim_module: kubesim.Handle, namespace: str
 ) -> None:
     nothing = cel("device.attributes['gpu.nvidia.com'].productName == 'NONEXISTENT-GPU-XYZ'")
-    create_claim(cluster, namespace, "nomatch", selectors=nothing)
-    create_pod(cluster, namespace, "nomatch", "nomatch")
-    condition = wait_until(lambda: scheduled_condition(get_pod(cluster, namespace, "nomatch")))
+    create_claim(kubesim_module, namespace, "nomatch", selectors=nothing)
+    create_pod(kubesim_module, namespace, "nomatch", "nomatch")
+    condition = wait_until(
+        lambda: scheduled_condition(get_pod(kubesim_module, namespace, "nomatch"))
+    )
     assert condition["message"] == FIT_ERROR
-    assert get_claim(cluster, namespace, "nomatch").get("status", {}) == {}
+    assert get_claim(kubesim_module, namespace, "nomatch").get("status", {}) == {}
 
 
-def test_it_allocates_by_memory_capacity(cluster: kubesim.Handle, namespace: str) -> None:
+def test_it_allocates_by_memory_capacity(kubesim_module: kubesim.Handle, namespace: str) -> None:
     big = cel("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('64Gi')) >= 0")
-    create_claim(cluster, namespace, "big", selectors=big, count=2)
-    create_pod(cluster, namespace, "big", "big")
-    assert bound_node(cluster, namespace, "big") == "gpu-node-1"
+    create_claim(kubesim_module, namespace, "big", selectors=big, count=2)
+    create_pod(kubesim_module, namespace, "big", "big")
+    assert bound_node(kubesim_module, namespace, "big") == "gpu-node-1"
     assert (
-        len(get_claim(cluster, namespace, "big")["status"]["allocation"]["devices"]["results"]) == 2
+        len(
+            get_claim(kubesim_module, namespace, "big")["status"]["allocation"]["devices"][
+                "results"
+            ]
+        )
+        == 2
     )
 
 
 def test_it_waits_for_a_claim_that_does_not_exist_yet(
-    cluster: kubesim.Handle, namespace: str
+    kubesim_module: kubesim.Handle, namespace: str
 ) -> None:
-    create_pod(cluster, namespace, "early", "later")
+    create_pod(kubesim_module, namespace, "early", "later")
     time.sleep(0.3)
-    pod = get_pod(cluster, namespace, "early")
+    pod = get_pod(kubesim_module, namespace, "early")
     assert not pod["spec"].get("nodeName") and scheduled_condition(pod) is None
-    create_claim(cluster, namespace, "later")
-    bound_node(cluster, namespace, "early")
+    create_claim(kubesim_module, namespace, "later")
+    bound_node(kubesim_module, namespace, "early")
 
 
 def test_it_creates_and_removes_claims_from_templates(
-    cluster: kubesim.Handle, namespace: str
+    kubesim_module: kubesim.Handle, namespace: str
 ) -> None:
     request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}
     template = {
         "metadata": {"name": "single-gpu"},
         "spec": {"spec": {"devices": {"requests": [request]}}},
     }
-    cluster.admin(
+    kubesim_module.admin(
         "POST", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates", template
     )
-    pod = create_pod(cluster, namespace, "templated", template="single-gpu", policy="Never")
-    bound_node(cluster, namespace, "templated")
-    (status,) = get_pod(cluster, namespace, "templated")["status"]["resourceClaimStatuses"]
+    pod = create_pod(kubesim_module, namespace, "templated", template="single-gpu", policy="Never")
+    bound_node(kubesim_module, namespace, "templated")
+    (status,) = get_pod(kubesim_module, namespace, "templated")["status"]["resourceClaimStatuses"]
     assert status["name"] == "gpu" and status["resourceClaimName"].startswith("templated-gpu-")
-    claim = get_claim(cluster, namespace, status["resourceClaimName"])
+    claim = get_claim(kubesim_module, namespace, status["resourceClaimName"])
     assert claim["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"] == "gpu"
     assert claim["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
-    wait_until(lambda: get_pod(cluster, namespace, "templated")["status"]["phase"] == "Succeeded")
-    wait_until(lambda: claim_gone(cluster, namespace, status["resourceClaimName"]))
+    wait_until(
+        lambda: get_pod(kubesim_module, namespace, "templated")["status"]["phase"] == "Succeeded"
+    )
+    wait_until(lambda: claim_gone(kubesim_module, namespace, status["resourceClaimName"]))
 
 
 def test_it_keeps_a_deleted_claim_until_its_pod_is_done(
-    cluster: kubesim.Handle, namespace: str
+    kubesim_module: kubesim.Handle, namespace: str
 ) -> None:
-    create_claim(cluster, namespace, "doomed")
-    create_pod(cluster, namespace, "holder", "doomed")
-    bound_node(cluster, namespace, "holder")
-    cluster.admin(
+    create_claim(kubesim_module, namespace, "doomed")
+    create_pod(kubesim_module, namespace, "holder", "doomed")
+    bound_node(kubesim_module, namespace, "holder")
+    kubesim_module.admin(
         "DELETE", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/doomed"
     )
-    assert get_claim(cluster, namespace, "doomed")["metadata"]["deletionTimestamp"]
-    create_pod(cluster, namespace, "latecomer", "doomed")
-    condition = wait_until(lambda: scheduled_condition(get_pod(cluster, namespace, "latecomer")))
+    assert get_claim(kubesim_module, namespace, "doomed")["metadata"]["deletionTimestamp"]
+    create_pod(kubesim_module, namespace, "latecomer", "doomed")
+    condition = wait_until(
+        lambda: scheduled_condition(get_pod(kubesim_module, namespace, "latecomer"))
+    )
     assert condition["message"].startswith(
         '0/2 nodes are available: resourceclaim "doomed" is being deleted.'
     )
-    cluster.admin("DELETE", f"/api/v1/namespaces/{namespace}/pods/holder")
-    wait_until(lambda: claim_gone(cluster, namespace, "doomed"))
+    kubesim_module.admin("DELETE", f"/api/v1/namespaces/{namespace}/pods/holder")
+    wait_until(lambda: claim_gone(kubesim_module, namespace, "doomed"))

@@ -1,12 +1,12 @@
 """Objects kubesim returns validate against the upstream strict schemas of their release."""
 
 import time
-import uuid
 
 import kubernetes_validate
 import pytest
 
 import kubesim
+from tests.fixtures.kubesim import create_namespace
 
 CLAIM_REQUEST_V1 = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}
 CLAIM_REQUEST_V1BETA1 = {"name": "gpu", "deviceClassName": "gpu.nvidia.com"}
@@ -24,9 +24,8 @@ def wait_for_allocation(cluster: kubesim.Handle, path: str) -> dict:
 
 def served_objects(cluster: kubesim.Handle, version: str, request: dict) -> list[dict]:
     """A held claim, its template, the slices and classes, the pod and its events, as served."""
-    namespace = f"schema-{uuid.uuid4().hex[:6]}"
+    namespace = create_namespace(cluster, "schema")
     group = f"/apis/resource.k8s.io/{version}"
-    cluster.admin("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
     claim_spec = {"devices": {"requests": [request]}}
     cluster.admin(
         "POST",

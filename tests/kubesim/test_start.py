@@ -18,32 +18,10 @@ from tests.fixtures.kubesim import api_client, raw_request
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def start_cli(tmp_path, *args: str) -> tuple[subprocess.Popen, Path]:
+def start_cli(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path]:
     kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.unlink(missing_ok=True)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kubesim",
-            "serve",
-            "--port",
-            "0",
-            "--kubeconfig",
-            str(kubeconfig),
-            *args,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=ROOT,
-    )
-    deadline = time.monotonic() + 20
-    while not kubeconfig.exists():
-        assert process.poll() is None, process.stdout.read()
-        assert time.monotonic() < deadline, "no kubeconfig was written"
-        time.sleep(0.02)
-    return process, kubeconfig
+    output = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}
+    return kubesim.spawn(kubeconfig, *args, timeout=20, cwd=ROOT, **output), kubeconfig
 
 
 def stop_cli(process: subprocess.Popen, how: int = signal.SIGTERM) -> str:
@@ -138,3 +116,8 @@ def test_the_handle_calls_any_path_and_raises_on_api_errors(kubesim_cluster):
     with pytest.raises(urllib.error.HTTPError) as caught:
         kubesim_cluster.admin("GET", "/api/v1/namespaces/nope")
     assert caught.value.code == 404
+
+
+def test_spawn_says_why_kubesim_did_not_start(tmp_path):
+    with pytest.raises(RuntimeError, match="invalid float value"):
+        start_cli(tmp_path, "--speed", "fast")

@@ -11,6 +11,7 @@ from kubernetes.client.exceptions import ApiException
 
 import kubesim
 from kubesim.kinds import kind_for
+from tests.fixtures.kubesim import create_namespace
 
 CLAIMS = kind_for("resource.k8s.io", "resourceclaims")
 PODS = kind_for("", "pods")
@@ -308,8 +309,7 @@ def test_it_rejects_a_misshapen_v1beta1_slice_device() -> None:
 
 
 def test_it_answers_422_not_500_for_a_misshapen_body(kubesim_cluster: kubesim.Handle) -> None:
-    namespace = f"val-{uuid.uuid4().hex[:6]}"
-    kubesim_cluster.admin("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    namespace = create_namespace(kubesim_cluster, "val")
     body = {"metadata": {"name": "p"}, "spec": {"containers": "ctr0"}}
     with pytest.raises(urllib.error.HTTPError) as raised:
         kubesim_cluster.admin("POST", f"/api/v1/namespaces/{namespace}/pods", body)
