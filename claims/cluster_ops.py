@@ -16,6 +16,7 @@ from claims import observations
 from claims.kube import manifests
 from claims.kube.gateway import ClusterGateway, PermanentKubeError
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
+from claims.transitions import enqueue
 
 NS = NamespaceRequest.State
 CS = ClaimRequest.State
@@ -135,7 +136,10 @@ def start_run(run: VerificationRun) -> None:
     except PermanentKubeError as error:
         observations.run_failed(run=run, message=error.message)
         return
-    if not observations.run_pod_created(run=run) and run.state == RS.FAILED:
+    if observations.run_pod_created(run=run):
+        # Look now rather than at the next beat: a short Pod holds its GPU only briefly.
+        enqueue("claims.tasks.sync_cluster", claim.cluster.pk)
+    elif run.state == RS.FAILED:
         # The claim was released meanwhile: this Pod must not hold its GPU.
         gateway_for(claim.cluster).delete("v1", "Pod", claim.namespace, run.pod_name)
 

@@ -206,12 +206,16 @@ def run_finished(*, run: VerificationRun, phase: str, message: str = "") -> bool
     passed = phase == "Succeeded" and vector.passed is True and query.passed is True
     to = RS.SUCCEEDED if phase == "Succeeded" else RS.FAILED
     summary = "CUDA samples passed." if passed else (message or f"Pod {phase.lower()}.")
+    devices = run.devices or devices_named_by(query)
+    if devices and not run.devices:
+        summary += f" {DEVICES_FROM_DEVICE_QUERY}"
     return transition(
         run,
         to=to,
         allowed=(RS.CREATING, RS.PENDING, RS.RUNNING),
         message=summary,
         finished_at=timezone.now(),
+        devices=devices,
         passed=passed,
         vector_add_passed=vector.passed,
         device_query_passed=query.passed,
@@ -219,3 +223,25 @@ def run_finished(*, run: VerificationRun, phase: str, message: str = "") -> bool
         compute_capability=(device.compute_capability or "") if device else "",
         memory_mib=device.memory_mib if device else None,
     )
+
+
+DEVICES_FROM_DEVICE_QUERY = (
+    "The cluster's allocation was not seen while the Pod ran, so the devices are named "
+    "as deviceQuery printed them."
+)
+
+
+def devices_named_by(query: logparse.DeviceQueryResult) -> list[dict[str, Any]]:
+    """The fallback record of a run's devices: names only, marked as coming from deviceQuery."""
+    return [
+        {
+            "request": "",
+            "driver": "",
+            "pool": "",
+            "device": "",
+            "attributes": {"productName": device.name},
+            "capacity": {},
+            "source": "deviceQuery",
+        }
+        for device in query.devices
+    ]

@@ -63,14 +63,19 @@ def _sync_cycle(cluster: Cluster) -> bool:
     try:
         if _inventory_is_stale(cluster):
             refresh_inventory(cluster, gateway)
+        runs = _followed_runs(cluster)
+        # Pods first, claims right after: a Pod seen bound still holds its allocation then,
+        # so the devices of a run are recorded in the first cycle that sees its Pod scheduled.
+        pods_listed_at = timezone.now()
+        pods = _list_pods(gateway) if runs else {}
         allocations = _sync_claims(cluster, gateway)
-        runs_under_way = _sync_runs(cluster, gateway, allocations)
+        _sync_runs(runs, pods, pods_listed_at, gateway, allocations)
     except KubeError as error:
         log.warning("sync of %s: %s", cluster, error)
         Cluster.objects.filter(pk=cluster.pk).update(last_error=error.message)
         return False
     Cluster.objects.filter(pk=cluster.pk).update(last_synced_at=timezone.now(), last_error="")
-    return runs_under_way
+    return any(not run.is_final for run in runs)
 
 
 def _inventory_is_stale(cluster: Cluster) -> bool:
@@ -147,16 +152,28 @@ def _allocation(cluster: Cluster, state: ClaimState) -> dict[str, Any] | None:
     }
 
 
-def _sync_runs(cluster: Cluster, gateway: ClusterGateway, allocations: Allocations) -> bool:
-    runs = list(
+def _followed_runs(cluster: Cluster) -> list[VerificationRun]:
+    return list(
         VerificationRun.objects.filter(
             claim__namespace_request__cluster=cluster, state__in=FOLLOWED_RUNS
         ).select_related("claim__namespace_request")
     )
-    if not runs:
-        return False
-    listed_at = timezone.now()
-    pods = {(p.namespace, p.name): p for p in gateway.list_pods(MANAGED)}
+
+
+Pods = dict[tuple[str, str], PodState]
+
+
+def _list_pods(gateway: ClusterGateway) -> Pods:
+    return {(p.namespace, p.name): p for p in gateway.list_pods(MANAGED)}
+
+
+def _sync_runs(
+    runs: list[VerificationRun],
+    pods: Pods,
+    listed_at: Any,
+    gateway: ClusterGateway,
+    allocations: Allocations,
+) -> None:
     for run in runs:
         pod = pods.get((run.claim.namespace, run.pod_name))
         if pod is None:
@@ -164,7 +181,6 @@ def _sync_runs(cluster: Cluster, gateway: ClusterGateway, allocations: Allocatio
             continue
         now, before = allocations.get(run.claim_id, (None, None))
         _follow_pod(run, pod, gateway, _devices_of(run, pod, now, before))
-    return any(not run.is_final for run in runs)
 
 
 def _devices_of(

@@ -96,19 +96,22 @@ def start_verification_run(self: Task, run_id: int) -> None:
     )
 
 
+def _follow_for() -> float:
+    # Follow runs until shortly before beat sends the next sync.
+    return settings.SYNC_INTERVAL_SECONDS * 0.7
+
+
 @shared_task
 def sync_all_clusters() -> None:
-    # Follow runs until shortly before beat sends the next sync.
-    follow_for = settings.SYNC_INTERVAL_SECONDS * 0.7
     for cluster in Cluster.objects.all():
-        sync.sync_cluster(cluster, follow_for=follow_for)
+        sync.sync_cluster(cluster, follow_for=_follow_for())
 
 
 @shared_task
 def sync_cluster(cluster_id: int) -> None:
     cluster = Cluster.objects.filter(pk=cluster_id).first()
     if cluster is not None:
-        sync.sync_cluster(cluster)
+        sync.sync_cluster(cluster, follow_for=_follow_for())
 
 
 @shared_task

@@ -82,6 +82,7 @@ def test_it_runs_the_whole_demo_and_stops_it_all(tmp_path: Path) -> None:
     port, log = free_port(), tmp_path / "demo.log"
     env = {**os.environ, "PORTAL_VAR_DIR": str(tmp_path), "DATABASE_URL": "", "REDIS_URL": ""}
     env.pop("KUBECONFIG", None)
+    env.pop("KUBESIM_SPEED", None)
     with log.open("w") as out:
         demo = subprocess.Popen(
             [sys.executable, "manage.py", "rundemo", "--port", str(port)],
@@ -95,6 +96,7 @@ def test_it_runs_the_whole_demo_and_stops_it_all(tmp_path: Path) -> None:
         printed = log.read_text()
         assert "login: admin" in printed and "login: alice" in printed
         assert "devices {'gpu.nvidia.com': 8}" in printed
+        assert "kubesim runs at speed 1 " in printed  # a run takes seconds: one can watch it
         page = wait_for_page(f"http://127.0.0.1:{port}/accounts/login/")
         assert page.status == 200
     finally:

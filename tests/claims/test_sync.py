@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from claims import cluster_ops, services, sync
+from claims import cluster_ops, observations, services, sync
 from claims.kube import manifests
 from claims.models import ClaimRequest, Cluster, VerificationRun
 from claims.transitions import transition
@@ -221,3 +222,58 @@ def test_it_keeps_the_gpu_a_finished_run_was_last_seen_with(
     assert run.state == "succeeded"
     assert run.devices == [{"device": "gpu-3"}]
     assert ClaimRequest.objects.get(pk=claim.pk).state == "waiting"
+
+
+def test_it_records_the_devices_in_the_first_look_that_sees_the_pod_scheduled(
+    alice: User, cluster: Cluster, kubesim_cluster: Any
+) -> None:
+    [claim] = applied_claims(alice, cluster, 1)
+    run = services.verification_run_start(user=alice, claim_request=claim)
+    observations.run_creating(run=run)
+    pod = manifests.verification_pod_manifest(
+        namespace=claim.namespace, name=run.pod_name, claim_name=claim.name, labels=run.labels()
+    )
+    # The Pod appears (and is scheduled) during the look, while its list is on the way.
+    create_pod = threading.Timer(0.06, cluster_ops.gateway_for(cluster).apply, [pod])
+    fault = {"path": "/pods$", "latency_ms": 200}
+    kubesim_cluster.admin("POST", "/_kubesim/faults", json=fault)
+    try:
+        create_pod.start()
+        assert sync.sync_cluster(cluster)  # one look
+    finally:
+        create_pod.join()
+        kubesim_cluster.admin("DELETE", "/_kubesim/faults")
+    run.refresh_from_db()
+    [device] = run.devices
+    assert device["device"].startswith("gpu-") and device["driver"] == "gpu.nvidia.com"
+    assert run.node
+
+
+def test_it_names_the_devices_deviceQuery_saw_when_the_allocation_was_missed(
+    alice: User, cluster: Cluster, kubesim_cluster: Any
+) -> None:
+    [claim] = applied_claims(alice, cluster, 1)
+    run = services.verification_run_start(user=alice, claim_request=claim)
+    cluster_ops.start_run(run)
+
+    def pod_done() -> bool:
+        path = f"/api/v1/namespaces/{claim.namespace}/pods/{run.pod_name}"
+        return kubesim_cluster.admin("GET", path)["status"].get("phase") == "Succeeded"
+
+    wait_until(pod_done, timeout=10)  # no look while it ran: DRA has freed its GPU already
+    sync.sync_cluster(cluster)
+    run.refresh_from_db()
+    assert run.state == "succeeded"
+    assert run.devices == [
+        {
+            "request": "",
+            "driver": "",
+            "pool": "",
+            "device": "",
+            "attributes": {"productName": run.device_name},
+            "capacity": {},
+            "source": "deviceQuery",
+        }
+    ]
+    assert run.device_name.startswith("NVIDIA ")
+    assert "named as deviceQuery printed them" in run.state_message

@@ -81,7 +81,12 @@ class Command(BaseCommand):
         parser.add_argument("--host", default=os.getenv("HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.getenv("PORT", "8000")))
         parser.add_argument("--kubesim-port", type=int, default=0, help="0 = any free port")
-        parser.add_argument("--speed", type=float, default=settings.KUBESIM_SPEED)
+        parser.add_argument(
+            "--speed",
+            type=float,
+            default=settings.KUBESIM_SPEED,
+            help="kubesim's pace (default KUBESIM_SPEED, else 1: a run takes ~5 s to watch)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
@@ -123,6 +128,7 @@ class Command(BaseCommand):
                 ],
             )
             wait_for_file(kubeconfig, children)
+            self.stdout.write(f"kubesim runs at speed {options['speed']:g} (--speed to change).")
         call_command("ensure_cluster", stdout=self.stdout)
 
     def start_workers(self, children: Children) -> None:
