@@ -83,7 +83,7 @@ def field_validation(request: Request, obj: dict[str, Any], target: Any) -> list
             f'fieldValidation: Unsupported value: "{mode}": supported values: '
             '"Ignore", "Strict", "Warn"'
         )
-    unknown = target.kind.unknown_fields(obj, target.version)
+    unknown = target.kind.unknown_fields(obj, target.version, target.k8s_version)
     for path in unknown:
         _drop_path(obj, path)
     if not unknown or mode == "Ignore":

@@ -10,7 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubesim import conversion, kinds_core, kinds_resource
-from kubesim.validation import FieldError, invalid_message, type_errors, unknown_fields
+from kubesim.validation import (
+    DEFAULT_K8S_VERSION,
+    FieldError,
+    invalid_message,
+    type_errors,
+    unknown_fields,
+)
 
 __all__ = ["KINDS", "FieldError", "Kind", "find_kind", "invalid_message", "kind_for"]
 
@@ -101,9 +107,13 @@ class Kind:
         shape = {**obj, "apiVersion": self.api_version_storage, "kind": self.kind}
         return type_errors(shape) or self.validator(obj, old)
 
-    def unknown_fields(self, obj: dict, version: str) -> list[str]:
-        """Paths of fields the upstream schema of `version` does not know (request form)."""
-        return unknown_fields({**obj, "apiVersion": self.api_version(version)}, version)
+    def unknown_fields(
+        self, obj: dict, version: str, k8s_version: str = DEFAULT_K8S_VERSION
+    ) -> list[str]:
+        """Paths of fields the upstream schema of `version` in that release does not know
+        (request form)."""
+        shaped = {**obj, "apiVersion": self.api_version(version)}
+        return unknown_fields(shaped, version, k8s_version)
 
 
 def _core(plural: str, kind: str, namespaced: bool, **extra: Any) -> Kind:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from importlib import resources
 from typing import Any
+
+from kubesim.validation import schema_release, upstream_definitions
 
 FIELD_VALIDATION = {
     "name": "fieldValidation",
@@ -25,20 +26,6 @@ PATCH_CONTENT_TYPES = (
     "application/merge-patch+json",
     "application/strategic-merge-patch+json",
 )
-
-
-def _release(k8s_version: str, version: str) -> str:
-    """The upstream schemas of the release served (resource.k8s.io/v1 exists from 1.34 on)."""
-    minor = int(k8s_version.lstrip("v").split(".")[1])
-    lowest = 34 if version == "v1" else 33
-    return f"v1.{min(max(minor, lowest), 37)}.0"
-
-
-@functools.cache
-def _definitions(release: str) -> dict[str, Any]:
-    root = resources.files("kubernetes_validate") / "kubernetes-json-schema"
-    text = (root / f"{release}-local-strict" / "_definitions.json").read_text()
-    return json.loads(text)["$defs"]
 
 
 def _definition_name(group: str, version: str, kind: str) -> str:
@@ -120,7 +107,7 @@ def _paths(group: str, version: str, kinds: list[Any]) -> dict[str, Any]:
 def _group_version_document(
     release: str, group: str, version: str, kinds: tuple[Any, ...]
 ) -> dict[str, Any]:
-    definitions = _definitions(release)
+    definitions = upstream_definitions(release)
     names = [_definition_name(group, version, kind.kind) for kind in kinds]
     names += [f"{name}List" for name in names]
     return {
@@ -158,6 +145,6 @@ def document(api: Any, parts: list[str]) -> dict[str, Any] | None:
     for group, version in _group_versions(api):
         if _url_path(group, version) == wanted:
             kinds = tuple(sorted(api.kinds_in(group), key=lambda kind: kind.plural))
-            release = _release(api.k8s_version, version)
+            release = schema_release(version, api.k8s_version)
             return _group_version_document(release, group, version, kinds)
     return None

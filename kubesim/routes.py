@@ -27,6 +27,7 @@ class Target:
     namespace: str | None
     name: str | None
     subresource: str | None
+    k8s_version: str  # the release served decides which fields a version has
 
 
 def deprecation_warning(target: Target, k8s_version: str) -> str | None:
@@ -142,7 +143,7 @@ class Api:
         subresource = parts[2] if len(parts) > 2 else None
         if subresource and subresource not in (*kind.subresources, "finalize"):
             raise _resource_not_found()
-        return Target(kind, version, namespace, name, subresource)
+        return Target(kind, version, namespace, name, subresource, self.k8s_version)
 
     def _resource(
         self, request: Request, group: str, version: str, parts: list[str]

@@ -139,12 +139,20 @@ def metadata_name_errors(obj: dict, *, label: bool = False) -> list[FieldError]:
     return check(name, "metadata.name")
 
 
-# Schemas: 1.33 for the beta resource.k8s.io versions, 1.34 for v1 (resource and core).
-SCHEMA_RELEASE = {"v1beta1": "v1.33.0", "v1beta2": "v1.33.0", "v1": "v1.34.0"}
+DEFAULT_K8S_VERSION = "1.34.1"
+
+
+def schema_release(version: str, k8s_version: str = DEFAULT_K8S_VERSION) -> str:
+    """The upstream schemas of the release served, as `kubernetes-validate` names them
+    (1.33 to 1.37; resource.k8s.io/v1 exists from 1.34 on)."""
+    minor = int(k8s_version.lstrip("v").split(".")[1])
+    lowest = 34 if version == "v1" else 33
+    return f"v1.{min(max(minor, lowest), 37)}.0"
 
 
 @functools.cache
-def _definitions(release: str) -> dict:
+def upstream_definitions(release: str) -> dict:
+    """The `$defs` of one release's strict schemas in `kubernetes-validate`."""
     root = resources.files("kubernetes_validate") / "kubernetes-json-schema"
     path = root / f"{release}-local-strict" / "_definitions.json"
     return json.loads(path.read_text())["$defs"]
@@ -186,10 +194,10 @@ def _walk_unknown(value: Any, schema: dict, path: str, definitions: dict) -> lis
     return found
 
 
-def unknown_fields(obj: dict, version: str) -> list[str]:
+def unknown_fields(obj: dict, version: str, k8s_version: str = DEFAULT_K8S_VERSION) -> list[str]:
     """Paths of the fields in `obj` (request form) that its schema does not know."""
     api_version = obj.get("apiVersion") or ""
-    definitions = _definitions(SCHEMA_RELEASE.get(version, "v1.34.0"))
+    definitions = upstream_definitions(schema_release(version, k8s_version))
     schema = definitions.get(_definition_name(api_version, obj.get("kind") or ""))
     if schema is None:
         return []
@@ -251,7 +259,7 @@ def _walk_types(value: Any, schema: dict, path: str, definitions: dict) -> list[
 
 def type_errors(obj: dict, version: str = "v1") -> list[FieldError]:
     """Values of the wrong JSON type (a string where a list belongs...), by the upstream schema."""
-    definitions = _definitions(SCHEMA_RELEASE.get(version, "v1.34.0"))
+    definitions = upstream_definitions(schema_release(version))
     schema = definitions.get(_definition_name(obj.get("apiVersion") or "", obj.get("kind") or ""))
     if schema is None:
         return []

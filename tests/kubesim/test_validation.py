@@ -316,3 +316,29 @@ def test_it_answers_422_not_500_for_a_misshapen_body(kubesim_cluster: kubesim.Ha
     status = json.loads(raised.value.read())
     assert raised.value.code == 422
     assert status["details"]["causes"][0]["field"] == "spec.containers"
+
+
+def create_strictly(handle: kubesim.Handle, version: str, body: dict) -> int:
+    """The status of a Strict create of `body` as a resource.k8s.io/`version` claim."""
+    namespace = create_namespace(handle, "strict")
+    path = f"/apis/resource.k8s.io/{version}/namespaces/{namespace}/resourceclaims"
+    try:
+        handle.admin("POST", f"{path}?fieldValidation=Strict", body)
+    except urllib.error.HTTPError as error:
+        assert b"allocationTimestamp" in error.read()
+        return error.code
+    return 201
+
+
+def test_it_knows_the_fields_of_the_release_it_serves(
+    kubesim_cluster: kubesim.Handle, kubesim_v1beta1_cluster: kubesim.Handle
+) -> None:
+    allocation = {"devices": {"results": []}, "allocationTimestamp": "2026-01-01T00:00:00Z"}
+    request = {"name": "gpu", "deviceClassName": "gpu.nvidia.com"}
+    body = {
+        "metadata": {"name": "read-back"},
+        "spec": {"devices": {"requests": [request]}},
+        "status": {"allocation": allocation},
+    }
+    assert create_strictly(kubesim_cluster, "v1beta1", body) == 201
+    assert create_strictly(kubesim_v1beta1_cluster, "v1beta1", body) == 400
