@@ -90,6 +90,11 @@ def claim_manifest(claim: ClaimRequest, api_version: str) -> dict:
     )
 
 
+def planned_claim_manifest(claim: ClaimRequest) -> dict:
+    """The ResourceClaim as the portal applies it, in the version last discovered (for pages)."""
+    return claim_manifest(claim, claim.cluster.preferred_resource_version or "v1")
+
+
 def apply_claim(claim: ClaimRequest) -> None:
     """Namespace first (if still to do), then the ResourceClaim in the cluster's version."""
     if claim.state not in (CS.APPROVED, CS.APPLYING):

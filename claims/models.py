@@ -59,7 +59,28 @@ class Team(models.Model):
         return self.name
 
 
-class NamespaceRequest(models.Model):
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-portal"}
+
+
+class Request(models.Model):
+    """What a namespace request and a claim request share: who asked, why, who decided."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="+")
+    purpose = models.TextField(blank=True)
+    state_message = models.TextField(blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+    updated = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        abstract = True
+        ordering = ["-created"]
+
+
+class NamespaceRequest(Request):
     class State(models.TextChoices):
         PENDING = "pending", "pending"
         APPROVED = "approved", "approved"
@@ -71,21 +92,11 @@ class NamespaceRequest(models.Model):
 
     FINAL_STATES = (State.REJECTED, State.DELETED)
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="+")
     cluster = models.ForeignKey(Cluster, models.PROTECT, related_name="namespace_requests")
     name = models.CharField(max_length=63)
-    purpose = models.TextField(blank=True)
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
-    state_message = models.TextField(blank=True)
-    decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
-    )
-    decided_at = models.DateTimeField(null=True, blank=True)
-    created = models.DateTimeField(default=timezone.now)
-    updated = models.DateTimeField(default=timezone.now)
 
-    class Meta:
-        ordering = ["-created"]
+    class Meta(Request.Meta):
         constraints = [
             models.UniqueConstraint(
                 fields=["cluster", "name"],
@@ -98,13 +109,10 @@ class NamespaceRequest(models.Model):
         return f"{self.name} on {self.cluster_id}"
 
     def labels(self) -> dict[str, str]:
-        return {
-            "app.kubernetes.io/managed-by": "gpu-portal",
-            "gpu-portal.io/namespace-request": str(self.pk),
-        }
+        return MANAGED_BY | {"gpu-portal.io/namespace-request": str(self.pk)}
 
 
-class ClaimRequest(models.Model):
+class ClaimRequest(Request):
     class State(models.TextChoices):
         PENDING = "pending", "pending"
         APPROVED = "approved", "approved"
@@ -117,7 +125,6 @@ class ClaimRequest(models.Model):
 
     FINAL_STATES = (State.RELEASED, State.REJECTED)
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="+")
     namespace_request = models.ForeignKey(
         NamespaceRequest, models.PROTECT, related_name="claim_requests"
     )
@@ -126,13 +133,7 @@ class ClaimRequest(models.Model):
     count = models.PositiveIntegerField(null=True, blank=True)
     all_devices = models.BooleanField(default=False)
     selector = models.TextField(blank=True)
-    purpose = models.TextField(blank=True)
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
-    state_message = models.TextField(blank=True)
-    decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
-    )
-    decided_at = models.DateTimeField(null=True, blank=True)
     applied_api_version = models.CharField(max_length=50, blank=True)
     applied_manifest = models.JSONField(null=True, blank=True)
     applied_at = models.DateTimeField(null=True, blank=True)
@@ -143,11 +144,8 @@ class ClaimRequest(models.Model):
     node = models.CharField(max_length=253, blank=True)
     # Set once the cluster objects of a released claim are gone.
     cleaned_up_at = models.DateTimeField(null=True, blank=True)
-    created = models.DateTimeField(default=timezone.now)
-    updated = models.DateTimeField(default=timezone.now)
 
-    class Meta:
-        ordering = ["-created"]
+    class Meta(Request.Meta):
         constraints = [
             models.UniqueConstraint(
                 fields=["namespace_request", "name"],
@@ -168,8 +166,7 @@ class ClaimRequest(models.Model):
         return self.namespace_request.name
 
     def labels(self) -> dict[str, str]:
-        return {
-            "app.kubernetes.io/managed-by": "gpu-portal",
+        return MANAGED_BY | {
             "gpu-portal.io/namespace-request": str(self.namespace_request_id),
             "gpu-portal.io/claim-request": str(self.pk),
         }

@@ -84,15 +84,7 @@ def namespace_request_approve(
 
 def _approve_namespace(ns: NamespaceRequest, actor: User | None, message: str) -> None:
     with transaction.atomic():
-        _change(
-            ns,
-            to=NS.APPROVED,
-            allowed=(NS.PENDING,),
-            actor=actor,
-            message=message,
-            decided_by=actor,
-            decided_at=timezone.now(),
-        )
+        _decide(ns, to=NS.APPROVED, actor=actor, message=message)
         enqueue("claims.tasks.apply_namespace", ns.pk)
 
 
@@ -103,15 +95,7 @@ def namespace_request_reject(
     reason = _require_reason(reason)
     ns = namespace_request
     with transaction.atomic():
-        _change(
-            ns,
-            to=NS.REJECTED,
-            allowed=(NS.PENDING,),
-            actor=user,
-            message=reason,
-            decided_by=user,
-            decided_at=timezone.now(),
-        )
+        _decide(ns, to=NS.REJECTED, actor=user, message=reason)
         _reject_claims_of(ns, user, f"Namespace {ns.name} was rejected: {reason}")
     return ns
 
@@ -235,30 +219,14 @@ def _approve_claim(claim: ClaimRequest, actor: User | None, message: str) -> Non
             raise ValidationError(
                 {NON_FIELD_ERRORS: [f"Namespace {ns.name} is {ns.state}; fix it first."]}
             )
-        _change(
-            claim,
-            to=CS.APPROVED,
-            allowed=(CS.PENDING,),
-            actor=actor,
-            message=message,
-            decided_by=actor,
-            decided_at=timezone.now(),
-        )
+        _decide(claim, to=CS.APPROVED, actor=actor, message=message)
         enqueue("claims.tasks.apply_claim", claim.pk)
 
 
 def claim_request_reject(*, user: User, claim_request: ClaimRequest, reason: str) -> ClaimRequest:
     _require_approver(user)
     reason = _require_reason(reason)
-    _change(
-        claim_request,
-        to=CS.REJECTED,
-        allowed=(CS.PENDING,),
-        actor=user,
-        message=reason,
-        decided_by=user,
-        decided_at=timezone.now(),
-    )
+    _decide(claim_request, to=CS.REJECTED, actor=user, message=reason)
     return claim_request
 
 
@@ -327,6 +295,21 @@ def verification_run_start(*, user: User, claim_request: ClaimRequest) -> Verifi
         transition(run, to=RS.QUEUED, actor=user, message="Queued.", initial=True)
         enqueue("claims.tasks.start_verification_run", run.pk)
     return run
+
+
+def _decide(
+    obj: NamespaceRequest | ClaimRequest, *, to: str, actor: User | None, message: str
+) -> None:
+    """Pending → approved or rejected, recording who decided and when."""
+    _change(
+        obj,
+        to=to,
+        allowed=("pending",),
+        actor=actor,
+        message=message,
+        decided_by=actor,
+        decided_at=timezone.now(),
+    )
 
 
 def _change(

@@ -39,9 +39,14 @@ def _step(task: Task, step: Callable[[], object], give_up: Callable[[str], Any] 
         raise task.retry(exc=error, countdown=backoff(task.request.retries)) from None
 
 
+def _namespace(namespace_request_id: int) -> NamespaceRequest | None:
+    related = NamespaceRequest.objects.select_related("cluster")
+    return related.filter(pk=namespace_request_id).first()
+
+
 @shared_task(bind=True, max_retries=None)
 def apply_namespace(self: Task, namespace_request_id: int) -> None:
-    ns = NamespaceRequest.objects.select_related("cluster").filter(pk=namespace_request_id).first()
+    ns = _namespace(namespace_request_id)
     if ns is None:
         return
     _step(
@@ -78,7 +83,7 @@ def delete_claim(self: Task, claim_request_id: int) -> None:
 
 @shared_task(bind=True, max_retries=None)
 def delete_namespace(self: Task, namespace_request_id: int) -> None:
-    ns = NamespaceRequest.objects.select_related("cluster").filter(pk=namespace_request_id).first()
+    ns = _namespace(namespace_request_id)
     if ns is not None:
         _step(self, lambda: cluster_ops.delete_namespace(ns), None)
 

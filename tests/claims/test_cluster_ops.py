@@ -42,6 +42,8 @@ def test_it_applies_namespace_then_claim_and_twice_is_harmless(
     assert claim.namespace_request.state == "active"
     assert claims_in(kubesim_cluster, claim.namespace) == ["train"]
     assert claim.kube_uid
+    # What the pages show before approval is what was sent.
+    assert cluster_ops.planned_claim_manifest(claim) == claim.applied_manifest
 
 
 def test_it_creates_nothing_for_a_claim_released_meanwhile(
