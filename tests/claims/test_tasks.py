@@ -82,9 +82,15 @@ def test_it_speaks_v1beta1_to_the_seeds_platform(
 def test_it_shows_the_clusters_words_when_it_refuses(
     alice: User, carol: User, cluster: Cluster
 ) -> None:
-    # Valid CEL, but longer than the API server accepts.
+    ns = services.namespace_request_submit(user=alice, cluster=cluster, name=unique("team"))
+    claim = services.claim_request_submit(
+        user=alice, namespace_request=ns, name="train", device_class="gpu.nvidia.com"
+    )
+    # Valid CEL but longer than the API server accepts, saved before the portal checked that.
     too_long = f"device.driver != '{'x' * 10300}'"
-    claim = approved_claim(alice, carol, cluster, selector=too_long)
+    ClaimRequest.objects.filter(pk=claim.pk).update(selector=too_long)
+    claim.refresh_from_db()
+    services.claim_request_approve(user=carol, claim_request=claim)
     wait_until(lambda: state_of(claim) == "failed")
     assert "may not be more than 10240 bytes" in claim.state_message
 
