@@ -169,6 +169,8 @@ def to_valid_storage(
     """The storage form of a request object, defaulted and validated (422 when invalid)."""
     storage = target.kind.to_storage(obj, target.version)
     target.kind.apply_defaults(storage)
+    if old is None:
+        target.kind.admit_new(storage)
     problems = target.kind.validate(storage, old)
     if problems:
         name = storage.get("metadata", {}).get("name", "")

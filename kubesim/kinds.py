@@ -57,6 +57,9 @@ class Kind:
     subresources: tuple[str, ...] = ()
     field_selectors: tuple[str, ...] = CORE_FIELD_SELECTORS
     defaulter: Callable[[dict], None] = field(default=kinds_core.default_nothing, repr=False)
+    creation_admission: Callable[[dict], None] = field(
+        default=kinds_core.default_nothing, repr=False
+    )
     validator: Callable[[dict, dict | None], list[FieldError]] = field(
         default=kinds_core.validate_named, repr=False
     )
@@ -101,6 +104,10 @@ class Kind:
     def apply_defaults(self, obj: dict) -> None:
         """Fill in the defaults the API server sets (storage form, in place)."""
         self.defaulter(obj)
+
+    def admit_new(self, obj: dict) -> None:
+        """What admission plugins add to an object being created (storage form, in place)."""
+        self.creation_admission(obj)
 
     def validate(self, obj: dict, old: dict | None = None) -> list[FieldError]:
         """Field errors of `obj` (storage form); `old` is the stored object on update."""
@@ -153,6 +160,7 @@ _ALL = (
         subresources=("status", "log", "binding"),
         field_selectors=(*CORE_FIELD_SELECTORS, "spec.nodeName", "status.phase"),
         defaulter=kinds_core.default_pod,
+        creation_admission=kinds_core.admit_pod,
         validator=kinds_core.validate_pod,
     ),
     _core(

@@ -1,5 +1,7 @@
 """Defaulting and validation of the core/v1 kinds kubesim serves."""
 
+import copy
+import secrets
 from typing import Any
 
 from kubesim.validation import (
@@ -85,6 +87,43 @@ def default_tolerations(spec: dict) -> None:
         if key not in tolerated and "" not in tolerated:
             toleration = {"key": key, "operator": "Exists", "effect": "NoExecute"}
             tolerations.append({**toleration, "tolerationSeconds": 300})
+
+
+TOKEN_MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+TOKEN_SOURCES = (
+    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+    {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+    {
+        "downwardAPI": {
+            "items": [
+                {
+                    "path": "namespace",
+                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                }
+            ]
+        }
+    },
+)
+
+
+def admit_pod(obj: dict) -> None:
+    """On create, as the ServiceAccount admission plugin: mount the API token volume."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or spec.get("automountServiceAccountToken") is False:
+        return
+    containers, volumes = spec.get("containers"), spec.setdefault("volumes", [])
+    if not isinstance(containers, list) or not isinstance(volumes, list):
+        return  # validation reports the wrong type
+    suffix = "".join(secrets.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
+    name = f"kube-api-access-{suffix}"
+    projected = {"defaultMode": 420, "sources": copy.deepcopy(list(TOKEN_SOURCES))}
+    volumes.append({"name": name, "projected": projected})
+    for container in containers:
+        mounts = container.setdefault("volumeMounts", []) if isinstance(container, dict) else None
+        if isinstance(mounts, list) and not any(
+            isinstance(m, dict) and m.get("mountPath") == TOKEN_MOUNT_PATH for m in mounts
+        ):
+            mounts.append({"name": name, "readOnly": True, "mountPath": TOKEN_MOUNT_PATH})
 
 
 def default_nothing(obj: dict) -> None:

@@ -58,6 +58,28 @@ def test_it_creates_with_201_and_reads_back(kubesim_cluster, namespace):
     assert read["metadata"]["uid"] == created["metadata"]["uid"]
 
 
+def test_it_mounts_the_service_account_token_on_create_only(kubesim_cluster, namespace):
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    created = raw_request(kubesim_cluster, "POST", path, pod_manifest("p1")).json()
+    (volume,) = created["spec"]["volumes"]
+    assert volume["name"].startswith("kube-api-access-")
+    assert volume["projected"]["sources"][0]["serviceAccountToken"]["path"] == "token"
+    mount = {
+        "name": volume["name"],
+        "readOnly": True,
+        "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+    }
+    assert created["spec"]["containers"][0]["volumeMounts"] == [mount]
+    current = raw_request(kubesim_cluster, "GET", f"{path}/p1").json()
+    del current["metadata"]["resourceVersion"]  # the kubelet writes meanwhile
+    replaced = raw_request(kubesim_cluster, "PUT", f"{path}/p1", current)
+    assert replaced.status == 200
+    assert replaced.json()["spec"]["volumes"] == [volume]
+    opted_out = pod_manifest("p2")
+    opted_out["spec"]["automountServiceAccountToken"] = False
+    assert "volumes" not in raw_request(kubesim_cluster, "POST", path, opted_out).json()["spec"]
+
+
 def test_it_answers_409_already_exists_with_the_upstream_message(core, namespace):
     core.create_namespaced_pod(namespace, pod_manifest("p1"))
     with pytest.raises(client.ApiException) as caught:
