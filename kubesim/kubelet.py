@@ -9,6 +9,7 @@ import hashlib
 import logging
 import queue
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -209,11 +210,12 @@ class PodRun:
     def _pull(self, container: dict, seconds: float) -> bool:
         image = container.get("image", "")
         self._event("Normal", "Pulling", f'Pulling image "{image}"')
+        started = time.monotonic()
         self.kubelet.sleep(seconds)
         if not self.known(image):
             self._fail_pull(container)
             return False
-        took = f"{seconds / self.kubelet.speed:.3g}s"
+        took = go_duration(time.monotonic() - started)
         message = f'Successfully pulled image "{image}" in {took} ({took} including waiting).'
         self._event("Normal", "Pulled", f"{message} Image size: {image_size(image)} bytes.")
         return True
@@ -284,6 +286,13 @@ class PodRun:
         return self.restart_policy == "Always" or (
             self.restart_policy == "OnFailure" and exit_code != 0
         )
+
+
+def go_duration(seconds: float) -> str:
+    """`seconds` as Go prints a time.Duration: 1.503261452s, 51.084512ms."""
+    if seconds >= 1:
+        return f"{seconds:.9f}".rstrip("0").rstrip(".") + "s"
+    return f"{seconds * 1000:.6f}".rstrip("0").rstrip(".") + "ms"
 
 
 def image_size(image: str) -> int:

@@ -10,6 +10,7 @@ import pytest
 from kubernetes import client, config
 
 import kubesim
+from kubesim.kubelet import go_duration
 from tests.fixtures.kubesim import create_namespace, wait_until
 
 VECTOR_ADD = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
@@ -148,7 +149,7 @@ def test_it_pulls_creates_and_starts_containers_in_order_as_the_events_list_show
     assert VECTOR_ADD in listed[1][1] and listed[4][1] == "Started container ctr0"
     assert DEVICE_QUERY in listed[5][1] and listed[8][1] == "Started container ctr1"
     assert re.fullmatch(
-        rf'Successfully pulled image "{VECTOR_ADD}" in [0-9.]+s \([0-9.]+s including waiting\)\. '
+        rf'Successfully pulled image "{VECTOR_ADD}" in ([0-9.]+m?s) \(\1 including waiting\)\. '
         r"Image size: \d+ bytes\.",
         listed[2][1],
     )
@@ -306,3 +307,9 @@ def test_it_ends_its_pod_threads_when_the_cluster_stops() -> None:
         return [t.name for t in threading.enumerate() if t.name == "kubesim-pod-stopping/looping"]
 
     wait_until(lambda: not pod_threads(), timeout=2.0)
+
+
+def test_it_prints_durations_as_go_does() -> None:
+    assert go_duration(1.5) == "1.5s"
+    assert go_duration(2.000123456) == "2.000123456s"
+    assert go_duration(0.0510845123) == "51.084512ms"
