@@ -202,18 +202,26 @@ def test_it_records_why_the_cluster_could_not_be_read(
     assert Cluster.objects.get(pk=cluster.pk).last_error == ""
 
 
-def test_it_keeps_the_gpu_a_finished_run_was_last_seen_with(
-    alice: User, cluster: Cluster, kubesim_cluster: Any
-) -> None:
-    [claim] = applied_claims(alice, cluster, 1)
-    run = services.verification_run_start(user=alice, claim_request=claim)
+def run_finished_unseen(
+    user: User, cluster: Cluster, handle: Any
+) -> tuple[ClaimRequest, VerificationRun]:
+    """A run whose Pod ran and ended with no look: DRA has freed its GPU already."""
+    [claim] = applied_claims(user, cluster, 1)
+    run = services.verification_run_start(user=user, claim_request=claim)
     cluster_ops.start_run(run)
 
     def pod_done() -> bool:
         path = f"/api/v1/namespaces/{claim.namespace}/pods/{run.pod_name}"
-        return kubesim_cluster.admin("GET", path)["status"].get("phase") == "Succeeded"
+        return handle.admin("GET", path)["status"].get("phase") == "Succeeded"
 
     wait_until(pod_done, timeout=10)
+    return claim, run
+
+
+def test_it_keeps_the_gpu_a_finished_run_was_last_seen_with(
+    alice: User, cluster: Cluster, kubesim_cluster: Any
+) -> None:
+    claim, run = run_finished_unseen(alice, cluster, kubesim_cluster)
     # The previous look saw the claim reserved for this Pod; by now DRA has freed the GPU.
     seen = {"node": "gpu-node-1", "reserved_for": [run.pod_name], "devices": [{"device": "gpu-3"}]}
     ClaimRequest.objects.filter(pk=claim.pk).update(state="in_use", allocation=seen)
@@ -252,15 +260,7 @@ def test_it_records_the_devices_in_the_first_look_that_sees_the_pod_scheduled(
 def test_it_names_the_devices_deviceQuery_saw_when_the_allocation_was_missed(
     alice: User, cluster: Cluster, kubesim_cluster: Any
 ) -> None:
-    [claim] = applied_claims(alice, cluster, 1)
-    run = services.verification_run_start(user=alice, claim_request=claim)
-    cluster_ops.start_run(run)
-
-    def pod_done() -> bool:
-        path = f"/api/v1/namespaces/{claim.namespace}/pods/{run.pod_name}"
-        return kubesim_cluster.admin("GET", path)["status"].get("phase") == "Succeeded"
-
-    wait_until(pod_done, timeout=10)  # no look while it ran: DRA has freed its GPU already
+    _, run = run_finished_unseen(alice, cluster, kubesim_cluster)
     sync.sync_cluster(cluster)
     run.refresh_from_db()
     assert run.state == "succeeded"
