@@ -83,21 +83,19 @@ class Kind:
 
     def to_storage(self, obj: dict, version: str) -> dict:
         """The storage form of a body the client sent in `version`."""
-        if not self.group:
-            converted = copy.deepcopy(obj)
-            converted["apiVersion"], converted["kind"] = "v1", self.kind
-            return converted
-        converted = conversion.to_storage(obj, self.kind, version)
-        converted["kind"] = self.kind
-        return converted
+        return self._converted(obj, version, conversion.to_storage)
 
     def from_storage(self, obj: dict, version: str) -> dict:
         """The stored object as served in `version`."""
-        if not self.group:
+        return self._converted(obj, version, conversion.from_storage)
+
+    def _converted(self, obj: dict, version: str, convert: Callable) -> dict:
+        """A copy of `obj` converted by `convert`; core kinds have v1 only."""
+        if self.group:
+            converted = convert(obj, self.kind, version)
+        else:
             converted = copy.deepcopy(obj)
-            converted["apiVersion"], converted["kind"] = "v1", self.kind
-            return converted
-        converted = conversion.from_storage(obj, self.kind, version)
+            converted["apiVersion"] = "v1"
         converted["kind"] = self.kind
         return converted
 

@@ -14,7 +14,8 @@ from kubernetes import client, config, utils
 
 import kubesim
 
-SEED = Path("/work/shared/seed/000_1e8e2eaeb581f209.txt")
+# A copy of ../shared/seed/000_1e8e2eaeb581f209.txt, so the tests run from a clone alone.
+SEED = Path(__file__).parent / "data" / "seed-000_1e8e2eaeb581f209.txt"
 KUBECTL = shutil.which("kubectl")
 PLATFORMS = {
     "seed-1.33-v1beta1": {"served_versions": ("v1beta1",), "k8s_version": "1.33.5"},
