@@ -11,14 +11,13 @@ from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from claims import selectors, services
+from claims import cluster_ops, selectors, services
 from claims.kube import manifests
 from claims.models import ClaimRequest, VerificationRun
 from claims.views.common import (
     HtmxHttpRequest,
     call_for_button,
     login_required,
-    planned_claim_manifest,
     refusal_messages,
     render_live,
 )
@@ -49,7 +48,8 @@ def claim_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def _manifest_context(claim: ClaimRequest) -> dict[str, Any]:
     """The manifests as applied (or as they will be), the kubectl command, the Pod snippet."""
     ns = claim.namespace_request
-    claim_manifest = in_kubernetes_order(claim.applied_manifest or planned_claim_manifest(claim))
+    planned = claim.applied_manifest or cluster_ops.planned_claim_manifest(claim)
+    claim_manifest = in_kubernetes_order(planned)
     documents = [
         manifests.to_yaml(manifests.namespace_manifest(name=ns.name, labels=ns.labels())),
         manifests.to_yaml(claim_manifest),

@@ -17,9 +17,6 @@ from django.template.loader import render_to_string
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 from django_htmx.middleware import HtmxDetails
 
-from claims import cluster_ops
-from claims.models import ClaimRequest
-
 SUBMITTED_KEY = "submitted_forms"
 SUBMITTED_KEEP = 50
 
@@ -77,11 +74,6 @@ def refusal_messages(error: ValidationError | PermissionDenied) -> list[str]:
     if isinstance(error, ValidationError):
         return error.messages
     return [str(error) or "You may not do that."]
-
-
-def planned_claim_manifest(claim: ClaimRequest) -> dict[str, Any]:
-    """The ResourceClaim as it will be applied, in the version the cluster prefers."""
-    return cluster_ops.claim_manifest(claim, claim.cluster.preferred_resource_version or "v1")
 
 
 def already_submitted(request: HttpRequest, token: str) -> int | None:

@@ -11,7 +11,7 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from claims import selectors, services
+from claims import cluster_ops, selectors, services
 from claims.forms import ClaimRequestForm, NamespaceRequestForm
 from claims.kube import manifests
 from claims.models import ClaimRequest, NamespaceRequest, VerificationRun
@@ -20,7 +20,6 @@ from claims.views.common import (
     already_submitted,
     call_for_button,
     login_required,
-    planned_claim_manifest,
     remember_submission,
     render_live,
 )
@@ -135,7 +134,8 @@ def _preview_context(form: ClaimRequestForm) -> dict[str, Any]:
     if not name or not device_class:
         return {"preview_problem": "Enter a claim name and choose a device class."}
     cluster = namespace.cluster
-    manifest = planned_claim_manifest(_unsaved_claim(namespace, name, device_class, raw))
+    unsaved = _unsaved_claim(namespace, name, device_class, raw)
+    manifest = cluster_ops.planned_claim_manifest(unsaved)
     # The claim has no id before it is submitted; say so rather than show "None".
     manifest["metadata"]["labels"]["gpu-portal.io/claim-request"] = ""
     return {
