@@ -240,3 +240,20 @@ def test_it_gives_a_kubectl_command_whose_manifests_validate(applied: ClaimReque
     assert (namespace["kind"], claim["kind"]) == ("Namespace", "ResourceClaim")
     for manifest in (namespace, claim):
         kubernetes_validate.validate(manifest, "1.34", strict=True)
+
+
+def test_it_says_when_a_runs_device_was_named_by_device_query(run: VerificationRun) -> None:
+    now = datetime.now(UTC)
+    observations.run_creating(run=run)
+    observations.run_pod_created(run=run)
+    observations.run_logs_appended(run=run, container="ctr0", lines=[(now, VECTOR_ADD_LOG)])
+    observations.run_logs_appended(run=run, container="ctr1", lines=[(now, DEVICE_QUERY_LOG)])
+    observations.run_finished(run=run, phase="Succeeded")
+
+    content = client_for(run.owner).get(reverse("run", args=[run.pk])).content.decode()
+    assert "named by deviceQuery" in content
+    assert "pool </" not in content and "<code></code>" not in content
+    claim_page = client_for(run.owner).get(reverse("claim", args=[run.claim.pk]))
+    assert 'NVIDIA H100 80GB HBM3 <span class="muted">(named by deviceQuery)' in (
+        claim_page.content.decode()
+    )
