@@ -107,9 +107,15 @@ def container_status(container: dict, state: dict, last: dict, restarts: int, po
     return status
 
 
+def node_ip(node_name: str) -> str:
+    """The node's InternalIP, which its pods report as hostIP."""
+    return f"10.0.0.{sum(map(ord, node_name)) % 200 + 10}"
+
+
 def _addresses(pod: dict, uid: str) -> dict:
-    node_index = sum(map(ord, pod["spec"].get("nodeName", ""))) % 200
-    host, address = f"10.0.0.{node_index + 10}", f"10.244.{node_index}.{int(uid[:2], 16) + 2}"
+    node_name = pod["spec"].get("nodeName", "")
+    node_index = sum(map(ord, node_name)) % 200
+    host, address = node_ip(node_name), f"10.244.{node_index}.{int(uid[:2], 16) + 2}"
     return {
         "hostIP": host,
         "hostIPs": [{"ip": host}],

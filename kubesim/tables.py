@@ -97,6 +97,15 @@ def _node_status(node: dict[str, Any]) -> str:
     return "Ready" if ready else "NotReady"
 
 
+def _node_address(kind: str) -> Callable[[dict[str, Any]], str]:
+    def read(node: dict[str, Any]) -> str:
+        addresses = (node.get("status") or {}).get("addresses") or []
+        found = [a["address"] for a in addresses if a.get("type") == kind]
+        return ",".join(found) or NONE
+
+    return read
+
+
 def _event_object(event: dict[str, Any]) -> str:
     involved = event.get("involvedObject") or {}
     return f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}"
@@ -128,6 +137,8 @@ COLUMNS: dict[str, list[Column]] = {
         AGE,
         ("IP", "", 1, _path("status", "podIP")),
         ("Node", "", 1, _path("spec", "nodeName")),
+        ("Nominated Node", "", 1, _path("status", "nominatedNodeName")),
+        ("Readiness Gates", "", 1, lambda pod: NONE),
     ],
     "nodes": [
         NAME,
@@ -135,6 +146,11 @@ COLUMNS: dict[str, list[Column]] = {
         ("Roles", "", 0, lambda node: NONE),
         AGE,
         ("Version", "", 0, _path("status", "nodeInfo", "kubeletVersion")),
+        ("Internal-IP", "", 1, _node_address("InternalIP")),
+        ("External-IP", "", 1, _node_address("ExternalIP")),
+        ("OS-Image", "", 1, _path("status", "nodeInfo", "osImage")),
+        ("Kernel-Version", "", 1, _path("status", "nodeInfo", "kernelVersion")),
+        ("Container-Runtime", "", 1, _path("status", "nodeInfo", "containerRuntimeVersion")),
     ],
     "namespaces": [NAME, ("Status", "", 0, _path("status", "phase")), AGE],
     "resourceclaims": [NAME, ("State", "", 0, _claim_state), AGE],

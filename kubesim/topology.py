@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from kubesim.cuda import MIG_PROFILES, MODELS, GpuModel, MigProfile
+from kubesim.pod_status import node_ip
 
 DRIVER = "gpu.nvidia.com"
 DEFAULT_PATH = Path(__file__).parent / "topologies" / "default.yaml"
@@ -243,7 +244,10 @@ def node_object(topology: Topology, name: str, k8s_version: str = DEFAULT_K8S_VE
                 "message": "kubelet is posting ready status",
             }
         ],
-        "addresses": [{"type": "Hostname", "address": name}],
+        "addresses": [
+            {"type": "InternalIP", "address": node_ip(name)},
+            {"type": "Hostname", "address": name},
+        ],
         "nodeInfo": _node_info(name, k8s_version),
     }
     return {

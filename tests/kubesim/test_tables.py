@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 import pytest
 from kubernetes import client
 
+from kubesim.pod_status import node_ip
 from kubesim.tables import human_duration
 from tests.fixtures.kubesim import api_client
 
@@ -48,15 +49,25 @@ def test_it_prints_ages_as_kubectl_does(seconds, shown):
 def test_it_answers_a_list_with_a_table_of_named_columns(kubesim_cluster):
     body = get_table(kubesim_cluster, "/api/v1/nodes")
     assert (body["kind"], body["apiVersion"]) == ("Table", "meta.k8s.io/v1")
-    assert [c["name"] for c in body["columnDefinitions"]] == [
+    columns = body["columnDefinitions"]
+    assert [c["name"] for c in columns if c["priority"] == 0] == [
         "Name",
         "Status",
         "Roles",
         "Age",
         "Version",
     ]
+    assert [c["name"] for c in columns if c["priority"] == 1] == [
+        "Internal-IP",
+        "External-IP",
+        "OS-Image",
+        "Kernel-Version",
+        "Container-Runtime",
+    ]
     first = body["rows"][0]
     assert first["cells"][:3] == ["gpu-node-1", "Ready", "<none>"]
+    assert first["cells"][5:7] == [node_ip("gpu-node-1"), "<none>"]
+    assert first["cells"][9].startswith("containerd://")
     assert first["object"]["kind"] == "PartialObjectMetadata"
     assert first["object"]["metadata"]["name"] == "gpu-node-1"
 
