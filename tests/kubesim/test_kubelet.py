@@ -26,7 +26,7 @@ def namespace(kubesim_module: kubesim.Handle) -> str:
 class PodHistory:
     """Every version of one pod the store commits, in order."""
 
-    def __init__(self, kubesim_module: kubesim.Handle, namespace: str, name: str) -> None:
+    def __init__(self, cluster: kubesim.Handle, namespace: str, name: str) -> None:
         self.versions: list[dict] = []
         self._lock = threading.Lock()
 
@@ -39,7 +39,7 @@ class PodHistory:
                 with self._lock:
                     self.versions.append(obj)
 
-        kubesim_module.store.subscribe(record)
+        cluster.store.subscribe(record)
 
     def phases(self) -> list[str]:
         with self._lock:
@@ -57,16 +57,14 @@ class PodHistory:
         return reasons
 
 
-def create_claim(kubesim_module: kubesim.Handle, namespace: str, name: str, count: int = 1) -> None:
+def create_claim(cluster: kubesim.Handle, namespace: str, name: str, count: int = 1) -> None:
     request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": count}}
     body = {"metadata": {"name": name}, "spec": {"devices": {"requests": [request]}}}
-    kubesim_module.admin(
-        "POST", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims", body
-    )
+    cluster.admin("POST", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims", body)
 
 
 def create_pod(
-    kubesim_module: kubesim.Handle,
+    cluster: kubesim.Handle,
     namespace: str,
     name: str,
     images: list[str],
@@ -83,20 +81,20 @@ def create_pod(
     spec: dict = {"restartPolicy": policy, "containers": containers}
     if claim:
         spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
-    kubesim_module.admin(
+    cluster.admin(
         "POST", f"/api/v1/namespaces/{namespace}/pods", {"metadata": {"name": name}, "spec": spec}
     )
 
 
-def get_pod(kubesim_module: kubesim.Handle, namespace: str, name: str) -> dict:
-    return kubesim_module.admin("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+def get_pod(cluster: kubesim.Handle, namespace: str, name: str) -> dict:
+    return cluster.admin("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
 
 
 def phase_is(
-    kubesim_module: kubesim.Handle, namespace: str, name: str, phase: str
+    cluster: kubesim.Handle, namespace: str, name: str, phase: str
 ) -> Callable[[], dict | None]:
     def check() -> dict | None:
-        pod = get_pod(kubesim_module, namespace, name)
+        pod = get_pod(cluster, namespace, name)
         return pod if pod["status"].get("phase") == phase else None
 
     return check

@@ -28,8 +28,8 @@ def namespace(kubesim_module: kubesim.Handle) -> Iterator[str]:
     wait_until(lambda: not claims_in_use(kubesim_module))
 
 
-def claims_in_use(kubesim_module: kubesim.Handle) -> list[dict]:
-    claims = kubesim_module.admin("GET", "/apis/resource.k8s.io/v1/resourceclaims")["items"]
+def claims_in_use(cluster: kubesim.Handle) -> list[dict]:
+    claims = cluster.admin("GET", "/apis/resource.k8s.io/v1/resourceclaims")["items"]
     return [c for c in claims if (c.get("status") or {}).get("allocation")]
 
 
@@ -37,17 +37,17 @@ def cel(expression: str) -> list[dict]:
     return [{"cel": {"expression": expression}}]
 
 
-def create_claim(kubesim_module: kubesim.Handle, namespace: str, name: str, **exactly: Any) -> dict:
+def create_claim(cluster: kubesim.Handle, namespace: str, name: str, **exactly: Any) -> dict:
     request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", **exactly}}
     body = {"metadata": {"name": name}, "spec": {"devices": {"requests": [request]}}}
     path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims"
-    return kubesim_module.admin(
+    return cluster.admin(
         "POST", path, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", **body}
     )
 
 
 def create_pod(
-    kubesim_module: kubesim.Handle,
+    cluster: kubesim.Handle,
     namespace: str,
     name: str,
     claim: str | None = None,
@@ -64,25 +64,25 @@ def create_pod(
         "resourceClaims": [{"name": "gpu", **source}],
     }
     body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
-    return kubesim_module.admin("POST", f"/api/v1/namespaces/{namespace}/pods", body)
+    return cluster.admin("POST", f"/api/v1/namespaces/{namespace}/pods", body)
 
 
-def get_claim(kubesim_module: kubesim.Handle, namespace: str, name: str) -> dict:
-    return kubesim_module.admin(
+def get_claim(cluster: kubesim.Handle, namespace: str, name: str) -> dict:
+    return cluster.admin(
         "GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
     )
 
 
-def claim_gone(kubesim_module: kubesim.Handle, namespace: str, name: str) -> bool:
+def claim_gone(cluster: kubesim.Handle, namespace: str, name: str) -> bool:
     try:
-        get_claim(kubesim_module, namespace, name)
+        get_claim(cluster, namespace, name)
     except urllib.error.HTTPError as error:
         return error.code == 404
     return False
 
 
-def get_pod(kubesim_module: kubesim.Handle, namespace: str, name: str) -> dict:
-    return kubesim_module.admin("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+def get_pod(cluster: kubesim.Handle, namespace: str, name: str) -> dict:
+    return cluster.admin("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
 
 
 def scheduled_condition(pod: dict) -> dict | None:
@@ -92,8 +92,8 @@ def scheduled_condition(pod: dict) -> dict | None:
     return None
 
 
-def bound_node(kubesim_module: kubesim.Handle, namespace: str, name: str) -> str:
-    return wait_until(lambda: get_pod(kubesim_module, namespace, name)["spec"].get("nodeName"))
+def bound_node(cluster: kubesim.Handle, namespace: str, name: str) -> str:
+    return wait_until(lambda: get_pod(cluster, namespace, name)["spec"].get("nodeName"))
 
 
 def test_it_leaves_a_claim_unallocated_until_a_pod_uses_it(
