@@ -149,6 +149,14 @@ def start_run(run: VerificationRun) -> None:
         gateway_for(claim.cluster).delete("v1", "Pod", claim.namespace, run.pod_name)
 
 
+def delete_run_pod(run: VerificationRun) -> None:
+    """Delete the Pod of a run that ended early (cancelled); DRA then frees its GPU."""
+    if not run.is_final or not run.pod_name:
+        return
+    claim = run.claim
+    gateway_for(claim.cluster).delete("v1", "Pod", claim.namespace, run.pod_name)
+
+
 def delete_claim(claim: ClaimRequest) -> None:
     """Remove a released claim's Pods and ResourceClaim from the cluster."""
     if claim.state != CS.RELEASED or claim.cleaned_up_at:

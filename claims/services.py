@@ -297,6 +297,28 @@ def verification_run_start(*, user: User, claim_request: ClaimRequest) -> Verifi
     return run
 
 
+def verification_run_cancel(*, user: User, run: VerificationRun) -> VerificationRun:
+    """Stop a run that is still going: it ends failed, and its Pod is deleted so DRA frees
+    the GPU."""
+    _require_owner_or_approver(user, run.owner_id)
+    with transaction.atomic():
+        cancelled = not run.is_final and transition(
+            run,
+            to=RS.FAILED,
+            allowed=(RS.QUEUED, RS.CREATING, RS.PENDING, RS.RUNNING),
+            actor=user,
+            message=f"Cancelled by {user.get_username()}.",
+            finished_at=timezone.now(),
+        )
+        if not cancelled:
+            # transition() refreshed run when another worker won the race.
+            raise ValidationError(
+                {NON_FIELD_ERRORS: [f"The run already ended ({run.state}): nothing to cancel."]}
+            )
+        enqueue("claims.tasks.delete_run_pod", run.pk)
+    return run
+
+
 def _decide(
     obj: NamespaceRequest | ClaimRequest, *, to: str, actor: User | None, message: str
 ) -> None:
@@ -337,5 +359,6 @@ __all__ = [
     "namespace_request_reject",
     "namespace_request_retry",
     "namespace_request_submit",
+    "verification_run_cancel",
     "verification_run_start",
 ]

@@ -88,10 +88,14 @@ def delete_namespace(self: Task, namespace_request_id: int) -> None:
         _step(self, lambda: cluster_ops.delete_namespace(ns), None)
 
 
+def _run(run_id: int) -> VerificationRun | None:
+    related = VerificationRun.objects.select_related("claim__namespace_request__cluster")
+    return related.filter(pk=run_id).first()
+
+
 @shared_task(bind=True, max_retries=None)
 def start_verification_run(self: Task, run_id: int) -> None:
-    related = VerificationRun.objects.select_related("claim__namespace_request__cluster")
-    run = related.filter(pk=run_id).first()
+    run = _run(run_id)
     if run is None:
         return
     _step(
@@ -99,6 +103,14 @@ def start_verification_run(self: Task, run_id: int) -> None:
         lambda: cluster_ops.start_run(run),
         lambda message: observations.run_failed(run=run, message=message),
     )
+
+
+@shared_task(bind=True, max_retries=None)
+def delete_run_pod(self: Task, run_id: int) -> None:
+    run = _run(run_id)
+    if run is not None:
+        # Giving up leaves the Pod to end by itself (restartPolicy Never).
+        _step(self, lambda: cluster_ops.delete_run_pod(run), None)
 
 
 def _follow_for() -> float:

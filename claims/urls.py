@@ -17,6 +17,7 @@ urlpatterns = [
     path("claims/<int:pk>/retry/", views.claim_retry, name="claim-retry"),
     path("claims/<int:pk>/verify/", views.claim_verify, name="claim-verify"),
     path("runs/<int:pk>/", views.run_detail, name="run"),
+    path("runs/<int:pk>/cancel/", views.run_cancel, name="run-cancel"),
     path("approvals/", views.approvals, name="approvals"),
     path("approvals/ns/<int:pk>/approve/", views.request_approve, NS, name="namespace-approve"),
     path("approvals/ns/<int:pk>/reject/", views.request_reject, NS, name="namespace-reject"),

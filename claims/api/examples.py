@@ -179,3 +179,14 @@ QUEUED_RUN: dict[str, Any] = {
     ],
     "updated": WHEN,
 }
+
+CANCELLED_RUN: dict[str, Any] = {
+    **QUEUED_RUN,
+    "state": "failed",
+    "state_message": "Cancelled by alice.",
+    "node": "gpu-node-1",
+    "devices": [DEVICE],
+    "started_at": WHEN,
+    "finished_at": LATER,
+    "updated": LATER,
+}

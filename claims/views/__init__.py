@@ -1,7 +1,14 @@
 """The portal's web pages, one module per area."""
 
 from claims.views.approvals import approvals, request_approve, request_reject
-from claims.views.claims import claim_detail, claim_release, claim_retry, claim_verify, run_detail
+from claims.views.claims import (
+    claim_detail,
+    claim_release,
+    claim_retry,
+    claim_verify,
+    run_cancel,
+    run_detail,
+)
 from claims.views.clusters import cluster_detail, cluster_list
 from claims.views.requests import (
     claim_request_create,
@@ -28,5 +35,6 @@ __all__ = [
     "namespace_retry",
     "request_approve",
     "request_reject",
+    "run_cancel",
     "run_detail",
 ]

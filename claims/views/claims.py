@@ -121,3 +121,14 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "logs": [logs.get(name) or {"container": name} for name in VerificationRun.CONTAINERS],
     }
     return render_live(request, "claims/run_detail.html", context, final=run.is_final)
+
+
+@login_required
+@require_POST
+def run_cancel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    run = selectors.verification_run_get(user=request.user, pk=pk)
+    done = "Run cancelled; its Pod is being deleted, which frees the GPU."
+    call_for_button(
+        request, lambda: services.verification_run_cancel(user=request.user, run=run), done=done
+    )
+    return redirect("run", run.pk)

@@ -71,6 +71,8 @@ def test_it_runs_the_curl_walkthrough(
     assert "claim: waiting" in output and "run: succeeded" in output
     assert '"passed": true' in output
     assert "Test PASSED" in output and "Result = PASS" in output
+    assert '"state_message": "Cancelled by alice."' in output
+    assert "HTTP 409" in output
     assert '"state": "released"' in output
 
 

@@ -148,9 +148,11 @@ def test_it_answers_options_without_an_error(api: Any, claim: ClaimRequest) -> N
     assert response.json()["name"]
 
 
-def test_it_says_that_a_run_is_released_with_its_claim(client: Client) -> None:
+def test_it_documents_cancelling_a_run(client: Client) -> None:
     paths = client.get("/api/schema/?format=json").json()["paths"]
-    run = paths["/api/v1/runs/{id}/"]
-    assert "delete" not in run
-    assert "released with its claim" in run["get"]["description"]
+    cancel = paths["/api/v1/runs/{id}/"]["delete"]
+    assert "Cancel a run still going" in cancel["description"]
+    assert {"200", "401", "404", "409"} <= set(cancel["responses"])
+    example = cancel["responses"]["200"]["content"]["application/json"]["examples"]
+    assert example["Cancelled"]["value"]["state_message"] == "Cancelled by alice."
     assert "Pods of its verification runs" in paths["/api/v1/claims/{id}/"]["delete"]["description"]

@@ -174,14 +174,46 @@ def test_it_filters_events_by_time_without_failing(
         assert response.json()["count"] == 6
 
 
-def test_it_refuses_to_delete_a_run_on_its_own(
+@pytest.mark.parametrize(
+    ("who", "expected"), [("anonymous", 401), ("alice", 200), ("bob", 404), ("carol", 200)]
+)
+def test_it_cancels_a_run_for_its_owner_and_approvers_only(
+    api: Api, alice: User, carol: User, cluster: Cluster, who: str, expected: int
+) -> None:
+    run = started_run(alice, carol, cluster, "cancel")
+    response = api(who).delete(f"/api/v1/runs/{run.pk}/")
+    assert response.status_code == expected
+    run.refresh_from_db()
+    if expected == 200:
+        assert response.json()["state"] == "failed"
+        assert response.json()["state_message"] == f"Cancelled by {who}."
+        assert run.state == "failed"
+    else:
+        assert run.state == "queued"
+
+
+def test_it_keeps_the_claim_and_the_log_of_a_cancelled_run(
     api: Api, alice: User, carol: User, cluster: Cluster
 ) -> None:
-    run = started_run(alice, carol, cluster, "del")
+    run = started_run(alice, carol, cluster, "keep")
+    api("alice").delete(f"/api/v1/runs/{run.pk}/")
+    assert api("alice").get(f"/api/v1/claims/{run.claim_id}/").json()["state"] == "waiting"
+    log = api("alice").get(f"/api/v1/runs/{run.pk}/logs/ctr0/")
+    assert "Test PASSED" in log.content.decode()
+    assert log["X-Log-Complete"] == "true"
+
+
+def test_it_refuses_to_cancel_a_run_that_ended(
+    api: Api, alice: User, carol: User, cluster: Cluster
+) -> None:
+    run = started_run(alice, carol, cluster, "ended")
+    observations.run_creating(run=run)
+    observations.run_pod_created(run=run)
+    observations.run_finished(run=run, phase="Succeeded")
     response = api("alice").delete(f"/api/v1/runs/{run.pk}/")
-    assert response.status_code == 405
-    assert response.json() == {"detail": 'Method "DELETE" not allowed.'}
-    assert VerificationRun.objects.filter(pk=run.pk).exists()
+    assert response.status_code == 409
+    assert response.json() == {"detail": "The run already ended (succeeded): nothing to cancel."}
+    assert api("alice").get(f"/api/v1/runs/{run.pk}/").json()["state"] == "succeeded"
 
 
 def test_it_releases_a_running_run_with_its_claim(

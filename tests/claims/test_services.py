@@ -384,3 +384,67 @@ def test_it_retries_a_failed_namespace(namespace: NamespaceRequest, alice: User,
         services.namespace_request_retry(user=bob, namespace_request=namespace)
     services.namespace_request_retry(user=alice, namespace_request=namespace)
     assert namespace.state == "approved"
+
+
+def test_it_cancels_a_run_for_its_owner_and_deletes_its_pod(
+    namespace: NamespaceRequest, alice: User, django_capture_on_commit_callbacks: object
+) -> None:
+    claim = applied_claim(alice, namespace, state="in_use")
+    run = services.verification_run_start(user=alice, claim_request=claim)
+    transition(run, to="running", allowed=("queued",), message="Running on gpu-node-1.")
+    with django_capture_on_commit_callbacks() as callbacks:  # type: ignore[operator]
+        services.verification_run_cancel(user=alice, run=run)
+    run.refresh_from_db()
+    assert (run.state, run.state_message) == ("failed", "Cancelled by alice.")
+    assert run.finished_at is not None
+    assert states(run)[-1] == ("running", "failed")
+    assert list(events_for(run))[-1].actor == alice
+    assert len(callbacks) == 1  # delete the Pod from the cluster
+    claim.refresh_from_db()
+    assert claim.state == "in_use"  # the claim stays; the cluster frees the GPU
+
+
+def test_it_lets_an_approver_cancel_anyones_run(
+    namespace: NamespaceRequest, alice: User, carol: User
+) -> None:
+    run = services.verification_run_start(user=alice, claim_request=applied_claim(alice, namespace))
+    services.verification_run_cancel(user=carol, run=run)
+    assert VerificationRun.objects.get().state_message == "Cancelled by carol."
+
+
+def test_it_keeps_others_from_cancelling_a_run(
+    namespace: NamespaceRequest, alice: User, bob: User
+) -> None:
+    run = services.verification_run_start(user=alice, claim_request=applied_claim(alice, namespace))
+    with pytest.raises(PermissionDenied):
+        services.verification_run_cancel(user=bob, run=run)
+    with pytest.raises(PermissionDenied):
+        services.verification_run_cancel(user=AnonymousUser(), run=run)
+    assert VerificationRun.objects.get().state == "queued"
+
+
+@pytest.mark.parametrize("final", ["succeeded", "failed"])
+def test_it_cannot_cancel_a_run_that_ended(
+    namespace: NamespaceRequest, alice: User, final: str, django_capture_on_commit_callbacks: object
+) -> None:
+    run = services.verification_run_start(user=alice, claim_request=applied_claim(alice, namespace))
+    transition(run, to=final, allowed=("queued",), message="Done.")
+    capture = django_capture_on_commit_callbacks  # type: ignore[operator]
+    with capture() as callbacks, pytest.raises(ValidationError) as excinfo:
+        services.verification_run_cancel(user=alice, run=run)
+    message = errors_of(excinfo)[NON_FIELD_ERRORS][0]
+    assert message == f"The run already ended ({final}): nothing to cancel."
+    assert VerificationRun.objects.get().state_message == "Done."
+    assert callbacks == []
+
+
+def test_it_cannot_cancel_a_run_that_ended_meanwhile(
+    namespace: NamespaceRequest, alice: User
+) -> None:
+    run = services.verification_run_start(user=alice, claim_request=applied_claim(alice, namespace))
+    # Another worker recorded the end after this copy of the run was loaded.
+    VerificationRun.objects.filter(pk=run.pk).update(state="succeeded")
+    with pytest.raises(ValidationError) as excinfo:
+        services.verification_run_cancel(user=alice, run=run)
+    assert "already ended (succeeded)" in errors_of(excinfo)[NON_FIELD_ERRORS][0]
+    assert VerificationRun.objects.get().state == "succeeded"

@@ -191,8 +191,8 @@ class ClaimDetailApi(ObjectApi):
     @extend_schema(tags=CLAIM_TAG, responses={200: ClaimRequestOutput})
     def delete(self, request: Request, pk: int) -> Response:
         """Release the claim: its ResourceClaim and the Pods of its verification runs are
-        deleted. A run still going ends as failed ("The claim was released."); runs have no
-        DELETE of their own, and their records stay."""
+        deleted. A run still going ends as failed ("The claim was released."), and the runs'
+        records stay. To stop only a run, keeping the claim: `DELETE /api/v1/runs/{id}/`."""
         return self.act(services.claim_request_release, "claim_request")
 
 

@@ -65,12 +65,19 @@ class RunDetailApi(ObjectApi):
 
     @extend_schema(tags=TAG, parameters=WAIT_PARAMETERS, responses=VerificationRunOutput)
     def get(self, request: Request, pk: int) -> Response:
-        """One run; `?wait=30&state=running` answers as soon as the state changes.
-
-        A run has no DELETE: it ends by itself, and it is released with its claim
-        (`DELETE /api/v1/claims/{id}/` deletes the claim and the Pods of its runs).
-        """
+        """One run; `?wait=30&state=running` answers as soon as the state changes."""
         return self.retrieve_after_wait(request)
+
+    @extend_schema(
+        tags=TAG,
+        responses={200: VerificationRunOutput},
+        examples=[OpenApiExample("Cancelled", value=examples.CANCELLED_RUN, response_only=True)],
+    )
+    def delete(self, request: Request, pk: int) -> Response:
+        """Cancel a run still going: it ends failed ("Cancelled by alice.") and its Pod is
+        deleted, so DRA frees the GPU; the claim stays. The run's record and logs stay too.
+        409 when the run already ended."""
+        return self.act(services.verification_run_cancel, "run")
 
 
 class LogParams(serializers.Serializer):
