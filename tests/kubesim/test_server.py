@@ -13,7 +13,7 @@ import kubernetes_validate
 import pytest
 from kubernetes import client
 
-from tests.fixtures.kubesim import api_client, raw_request
+from tests.fixtures.kubesim import api_client, raw_request, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -201,7 +201,8 @@ def test_it_terminates_a_namespace_then_removes_it_with_its_objects(core, namesp
         core.create_namespaced_pod(namespace, pod_manifest("p2"))
     assert refused.value.status == 403
     assert "because it is being terminated" in json.loads(refused.value.body)["message"]
-    assert core.read_namespaced_pod("held", namespace).metadata.deletion_timestamp
+    # The namespace controller deletes the objects in its own time, as in Kubernetes.
+    wait_until(lambda: core.read_namespaced_pod("held", namespace).metadata.deletion_timestamp)
     core.patch_namespaced_pod("held", namespace, {"metadata": {"finalizers": None}})
     deadline = time.monotonic() + 5
     while namespace in {ns.metadata.name for ns in core.list_namespace().items}:
