@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 
-from claims import services
+import kubesim
+from claims import cluster_ops, services
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
-from tests.fixtures.portal import wait_until
+from claims.selectors import events_for
+from tests.fixtures.portal import register_cluster, wait_until
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -132,3 +136,76 @@ def test_it_deletes_a_released_claim_from_the_cluster(
     wait_until(lambda: ClaimRequest.objects.get(pk=claim.pk).cleaned_up_at is not None)
     path = f"/apis/resource.k8s.io/v1/namespaces/{claim.namespace}/resourceclaims"
     assert kubesim_cluster.admin("GET", path)["items"] == []
+
+
+@pytest.fixture(scope="module")
+def slow_kubesim() -> Iterator[kubesim.Handle]:
+    """A kubesim at human speed: a Pod runs for about 5 s, long enough to cancel it."""
+    handle = kubesim.start(speed=1)
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def slow_cluster(db: None, slow_kubesim: kubesim.Handle) -> Iterator[Cluster]:
+    yield register_cluster(slow_kubesim, name="slow")
+    cluster_ops.forget_gateways()
+
+
+def pods_in(handle: kubesim.Handle, namespace: str) -> list[str]:
+    pods = handle.admin("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
+    return [pod["metadata"]["name"] for pod in pods]
+
+
+def allocation_in(handle: kubesim.Handle, claim: ClaimRequest) -> Any:
+    path = f"/apis/resource.k8s.io/v1/namespaces/{claim.namespace}/resourceclaims/{claim.name}"
+    return handle.admin("GET", path).get("status", {}).get("allocation")
+
+
+def wait_for_syncs(cluster: Cluster, count: int) -> None:
+    seen = set()
+
+    def synced_often_enough() -> bool:
+        seen.add(Cluster.objects.get(pk=cluster.pk).last_synced_at)
+        return len(seen) > count
+
+    wait_until(synced_often_enough, interval=0.02)
+
+
+def test_it_cancels_a_running_run_and_frees_its_gpu(
+    alice: User, carol: User, slow_cluster: Cluster, slow_kubesim: kubesim.Handle
+) -> None:
+    claim = approved_claim(alice, carol, slow_cluster)
+    wait_until(lambda: state_of(claim) == "waiting")
+    run = services.verification_run_start(user=alice, claim_request=claim)
+    wait_until(lambda: state_of(claim) == "in_use")  # the Pod is scheduled and holds the GPU
+    assert state_of(run) in ("pending", "running")
+    assert allocation_in(slow_kubesim, claim)
+
+    services.verification_run_cancel(user=alice, run=run)
+
+    wait_until(lambda: pods_in(slow_kubesim, claim.namespace) == [])
+    wait_until(lambda: allocation_in(slow_kubesim, claim) is None)
+    wait_until(lambda: state_of(claim) == "waiting")
+    assert claim.allocation is None
+    wait_for_syncs(slow_cluster, 3)
+    run.refresh_from_db()
+    assert (run.state, run.state_message) == ("failed", "Cancelled by alice.")
+    assert run.passed is None
+    changes = [(event.to_state, event.message) for event in events_for(run)]
+    assert changes[-1] == ("failed", "Cancelled by alice.")
+    assert [state for state, _ in changes].count("failed") == 1
+
+
+def test_it_leaves_no_pod_behind_when_a_run_is_cancelled_at_once(
+    alice: User, carol: User, slow_cluster: Cluster, slow_kubesim: kubesim.Handle
+) -> None:
+    claim = approved_claim(alice, carol, slow_cluster)
+    wait_until(lambda: state_of(claim) == "waiting")
+    run = services.verification_run_start(user=alice, claim_request=claim)
+    # Whether the worker created the Pod before the cancel or not, none may stay.
+    services.verification_run_cancel(user=carol, run=run)
+    time.sleep(1)
+    wait_until(lambda: pods_in(slow_kubesim, claim.namespace) == [])
+    assert state_of(run) == "failed"
+    assert state_of(claim) == "waiting"

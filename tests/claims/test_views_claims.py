@@ -11,6 +11,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from django.contrib.auth.models import User
+from django.test import Client
 from django.urls import reverse
 
 from claims import observations, services
@@ -257,3 +258,55 @@ def test_it_says_when_a_runs_device_was_named_by_device_query(run: VerificationR
     assert 'NVIDIA H100 80GB HBM3 <span class="muted">(named by deviceQuery)' in (
         claim_page.content.decode()
     )
+
+
+def test_it_offers_to_cancel_a_run_while_it_is_going(run: VerificationRun) -> None:
+    content = client_for(run.owner).get(reverse("run", args=[run.pk])).content.decode()
+    cancel = reverse("run-cancel", args=[run.pk])
+    form = re.search(rf'<form method="post" action="{cancel}">(.*?)</form>', content, re.S)
+    assert form and "csrfmiddlewaretoken" in form.group(1)
+    assert ">Cancel run</button>" in form.group(1)
+
+
+def test_it_cancels_a_run_and_says_so(run: VerificationRun) -> None:
+    url = reverse("run-cancel", args=[run.pk])
+    response = client_for(run.owner).post(url, follow=True)
+    assert response.redirect_chain == [(reverse("run", args=[run.pk]), 302)]
+    content = response.content.decode()
+    assert "Run cancelled; its Pod is being deleted, which frees the GPU." in content
+    assert "Cancelled by alice." in content
+    assert "Cancel run" not in content
+    run.refresh_from_db()
+    assert run.state == "failed"
+
+
+def test_it_lets_an_approver_cancel_a_run(run: VerificationRun, charlie: User) -> None:
+    client_for(charlie).post(reverse("run-cancel", args=[run.pk]))
+    run.refresh_from_db()
+    assert run.state_message == "Cancelled by charlie."
+
+
+def test_it_keeps_others_from_cancelling_a_run(run: VerificationRun, bob: User) -> None:
+    url = reverse("run-cancel", args=[run.pk])
+    assert client_for(bob).post(url).status_code == 404
+    assert client_for(run.owner).get(url).status_code == 405
+    assert client_for(None).post(url)["Location"].startswith(reverse("login"))
+    run.refresh_from_db()
+    assert run.state == "queued"
+
+
+def test_it_needs_the_csrf_token_to_cancel(run: VerificationRun) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(run.owner)
+    assert client.post(reverse("run-cancel", args=[run.pk])).status_code == 403
+    run.refresh_from_db()
+    assert run.state == "queued"
+
+
+def test_it_explains_that_an_ended_run_cannot_be_cancelled(run: VerificationRun) -> None:
+    finish(run)
+    content = client_for(run.owner).get(reverse("run", args=[run.pk])).content.decode()
+    assert "Cancel run" not in content
+    url = reverse("run-cancel", args=[run.pk])
+    response = client_for(run.owner).post(url, follow=True)
+    assert "The run already ended (succeeded): nothing to cancel." in response.content.decode()
