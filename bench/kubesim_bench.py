@@ -35,6 +35,8 @@ class Connection:
 
     def __init__(self, url: str, ca_file: str, token: str) -> None:
         parts = urlsplit(url)
+        if not parts.hostname:
+            raise ValueError(f"no host in server URL {url!r}")
         context = ssl.create_default_context(cafile=ca_file)
         self.http = http.client.HTTPSConnection(parts.hostname, parts.port, context=context)
         self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}

@@ -178,8 +178,9 @@ def _initial_faults(latency_ms: float, error_rate: float, error_codes: tuple[int
 
 def _url(server: ApiServer, api: Api) -> str:
     bound_host, bound_port = server.server_address[:2]
+    host = bound_host.decode() if isinstance(bound_host, bytes) else str(bound_host)
     # Listening on every interface: clients on this machine still reach it on loopback.
-    reachable = "127.0.0.1" if bound_host == "0.0.0.0" else bound_host
+    reachable = "127.0.0.1" if host == "0.0.0.0" else host
     api.server_address = f"{reachable}:{bound_port}"
     return f"https://{reachable}:{bound_port}"
 

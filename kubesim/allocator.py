@@ -51,7 +51,7 @@ def candidates(slices: Iterable[dict], node: str) -> list[Candidate]:
     return found
 
 
-def _selectors_hold(selectors: list[dict], candidate: Candidate) -> bool:
+def _selectors_hold(selectors: list[dict] | None, candidate: Candidate) -> bool:
     activation = device_activation(candidate.driver, candidate.device)
     expressions = [((s or {}).get("cel") or {}).get("expression", "") for s in selectors or []]
     return all(matches(expression, activation) for expression in expressions)

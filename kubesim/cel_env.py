@@ -39,7 +39,7 @@ def _compiled(expression: str) -> Any:
 
 
 QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
-SUFFIXES = {
+SUFFIXES: dict[str, int | Decimal] = {
     "Ki": 2**10,
     "Mi": 2**20,
     "Gi": 2**30,
@@ -148,7 +148,7 @@ def _patch(value: Any) -> celtypes.IntType:
     return celtypes.IntType(value.parts[2])
 
 
-_FUNCTIONS = {
+_FUNCTIONS: dict[str, celpy.CELFunction] = {
     "quantity": _quantity,
     "semver": _semver,
     "compareTo": _compare_to,
@@ -166,7 +166,8 @@ _FUNCTIONS = {
 
 def _split_arguments(text: str, start: int) -> tuple[list[str], int]:
     """The top-level comma-separated arguments from text[start] up to the closing paren."""
-    arguments, depth, quote, current = [], 0, "", start
+    arguments: list[str] = []
+    depth, quote, current = 0, "", start
     for index in range(start, len(text)):
         char = text[index]
         if quote:
@@ -222,7 +223,7 @@ def _attribute_value(value: dict) -> Any:
     return celtypes.StringType(value.get("string", ""))
 
 
-def _by_domain(entries: dict, driver: str, convert: Any) -> _Domains:
+def _by_domain(entries: dict | None, driver: str, convert: Any) -> _Domains:
     domains: dict[str, dict] = {}
     for qualified, value in (entries or {}).items():
         domain, _, name = qualified.rpartition("/")

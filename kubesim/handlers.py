@@ -218,7 +218,7 @@ def _apply(
     sent_rv = body["metadata"].get("resourceVersion")
     if old and sent_rv and sent_rv != old["metadata"].get("resourceVersion"):
         raise errors.conflict(target.kind.group, target.kind.plural, target.name, by_client=True)
-    live = served(target, old) if old else None
+    live = served(target, old) if old is not None else None
     if live is None and subresource:
         raise errors.not_found(target.kind.group, target.kind.plural, target.name)
     result = server_side_apply(
@@ -230,7 +230,7 @@ def _apply(
         subresource=subresource,
     )
     headers = warning_headers(warnings)
-    if old is None:
+    if live is None:
         namespace_must_accept(api, target, target.name)
         storage = to_valid_storage(target, without_status(target, result), None)
         stored = storage if dry_run(request) else api.store.create(target.kind, storage)

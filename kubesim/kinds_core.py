@@ -17,7 +17,7 @@ from kubesim.validation import (
 )
 
 RESTART_POLICIES = ("Always", "Never", "OnFailure")
-POD_DEFAULTS = (
+POD_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("restartPolicy", "Always"),
     ("dnsPolicy", "ClusterFirst"),
     ("schedulerName", "default-scheduler"),
@@ -138,14 +138,16 @@ def validate_named(obj: dict, old: dict | None) -> list[FieldError]:
     return metadata_name_errors(obj)
 
 
-def _claim_names_detail(claim_names: set[str]) -> str:
+def _claim_names_detail(claim_names: set[str | None]) -> str:
     if not claim_names:
         return "must be one of the names in pod.spec.resourceClaims which is empty"
     listed = ", ".join(sorted(n for n in claim_names if n))
     return f"must be one of the names in pod.spec.resourceClaims: {listed}"
 
 
-def container_claim_errors(container: dict, claim_names: set[str], path: str) -> list[FieldError]:
+def container_claim_errors(
+    container: dict, claim_names: set[str | None], path: str
+) -> list[FieldError]:
     errors, seen = [], set()
     for index, claim in enumerate((container.get("resources") or {}).get("claims") or []):
         field = f"{path}.resources.claims[{index}]"
@@ -161,7 +163,7 @@ def container_claim_errors(container: dict, claim_names: set[str], path: str) ->
     return errors
 
 
-def containers_errors(containers: Any, claim_names: set[str]) -> list[FieldError]:
+def containers_errors(containers: Any, claim_names: set[str | None]) -> list[FieldError]:
     if not containers:
         return [FieldError(REQUIRED, "spec.containers")]
     errors, seen = [], set()
@@ -179,8 +181,9 @@ def containers_errors(containers: Any, claim_names: set[str]) -> list[FieldError
     return errors
 
 
-def pod_claim_errors(claims: Any) -> tuple[list[FieldError], set[str]]:
-    errors, names = [], set()
+def pod_claim_errors(claims: Any) -> tuple[list[FieldError], set[str | None]]:
+    errors: list[FieldError] = []
+    names: set[str | None] = set()
     for index, claim in enumerate(claims or []):
         path = f"spec.resourceClaims[{index}]"
         claim = claim if isinstance(claim, dict) else {}

@@ -150,7 +150,7 @@ def request_errors(request: Any, path: str) -> list[FieldError]:
     return errors + sub_request_errors(first, f"{path}.firstAvailable")
 
 
-def constraint_errors(constraints: Any, names: set[str], path: str) -> list[FieldError]:
+def constraint_errors(constraints: Any, names: set[str | None], path: str) -> list[FieldError]:
     errors = []
     for index, constraint in enumerate(constraints or []):
         field = f"{path}[{index}]"

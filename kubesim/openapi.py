@@ -66,7 +66,7 @@ def _closure(definitions: dict[str, Any], names: list[str]) -> dict[str, Any]:
     return {name: _to_openapi(schema) for name, schema in sorted(found.items())}
 
 
-def _operation(kind: Any, version: str, action: str, ref: str) -> dict[str, Any]:
+def _operation(kind: Any, version: str, action: str, ref: dict[str, str]) -> dict[str, Any]:
     gvk = {"group": kind.group, "version": version, "kind": kind.kind}
     operation: dict[str, Any] = {
         "operationId": f"{action}{kind.kind}",

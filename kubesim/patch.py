@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from typing import Any
 
@@ -119,7 +120,9 @@ def _apply_element_order(result: dict[str, Any], patch: dict[str, Any]) -> None:
         if not isinstance(items, list) or not isinstance(order, list):
             continue
         wanted = [_identity(entry, merge_key) for entry in order]
-        result[field] = sorted(items, key=lambda item, w=wanted, k=merge_key: _rank(item, w, k))
+        result[field] = sorted(
+            items, key=functools.partial(_rank, wanted=wanted, merge_key=merge_key)
+        )
 
 
 def _identity(item: Any, merge_key: str | None) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import json
 import os
@@ -183,7 +184,7 @@ class Store:
 
     # -- watching --------------------------------------------------------------------------
 
-    def events_since(self, since_rv: int) -> list[Event]:
+    def events_since(self, since_rv: int) -> builtins.list[Event]:
         """Events after since_rv; raises 410 Expired when they left the history window."""
         with self._lock:
             if since_rv < self._compacted_rv:

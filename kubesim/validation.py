@@ -204,7 +204,7 @@ def unknown_fields(obj: dict, version: str, k8s_version: str = DEFAULT_K8S_VERSI
     return _walk_unknown(obj, schema, "", definitions)
 
 
-_JSON_TYPES = {
+_JSON_TYPES: dict[str, type | tuple[type, ...]] = {
     "object": dict,
     "array": list,
     "string": str,
