@@ -240,6 +240,10 @@ def claim_request_release(*, user: User, claim_request: ClaimRequest) -> ClaimRe
 
 def _release(claim: ClaimRequest, user: User, message: str, *, enqueue_cleanup: bool) -> None:
     allowed = (CS.PENDING, CS.APPROVED, CS.APPLYING, CS.WAITING, CS.IN_USE, CS.FAILED)
+    # The sync flips an applied claim between waiting and in use as Pods come and go; lock
+    # the row so a release does not lose to that (its conditional UPDATE loses instead).
+    ClaimRequest.objects.select_for_update().filter(pk=claim.pk).first()
+    claim.refresh_from_db(fields=["state"])
     was_applied = claim.state != CS.PENDING
     _change(claim, to=CS.RELEASED, allowed=allowed, actor=user, message=message)
     for run in claim.runs.exclude(state__in=VerificationRun.FINAL_STATES):
@@ -302,19 +306,22 @@ def verification_run_cancel(*, user: User, run: VerificationRun) -> Verification
     the GPU."""
     _require_owner_or_approver(user, run.owner_id)
     with transaction.atomic():
-        cancelled = not run.is_final and transition(
+        # Lock the row: the worker moves a run on (queued → creating → ...) all the time, and
+        # a cancel must not lose to that; the worker's conditional UPDATE loses to it instead.
+        VerificationRun.objects.select_for_update().filter(pk=run.pk).first()
+        run.refresh_from_db(fields=["state"])
+        if run.is_final:
+            raise ValidationError(
+                {NON_FIELD_ERRORS: [f"The run already ended ({run.state}): nothing to cancel."]}
+            )
+        transition(
             run,
             to=RS.FAILED,
-            allowed=(RS.QUEUED, RS.CREATING, RS.PENDING, RS.RUNNING),
+            allowed=(run.state,),
             actor=user,
             message=f"Cancelled by {user.get_username()}.",
             finished_at=timezone.now(),
         )
-        if not cancelled:
-            # transition() refreshed run when another worker won the race.
-            raise ValidationError(
-                {NON_FIELD_ERRORS: [f"The run already ended ({run.state}): nothing to cancel."]}
-            )
         enqueue("claims.tasks.delete_run_pod", run.pk)
     return run
 

@@ -448,3 +448,25 @@ def test_it_cannot_cancel_a_run_that_ended_meanwhile(
         services.verification_run_cancel(user=alice, run=run)
     assert "already ended (succeeded)" in errors_of(excinfo)[NON_FIELD_ERRORS][0]
     assert VerificationRun.objects.get().state == "succeeded"
+
+
+def test_it_cancels_a_run_the_worker_moved_on_meanwhile(
+    namespace: NamespaceRequest, alice: User
+) -> None:
+    run = services.verification_run_start(user=alice, claim_request=applied_claim(alice, namespace))
+    # The worker started the Pod after this copy of the run was loaded.
+    VerificationRun.objects.filter(pk=run.pk).update(state="creating")
+    services.verification_run_cancel(user=alice, run=run)
+    assert VerificationRun.objects.get().state_message == "Cancelled by alice."
+    assert states(run)[-1] == ("creating", "failed")
+
+
+def test_it_releases_a_claim_the_sync_moved_on_meanwhile(
+    namespace: NamespaceRequest, alice: User
+) -> None:
+    claim = applied_claim(alice, namespace)
+    # A Pod (say, of a run just cancelled) still held the GPU at the last sync.
+    ClaimRequest.objects.filter(pk=claim.pk).update(state="in_use")
+    services.claim_request_release(user=alice, claim_request=claim)
+    assert ClaimRequest.objects.get().state == "released"
+    assert states(claim)[-1] == ("in_use", "released")
