@@ -86,3 +86,25 @@ def test_it_deletes_a_released_claim_and_its_pods(
     assert [p for p in pods if not p["metadata"].get("deletionTimestamp")] == []
     assert claims_in(kubesim_cluster, claim.namespace) == []
     assert ClaimRequest.objects.get(pk=claim.pk).cleaned_up_at is not None
+
+
+def pods_in(handle: Any, namespace: str) -> list[str]:
+    pods = handle.admin("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
+    return [p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+def test_it_deletes_only_the_pod_of_a_cancelled_run_and_twice_is_harmless(
+    alice: User, cluster: Cluster, kubesim_cluster: Any
+) -> None:
+    claim = approved_claim(alice, cluster)
+    cluster_ops.apply_claim(claim)
+    claim.refresh_from_db()
+    run = services.verification_run_start(user=alice, claim_request=claim)
+    cluster_ops.start_run(run)
+    cluster_ops.delete_run_pod(run)
+    assert pods_in(kubesim_cluster, claim.namespace) == [run.pod_name]  # still going
+    services.verification_run_cancel(user=alice, run=run)
+    cluster_ops.delete_run_pod(run)
+    cluster_ops.delete_run_pod(run)  # the Pod is gone: 404 is done
+    assert pods_in(kubesim_cluster, claim.namespace) == []
+    assert claims_in(kubesim_cluster, claim.namespace) == ["train"]

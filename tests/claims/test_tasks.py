@@ -209,3 +209,23 @@ def test_it_leaves_no_pod_behind_when_a_run_is_cancelled_at_once(
     wait_until(lambda: pods_in(slow_kubesim, claim.namespace) == [])
     assert state_of(run) == "failed"
     assert state_of(claim) == "waiting"
+
+
+def test_it_deletes_a_cancelled_runs_pod_after_a_short_outage(
+    alice: User, carol: User, slow_cluster: Cluster, slow_kubesim: kubesim.Handle
+) -> None:
+    claim = approved_claim(alice, carol, slow_cluster)
+    wait_until(lambda: state_of(claim) == "waiting")
+    run = services.verification_run_start(user=alice, claim_request=claim)
+    wait_until(lambda: state_of(claim) == "in_use")
+    fault = {"path": f"pods/{run.pod_name}$", "error_codes": [503], "outage_seconds": 1.5}
+    slow_kubesim.admin("POST", "/_kubesim/faults", json=fault)
+    try:
+        services.verification_run_cancel(user=alice, run=run)
+        time.sleep(0.5)
+        assert pods_in(slow_kubesim, claim.namespace) == [run.pod_name]  # the delete failed
+        wait_until(lambda: pods_in(slow_kubesim, claim.namespace) == [])
+    finally:
+        slow_kubesim.admin("DELETE", "/_kubesim/faults")
+    wait_until(lambda: state_of(claim) == "waiting")
+    assert state_of(run) == "failed"
