@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -174,17 +175,19 @@ def patch_object(api: Any, request: Request, target: Any) -> Response:
     return _retry_on_conflict(lambda: _patch(api, request, target, content_type, body))
 
 
-def _retry_on_conflict(attempt: Callable[[], Response], attempts: int = 20) -> Response:
+def _retry_on_conflict(attempt: Callable[[], Response], seconds: float = 10.0) -> Response:
     """A patch applies to whatever is stored, like the API server's GuaranteedUpdate loop:
-    when a controller wrote the object meanwhile, patch the newer version again. A patch
-    that itself names a stale resourceVersion still gets the 409."""
-    for _ in range(attempts - 1):
+    when a controller wrote the object meanwhile, patch the newer version again, until the
+    request's time is up (upstream retries until its context deadline, not a fixed count).
+    A patch that itself names a stale resourceVersion still gets the 409."""
+    deadline = time.monotonic() + seconds
+    while True:
         try:
             return attempt()
         except errors.ApiError as error:
-            if error.reason != "Conflict" or "causes" in error.details or error.sent_by_client:
+            own_conflict = "causes" in error.details or error.sent_by_client
+            if error.reason != "Conflict" or own_conflict or time.monotonic() > deadline:
                 raise
-    return attempt()
 
 
 def _admit_sent_object(request: Request, obj: dict, target: Any) -> list[str]:
