@@ -31,7 +31,7 @@ format: $(VENV)/.installed
 
 test: $(VENV)/.installed lint
 	.ci/ensure-chromium
-	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) manage.py makemigrations --check --dry-run
+	$(PY) manage.py makemigrations --check --dry-run
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(VENV)/bin/pytest
 
 bench: $(VENV)/.installed
