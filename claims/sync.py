@@ -26,6 +26,8 @@ from claims.transitions import enqueue
 log = logging.getLogger(__name__)
 
 MANAGED = "app.kubernetes.io/managed-by=gpu-portal"
+VERIFICATION_PODS = MANAGED + ",gpu-portal.io/verification-run"
+TERMINAL_PHASES = ("Succeeded", "Failed")
 # A Pod or claim missing from a list is only "gone" once it had time to appear.
 GONE_GRACE = timedelta(seconds=15)
 # A sync that crashed without letting go frees the cluster after this long.
@@ -247,7 +249,8 @@ def _failure_message(pod: PodState) -> str:
 
 
 def reconcile(*, stale_seconds: float | None = None) -> int:
-    """Re-enqueue approved work that sat still too long (its message was lost); count sent."""
+    """Re-enqueue approved work that sat still too long (its message was lost), and delete
+    the Pods of runs that ended but still run; count the messages sent."""
     if stale_seconds is None:
         stale_seconds = settings.RECONCILE_STALE_SECONDS
     before = timezone.now() - timedelta(seconds=stale_seconds)
@@ -272,4 +275,26 @@ def reconcile(*, stale_seconds: float | None = None) -> int:
         for pk in queryset.filter(updated__lt=before).values_list("pk", flat=True):
             enqueue(task_name, pk)
             sent += 1
+    for cluster in Cluster.objects.all():
+        for pk in _ended_runs_with_live_pods(cluster, before):
+            enqueue("claims.tasks.delete_run_pod", pk)
+            sent += 1
     return sent
+
+
+def _ended_runs_with_live_pods(cluster: Cluster, before: Any) -> list[int]:
+    """Runs that ended (cancelled, or their claim released) while their Pod still runs and
+    holds the GPU: the delete message was lost. One list of Pods per cluster."""
+    try:
+        pods = gateway_for(cluster).list_pods(VERIFICATION_PODS)
+    except KubeError as error:
+        log.warning("reconcile of %s: %s", cluster, error)
+        return []
+    live = {(p.namespace, p.name) for p in pods if p.phase not in TERMINAL_PHASES}
+    runs = VerificationRun.objects.filter(
+        claim__namespace_request__cluster=cluster,
+        state__in=VerificationRun.FINAL_STATES,
+        updated__lt=before,
+        pod_name__in={name for _, name in live},
+    ).select_related("claim__namespace_request")
+    return [run.pk for run in runs if (run.claim.namespace, run.pod_name) in live]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -10,10 +11,11 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from claims import services, sync
-from claims.models import ClaimRequest, Cluster, NamespaceRequest
+import kubesim
+from claims import cluster_ops, services, sync
+from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 from claims.transitions import transition
-from tests.fixtures.portal import wait_until
+from tests.fixtures.portal import register_cluster, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -68,3 +70,68 @@ def test_it_finishes_a_release_whose_message_was_lost(
     wait_until(lambda: ClaimRequest.objects.get(pk=claim.pk).cleaned_up_at is not None)
     path = f"/apis/resource.k8s.io/v1/namespaces/{claim.namespace}/resourceclaims"
     assert kubesim_cluster.admin("GET", path)["items"] == []
+
+
+@pytest.fixture(scope="module")
+def slow_kubesim() -> Iterator[kubesim.Handle]:
+    """A kubesim at human speed: a Pod runs for about 5 s, long enough to cancel it."""
+    handle = kubesim.start(speed=1)
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def slow_cluster(db: None, slow_kubesim: kubesim.Handle) -> Iterator[Cluster]:
+    yield register_cluster(slow_kubesim, name="slow")
+    cluster_ops.forget_gateways()
+
+
+def pod_phases(handle: kubesim.Handle, namespace: str) -> dict[str, str]:
+    pods = handle.admin("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
+    return {pod["metadata"]["name"]: pod.get("status", {}).get("phase", "") for pod in pods}
+
+
+def allocation_in(handle: kubesim.Handle, claim: ClaimRequest) -> Any:
+    path = f"/apis/resource.k8s.io/v1/namespaces/{claim.namespace}/resourceclaims/{claim.name}"
+    return handle.admin("GET", path).get("status", {}).get("allocation")
+
+
+def cancel_without_message(run: VerificationRun) -> bool:
+    """What verification_run_cancel writes, with its delete message lost on the way."""
+    going = tuple(set(VerificationRun.State) - set(VerificationRun.FINAL_STATES))
+    return transition(
+        run, to="failed", allowed=going, message="Cancelled.", finished_at=timezone.now()
+    )
+
+
+def test_it_deletes_the_pod_of_a_cancelled_run_whose_message_was_lost(
+    alice: User,
+    slow_cluster: Cluster,
+    slow_kubesim: kubesim.Handle,
+    celery_worker_process: Any,
+) -> None:
+    claim = lost_approval(alice, slow_cluster)
+    sync.reconcile()
+    wait_until(lambda: state_of(claim) == "waiting")
+    run = services.verification_run_start(user=alice, claim_request=claim)
+    wait_until(lambda: pod_phases(slow_kubesim, claim.namespace).get(run.pod_name) == "Running")
+    assert allocation_in(slow_kubesim, claim)
+
+    wait_until(lambda: cancel_without_message(run))
+    # The beat's reconciler waits RECONCILE_STALE_SECONDS; this one looks at once.
+    assert sync.reconcile(stale_seconds=0) == 1
+
+    wait_until(lambda: pod_phases(slow_kubesim, claim.namespace) == {})
+    wait_until(lambda: allocation_in(slow_kubesim, claim) is None)
+    wait_until(lambda: state_of(claim) == "waiting")
+    assert claim.allocation is None
+
+
+def test_it_lists_the_pods_of_each_cluster_once(
+    alice: User, cluster: Cluster, kubesim_cluster: Any
+) -> None:
+    register_cluster(kubesim_cluster, name="second")
+    kubesim_cluster.admin("POST", "/_kubesim/counters/reset")
+    assert sync.reconcile() == 0
+    counters = kubesim_cluster.admin("GET", "/_kubesim/counters")["requests"]
+    assert counters == {"list pods": 2}
