@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -12,10 +11,10 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 import kubesim
-from claims import cluster_ops, services, sync
+from claims import services, sync
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 from claims.transitions import transition
-from tests.fixtures.portal import register_cluster, wait_until
+from tests.fixtures.portal import allocation_in, register_cluster, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -72,28 +71,9 @@ def test_it_finishes_a_release_whose_message_was_lost(
     assert kubesim_cluster.admin("GET", path)["items"] == []
 
 
-@pytest.fixture(scope="module")
-def slow_kubesim() -> Iterator[kubesim.Handle]:
-    """A kubesim at human speed: a Pod runs for about 5 s, long enough to cancel it."""
-    handle = kubesim.start(speed=1)
-    yield handle
-    handle.stop()
-
-
-@pytest.fixture
-def slow_cluster(db: None, slow_kubesim: kubesim.Handle) -> Iterator[Cluster]:
-    yield register_cluster(slow_kubesim, name="slow")
-    cluster_ops.forget_gateways()
-
-
 def pod_phases(handle: kubesim.Handle, namespace: str) -> dict[str, str]:
     pods = handle.admin("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
     return {pod["metadata"]["name"]: pod.get("status", {}).get("phase", "") for pod in pods}
-
-
-def allocation_in(handle: kubesim.Handle, claim: ClaimRequest) -> Any:
-    path = f"/apis/resource.k8s.io/v1/namespaces/{claim.namespace}/resourceclaims/{claim.name}"
-    return handle.admin("GET", path).get("status", {}).get("allocation")
 
 
 def cancel_without_message(run: VerificationRun) -> bool:

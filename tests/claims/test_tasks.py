@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 
 import kubesim
-from claims import cluster_ops, services
+from claims import services
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 from claims.selectors import events_for
-from tests.fixtures.portal import register_cluster, wait_until
+from tests.fixtures.portal import allocation_in, wait_until
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -138,28 +137,9 @@ def test_it_deletes_a_released_claim_from_the_cluster(
     assert kubesim_cluster.admin("GET", path)["items"] == []
 
 
-@pytest.fixture(scope="module")
-def slow_kubesim() -> Iterator[kubesim.Handle]:
-    """A kubesim at human speed: a Pod runs for about 5 s, long enough to cancel it."""
-    handle = kubesim.start(speed=1)
-    yield handle
-    handle.stop()
-
-
-@pytest.fixture
-def slow_cluster(db: None, slow_kubesim: kubesim.Handle) -> Iterator[Cluster]:
-    yield register_cluster(slow_kubesim, name="slow")
-    cluster_ops.forget_gateways()
-
-
 def pods_in(handle: kubesim.Handle, namespace: str) -> list[str]:
     pods = handle.admin("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
     return [pod["metadata"]["name"] for pod in pods]
-
-
-def allocation_in(handle: kubesim.Handle, claim: ClaimRequest) -> Any:
-    path = f"/apis/resource.k8s.io/v1/namespaces/{claim.namespace}/resourceclaims/{claim.name}"
-    return handle.admin("GET", path).get("status", {}).get("allocation")
 
 
 def wait_for_syncs(cluster: Cluster, count: int) -> None:
