@@ -10,6 +10,7 @@ from django.contrib.auth.models import User
 from claims import cluster_ops, services
 from claims.models import ClaimRequest, Cluster
 from claims.transitions import transition
+from tests.fixtures.portal import pods_in
 
 
 def approved_claim(user: User, cluster: Cluster) -> ClaimRequest:
@@ -86,11 +87,6 @@ def test_it_deletes_a_released_claim_and_its_pods(
     assert [p for p in pods if not p["metadata"].get("deletionTimestamp")] == []
     assert claims_in(kubesim_cluster, claim.namespace) == []
     assert ClaimRequest.objects.get(pk=claim.pk).cleaned_up_at is not None
-
-
-def pods_in(handle: Any, namespace: str) -> list[str]:
-    pods = handle.admin("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
-    return [p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")]
 
 
 def test_it_deletes_only_the_pod_of_a_cancelled_run_and_twice_is_harmless(

@@ -14,7 +14,7 @@ import kubesim
 from claims import services, sync
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 from claims.transitions import transition
-from tests.fixtures.portal import allocation_in, register_cluster, wait_until
+from tests.fixtures.portal import allocation_in, register_cluster, state_of, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,11 +33,6 @@ def lost_approval(alice: User, cluster: Cluster) -> ClaimRequest:
     NamespaceRequest.objects.filter(pk=ns.pk).update(updated=an_hour_ago)
     ClaimRequest.objects.filter(pk=claim.pk).update(updated=an_hour_ago)
     return claim
-
-
-def state_of(claim: ClaimRequest) -> str:
-    claim.refresh_from_db()
-    return claim.state
 
 
 def test_it_leaves_fresh_work_alone(alice: User, cluster: Cluster) -> None:

@@ -11,9 +11,9 @@ from django.contrib.auth.models import User
 
 import kubesim
 from claims import services
-from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
+from claims.models import ClaimRequest, Cluster
 from claims.selectors import events_for
-from tests.fixtures.portal import allocation_in, wait_until
+from tests.fixtures.portal import allocation_in, pods_in, state_of, wait_until
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -31,11 +31,6 @@ def approved_claim(alice: User, carol: User, cluster: Cluster, **fields: Any) ->
     claim = services.claim_request_submit(user=alice, namespace_request=ns, **values)
     services.claim_request_approve(user=carol, claim_request=claim)
     return claim
-
-
-def state_of(obj: ClaimRequest | NamespaceRequest | VerificationRun) -> str:
-    obj.refresh_from_db()
-    return obj.state
 
 
 def test_it_takes_a_claim_from_approval_to_a_passed_run(
@@ -135,11 +130,6 @@ def test_it_deletes_a_released_claim_from_the_cluster(
     wait_until(lambda: ClaimRequest.objects.get(pk=claim.pk).cleaned_up_at is not None)
     path = f"/apis/resource.k8s.io/v1/namespaces/{claim.namespace}/resourceclaims"
     assert kubesim_cluster.admin("GET", path)["items"] == []
-
-
-def pods_in(handle: kubesim.Handle, namespace: str) -> list[str]:
-    pods = handle.admin("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
-    return [pod["metadata"]["name"] for pod in pods]
 
 
 def wait_for_syncs(cluster: Cluster, count: int) -> None:
