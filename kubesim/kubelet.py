@@ -16,7 +16,12 @@ from typing import Any
 from kubesim import cuda, pod_status
 from kubesim.errors import ApiError
 from kubesim.kinds import kind_for
-from kubesim.reservations import pod_claims, record_event
+from kubesim.reservations import (
+    allocation_results,
+    claim_names_by_pod_claim,
+    pod_claims,
+    record_event,
+)
 
 log = logging.getLogger(__name__)
 
@@ -311,25 +316,9 @@ def pull_error(image: str) -> str:
     )
 
 
-def _claim_names_by_pod_claim(pod: dict) -> dict[str, str]:
-    generated = {
-        entry.get("name"): entry.get("resourceClaimName")
-        for entry in (pod.get("status") or {}).get("resourceClaimStatuses") or []
-    }
-    return {
-        entry["name"]: entry.get("resourceClaimName") or generated.get(entry["name"]) or ""
-        for entry in pod["spec"].get("resourceClaims") or []
-    }
-
-
-def _results(claim: dict | None) -> list[dict]:
-    allocation = ((claim or {}).get("status") or {}).get("allocation") or {}
-    return (allocation.get("devices") or {}).get("results") or []
-
-
 def container_devices(store: Any, topology: Any, pod: dict) -> dict[str, list]:
     """The topology devices each container sees, from its claims' allocation results."""
-    claim_names = _claim_names_by_pod_claim(pod)
+    claim_names = claim_names_by_pod_claim(pod)
     claims = {claim["metadata"]["name"]: claim for claim in pod_claims(store, pod)}
     seen: dict[str, list] = {}
     for container in pod["spec"].get("containers") or []:
@@ -337,7 +326,7 @@ def container_devices(store: Any, topology: Any, pod: dict) -> dict[str, list]:
         for reference in (container.get("resources") or {}).get("claims") or []:
             claim = claims.get(claim_names.get(reference.get("name"), ""))
             wanted = reference.get("request")
-            for result in _results(claim):
+            for result in allocation_results(claim):
                 if wanted and result["request"].split("/")[0] != wanted:
                     continue
                 device = topology.device(result["pool"], result["device"])

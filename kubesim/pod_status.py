@@ -1,12 +1,9 @@
 """Pod status as the kubelet reports it: container states, phase, conditions."""
 
 import hashlib
-from datetime import UTC, datetime
 from typing import Any
 
-
-def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+from kubesim.store import now_rfc3339 as now
 
 
 def waiting(reason: str, message: str = "") -> dict:

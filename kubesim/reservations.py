@@ -6,11 +6,11 @@ Plain functions over the Store, used by kubesim.scheduler.
 import secrets
 import threading
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from kubesim.errors import ApiError
 from kubesim.kinds import kind_for
+from kubesim.store import now_rfc3339 as now
 
 PODS, CLAIMS = kind_for("", "pods"), kind_for("resource.k8s.io", "resourceclaims")
 EVENTS = kind_for("", "events")
@@ -23,27 +23,32 @@ class ClaimNotReady(Exception):
     """A claim the pod needs does not exist yet; the pod waits without a condition."""
 
 
-def _key(obj: dict) -> tuple[str, str]:
+def object_key(obj: dict) -> tuple[str, str]:
     metadata = obj.get("metadata") or {}
     return metadata.get("namespace") or "", metadata.get("name") or ""
 
 
-def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def allocation_results(claim: dict | None) -> list[dict]:
+    allocation = ((claim or {}).get("status") or {}).get("allocation") or {}
+    return (allocation.get("devices") or {}).get("results") or []
 
 
-def _claim_names(pod: dict) -> list[str]:
-    """Names of the claims a pod uses: direct ones and those generated from templates."""
+def claim_names_by_pod_claim(pod: dict) -> dict[str, str]:
+    """Each pod claim's ResourceClaim name: a direct one or the one generated from a template
+    ("" while not generated yet)."""
     generated = {
         entry.get("name"): entry.get("resourceClaimName")
         for entry in (pod.get("status") or {}).get("resourceClaimStatuses") or []
     }
-    names = []
-    for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
-        name = entry.get("resourceClaimName") or generated.get(entry.get("name"))
-        if name:
-            names.append(name)
-    return names
+    return {
+        entry.get("name"): entry.get("resourceClaimName") or generated.get(entry.get("name")) or ""
+        for entry in (pod.get("spec") or {}).get("resourceClaims") or []
+    }
+
+
+def _claim_names(pod: dict) -> list[str]:
+    """Names of the claims a pod uses: direct ones and those generated from templates."""
+    return [name for name in claim_names_by_pod_claim(pod).values() if name]
 
 
 def pod_claims(store: Any, pod: dict) -> list[dict]:
@@ -61,10 +66,10 @@ def claims_for_pod(store: Any, pod: dict) -> list[dict]:
     pod = _create_template_claims(store, pod)
     names = _claim_names(pod)
     if len(names) != len((pod.get("spec") or {}).get("resourceClaims") or []):
-        raise ClaimNotReady(f"pod {_key(pod)}: ResourceClaim not created yet")
+        raise ClaimNotReady(f"pod {object_key(pod)}: ResourceClaim not created yet")
     claims = pod_claims(store, pod)
     if len(claims) != len(names):
-        raise ClaimNotReady(f"pod {_key(pod)}: a resourceclaim was not found")
+        raise ClaimNotReady(f"pod {object_key(pod)}: a resourceclaim was not found")
     return claims
 
 
@@ -126,7 +131,7 @@ def reserve(
     store: Any, claim: dict, pod: dict, node: str, results: list[dict] | None, with_timestamp: bool
 ) -> dict:
     """Allocate (when `results` are new) and reserve the claim for the pod (K-SCHED bindClaim)."""
-    claim = store.get(CLAIMS, *_key(claim))
+    claim = store.get(CLAIMS, *object_key(claim))
     status = claim.setdefault("status", {})
     if results is not None:
         finalizers = claim["metadata"].setdefault("finalizers", [])
@@ -195,7 +200,7 @@ def delete_generated_claims(store: Any, pod: dict) -> None:
         owners = claim["metadata"].get("ownerReferences") or []
         if any(owner.get("uid") == pod["metadata"]["uid"] for owner in owners):
             try:
-                store.delete(CLAIMS, *_key(claim))
+                store.delete(CLAIMS, *object_key(claim))
             except ApiError:
                 continue
 
@@ -230,7 +235,7 @@ def mark_unschedulable(store: Any, pod: dict, message: str) -> None:
 
 
 def bind(store: Any, pod: dict, node: str) -> None:
-    pod = store.get(PODS, *_key(pod))
+    pod = store.get(PODS, *object_key(pod))
     pod["spec"]["nodeName"] = node
     condition = {
         "type": "PodScheduled",

@@ -16,10 +16,12 @@ from kubesim.errors import ApiError
 from kubesim.kinds import kind_for
 from kubesim.reservations import (
     ClaimNotReady,
+    allocation_results,
     bind,
     claims_for_pod,
     delete_generated_claims,
     mark_unschedulable,
+    object_key,
     pod_claims,
     release_claim,
     reserve,
@@ -57,15 +59,12 @@ def fit_error(node_count: int, reasons: dict[str, int] | None = None, prefilter:
     return f"{message} still not schedulable, preemption: {preemption}."
 
 
-def _key(obj: dict) -> tuple[str, str]:
-    metadata = obj.get("metadata") or {}
-    return metadata.get("namespace") or "", metadata.get("name") or ""
+def _device_ids(results: list[dict]) -> set[DeviceId]:
+    return {(r["driver"], r["pool"], r["device"]) for r in results}
 
 
 def _allocated_devices(claim: dict) -> set[DeviceId]:
-    allocation = (claim.get("status") or {}).get("allocation") or {}
-    results = (allocation.get("devices") or {}).get("results") or []
-    return {(r["driver"], r["pool"], r["device"]) for r in results}
+    return _device_ids(allocation_results(claim))
 
 
 def allocated_node(claim: dict) -> str | None:
@@ -143,7 +142,7 @@ class Scheduler:
 
     def _resync(self) -> None:
         claims, _ = self.store.list(CLAIMS)
-        self._in_use = {_key(claim): _allocated_devices(claim) for claim in claims}
+        self._in_use = {object_key(claim): _allocated_devices(claim) for claim in claims}
         live = self._live_pod_uids()
         for claim in claims:
             release_claim(self.store, claim, live)
@@ -161,7 +160,7 @@ class Scheduler:
         }
 
     def _pod_changed(self, event: str, pod: dict) -> bool:
-        key = _key(pod)
+        key = object_key(pod)
         phase = (pod.get("status") or {}).get("phase")
         if event == "DELETED" or phase in TERMINAL:
             self._waiting.pop(key, None)
@@ -173,9 +172,9 @@ class Scheduler:
 
     def _claim_changed(self, event: str, claim: dict) -> None:
         if event == "DELETED":
-            self._in_use.pop(_key(claim), None)
+            self._in_use.pop(object_key(claim), None)
             return
-        self._in_use[_key(claim)] = _allocated_devices(claim)
+        self._in_use[object_key(claim)] = _allocated_devices(claim)
         if claim["metadata"].get("deletionTimestamp"):
             release_claim(self.store, claim, self._live_pod_uids())
 
@@ -185,7 +184,7 @@ class Scheduler:
         for claim in pod_claims(self.store, pod):
             released = unreserve(self.store, claim, pod)
             if released is not None and not _allocated_devices(released):
-                self._in_use[_key(released)] = set()
+                self._in_use[object_key(released)] = set()
                 freed = True
         delete_generated_claims(self.store, pod)
         return freed
@@ -193,7 +192,7 @@ class Scheduler:
     def _unscheduled_pods(self) -> dict[tuple[str, str], str]:
         pods, _ = self.store.list(PODS)
         return {
-            _key(pod): pod["metadata"].get("creationTimestamp", "")
+            object_key(pod): pod["metadata"].get("creationTimestamp", "")
             for pod in pods
             if not (pod.get("spec") or {}).get("nodeName")
             and (pod.get("status") or {}).get("phase") not in TERMINAL
@@ -259,18 +258,18 @@ class Scheduler:
             results = allocate(claim, classes, devices, in_use)
             if results is None:
                 raise Unschedulable(CANNOT_ALLOCATE)
-            in_use |= {(r["driver"], r["pool"], r["device"]) for r in results}
-            allocations[_key(claim)] = results
+            in_use |= _device_ids(results)
+            allocations[object_key(claim)] = results
         return allocations
 
     def _commit(self, pod: dict, node: str, claims: list[dict], allocations: dict) -> None:
         try:
             for claim in claims:
-                results = allocations.get(_key(claim))
+                results = allocations.get(object_key(claim))
                 stored = reserve(self.store, claim, pod, node, results, self.allocation_timestamp)
-                self._in_use[_key(stored)] = _allocated_devices(stored)
+                self._in_use[object_key(stored)] = _allocated_devices(stored)
             bind(self.store, pod, node)
         except ApiError as error:
-            log.info("binding %s/%s failed, retrying: %s", *_key(pod), error)
+            log.info("binding %s/%s failed, retrying: %s", *object_key(pod), error)
             return
-        self._waiting.pop(_key(pod), None)
+        self._waiting.pop(object_key(pod), None)
