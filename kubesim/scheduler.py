@@ -9,9 +9,9 @@ consumers is deallocated.
 import logging
 import queue
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
-from kubesim.allocator import ClassMissing, DeviceId, allocate, candidates
+from kubesim.allocator import Candidate, ClassMissing, DeviceId, allocate, candidates
 from kubesim.errors import ApiError
 from kubesim.kinds import kind_for
 from kubesim.reservations import (
@@ -43,6 +43,21 @@ TERMINAL = ("Succeeded", "Failed")
 
 class Unschedulable(Exception):
     """The pod fits no node now; str() is the reason the scheduler reports."""
+
+
+class Inventory(NamedTuple):
+    """Nodes, their published devices and the device classes, read once per scheduling pass."""
+
+    nodes: list[str]
+    devices: dict[str, list[Candidate]]
+    classes: dict[str, dict]
+
+
+def read_inventory(store: Any) -> Inventory:
+    nodes = [node["metadata"]["name"] for node in store.list(NODES, copy=False)[0]]
+    slices, _ = store.list(SLICES, copy=False)
+    classes = {c["metadata"]["name"]: c for c in store.list(CLASSES, copy=False)[0]}
+    return Inventory(nodes, {node: candidates(slices, node) for node in nodes}, classes)
 
 
 def fit_error(node_count: int, reasons: dict[str, int] | None = None, prefilter: str = "") -> str:
@@ -126,8 +141,11 @@ class Scheduler:
         if not retry:
             return
         self._waiting.update(self._unscheduled_pods())
+        if not self._waiting:
+            return
+        inventory = read_inventory(self.store)
         for key in sorted(self._waiting, key=lambda k: (self._waiting[k], k)):
-            self._try_schedule(key)
+            self._try_schedule(key, inventory)
 
     def _handle(self, event: str, plural: str, obj: dict) -> bool:
         """Record one event; True if waiting pods deserve another try."""
@@ -143,21 +161,16 @@ class Scheduler:
     def _resync(self) -> None:
         claims, _ = self.store.list(CLAIMS)
         self._in_use = {object_key(claim): _allocated_devices(claim) for claim in claims}
-        live = self._live_pod_uids()
+        pods, _ = self.store.list(PODS, copy=False)
+        live = _live_uids(pods)
         for claim in claims:
             release_claim(self.store, claim, live)
-        pods, _ = self.store.list(PODS)
         for pod in pods:
             if (pod.get("status") or {}).get("phase") in TERMINAL:
                 self._release(pod)
 
     def _live_pod_uids(self) -> set[str]:
-        pods, _ = self.store.list(PODS)
-        return {
-            p["metadata"]["uid"]
-            for p in pods
-            if (p.get("status") or {}).get("phase") not in TERMINAL
-        }
+        return _live_uids(self.store.list(PODS, copy=False)[0])
 
     def _pod_changed(self, event: str, pod: dict) -> bool:
         key = object_key(pod)
@@ -190,7 +203,7 @@ class Scheduler:
         return freed
 
     def _unscheduled_pods(self) -> dict[tuple[str, str], str]:
-        pods, _ = self.store.list(PODS)
+        pods, _ = self.store.list(PODS, copy=False)
         return {
             object_key(pod): pod["metadata"].get("creationTimestamp", "")
             for pod in pods
@@ -199,13 +212,13 @@ class Scheduler:
             and not pod["metadata"].get("deletionTimestamp")
         }
 
-    def _try_schedule(self, key: tuple[str, str]) -> None:
+    def _try_schedule(self, key: tuple[str, str], inventory: Inventory) -> None:
         try:
-            self._schedule(key)
+            self._schedule(key, inventory)
         except ApiError as error:  # a conflict or a vanished object: the next pass retries
             log.info("retrying %s/%s later: %s", *key, error)
 
-    def _schedule(self, key: tuple[str, str]) -> None:
+    def _schedule(self, key: tuple[str, str], inventory: Inventory) -> None:
         try:
             pod = self.store.get(PODS, *key)
         except ApiError:
@@ -220,47 +233,31 @@ class Scheduler:
             return  # PreEnqueue: the pod is not tried until its claims exist
         pod = self.store.get(PODS, *key)  # template claims may have been recorded on it
         try:
-            node, allocations = self._choose_node(claims)
+            node, allocations = self._choose_node(claims, inventory)
         except Unschedulable as reason:
             mark_unschedulable(self.store, pod, str(reason))
             return
         self._commit(pod, node, claims, allocations)
 
-    def _choose_node(self, claims: list[dict]) -> tuple[str, dict[tuple[str, str], list[dict]]]:
-        nodes = [node["metadata"]["name"] for node in self.store.list(NODES)[0]]
+    def _choose_node(
+        self, claims: list[dict], inventory: Inventory
+    ) -> tuple[str, dict[tuple[str, str], list[dict]]]:
+        nodes = inventory.nodes
         for claim in claims:
             if claim["metadata"].get("deletionTimestamp"):
                 deleting = f'resourceclaim "{claim["metadata"]["name"]}" is being deleted'
                 raise Unschedulable(fit_error(len(nodes), prefilter=deleting))
-        slices, _ = self.store.list(SLICES)
-        classes = {c["metadata"]["name"]: c for c in self.store.list(CLASSES)[0]}
+        in_use = set().union(*self._in_use.values())
         reasons: dict[str, int] = {}
         for node in nodes:
+            devices = inventory.devices[node]
             try:
-                return node, self._fit_on_node(node, claims, slices, classes)
+                return node, _fit_on_node(node, claims, devices, inventory.classes, in_use)
             except Unschedulable as reason:
                 reasons[str(reason)] = reasons.get(str(reason), 0) + 1
             except ClassMissing as missing:
                 raise Unschedulable(fit_error(len(nodes), prefilter=str(missing))) from None
         raise Unschedulable(fit_error(len(nodes), reasons))
-
-    def _fit_on_node(
-        self, node: str, claims: list[dict], slices: list[dict], classes: dict
-    ) -> dict:
-        in_use = set().union(*self._in_use.values()) if self._in_use else set()
-        devices = candidates(slices, node)
-        allocations: dict[tuple[str, str], list[dict]] = {}
-        for claim in claims:
-            if (claim.get("status") or {}).get("allocation"):
-                if allocated_node(claim) not in (None, node):
-                    raise Unschedulable(NOT_ON_NODE)
-                continue
-            results = allocate(claim, classes, devices, in_use)
-            if results is None:
-                raise Unschedulable(CANNOT_ALLOCATE)
-            in_use |= _device_ids(results)
-            allocations[object_key(claim)] = results
-        return allocations
 
     def _commit(self, pod: dict, node: str, claims: list[dict], allocations: dict) -> None:
         try:
@@ -273,3 +270,28 @@ class Scheduler:
             log.info("binding %s/%s failed, retrying: %s", *object_key(pod), error)
             return
         self._waiting.pop(object_key(pod), None)
+
+
+def _live_uids(pods: list[dict]) -> set[str]:
+    return {
+        p["metadata"]["uid"] for p in pods if (p.get("status") or {}).get("phase") not in TERMINAL
+    }
+
+
+def _fit_on_node(
+    node: str, claims: list[dict], devices: list[Candidate], classes: dict, in_use: set[DeviceId]
+) -> dict:
+    """The new allocations of the pod's claims on `node`; `in_use` is not changed."""
+    in_use = set(in_use)
+    allocations: dict[tuple[str, str], list[dict]] = {}
+    for claim in claims:
+        if (claim.get("status") or {}).get("allocation"):
+            if allocated_node(claim) not in (None, node):
+                raise Unschedulable(NOT_ON_NODE)
+            continue
+        results = allocate(claim, classes, devices, in_use)
+        if results is None:
+            raise Unschedulable(CANNOT_ALLOCATE)
+        in_use |= _device_ids(results)
+        allocations[object_key(claim)] = results
+    return allocations
