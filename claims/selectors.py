@@ -27,18 +27,23 @@ def cluster_list() -> QuerySet[Cluster]:
 
 
 def namespace_request_list(*, user: Any) -> QuerySet[NamespaceRequest]:
-    qs = NamespaceRequest.objects.select_related("cluster", "owner")
+    qs = NamespaceRequest.objects.select_related("cluster", "owner", "decided_by")
     return qs if user_is_approver(user) else qs.filter(owner=user)
 
 
 def claim_request_list(*, user: Any) -> QuerySet[ClaimRequest]:
-    qs = ClaimRequest.objects.select_related("namespace_request__cluster", "owner")
+    qs = ClaimRequest.objects.select_related("namespace_request__cluster", "owner", "decided_by")
     return qs if user_is_approver(user) else qs.filter(owner=user)
 
 
 def verification_run_list(*, user: Any) -> QuerySet[VerificationRun]:
     qs = VerificationRun.objects.select_related("claim__namespace_request__cluster", "owner")
     return qs if user_is_approver(user) else qs.filter(owner=user)
+
+
+def verification_run_list_with_logs(*, user: Any) -> QuerySet[VerificationRun]:
+    """Runs with their logs fetched in one more query, for output that describes the logs."""
+    return verification_run_list(user=user).prefetch_related("logs")
 
 
 def namespace_request_get(*, user: Any, pk: int) -> NamespaceRequest:
@@ -50,7 +55,7 @@ def claim_request_get(*, user: Any, pk: int) -> ClaimRequest:
 
 
 def verification_run_get(*, user: Any, pk: int) -> VerificationRun:
-    return _get_or_404(verification_run_list(user=user).prefetch_related("logs"), pk)
+    return _get_or_404(verification_run_list_with_logs(user=user), pk)
 
 
 def _get_or_404(qs: QuerySet, pk: int) -> Any:
@@ -111,7 +116,7 @@ def events_for(obj: NamespaceRequest | ClaimRequest | VerificationRun) -> QueryS
 
 
 def audit_event_list(*, user: Any) -> QuerySet[AuditEvent]:
-    qs = AuditEvent.objects.select_related("actor")
+    qs = AuditEvent.objects.select_related("actor", "owner")
     return qs if user_is_approver(user) else qs.filter(owner=user)
 
 

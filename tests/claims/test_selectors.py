@@ -4,10 +4,22 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from django.http import Http404
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from rest_framework.test import APIClient
 
 from claims import selectors, transitions
-from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
+from claims.models import (
+    AuditEvent,
+    ClaimRequest,
+    Cluster,
+    NamespaceRequest,
+    RunLog,
+    VerificationRun,
+)
 
 
 @pytest.fixture
@@ -90,3 +102,52 @@ def test_it_ignores_other_users_work_in_the_fingerprint(
     before = selectors.dashboard_fingerprint(user=bob)
     VerificationRun.objects.create(claim=alices_claim, owner=alices_claim.owner)
     assert selectors.dashboard_fingerprint(user=bob) == before
+
+
+def _add_decided_work(owner: User, approver: User, suffix: str) -> None:
+    """A decided namespace and claim, a run with a log, an audit event: one of each row kind."""
+    cluster, _ = Cluster.objects.get_or_create(name="lab")
+    ns = NamespaceRequest.objects.create(
+        owner=owner, cluster=cluster, name=f"team-{suffix}", decided_by=approver
+    )
+    claim = ClaimRequest.objects.create(
+        owner=owner, namespace_request=ns, name="train", device_class="gpu", decided_by=approver
+    )
+    run = VerificationRun.objects.create(claim=claim, owner=owner)
+    RunLog.objects.create(run=run, container=VerificationRun.CONTAINERS[0], text="ok")
+    AuditEvent.objects.create(
+        actor=approver, owner=owner, object_kind="claim_request", object_id=claim.pk, to_state="x"
+    )
+
+
+def _queries_for(client: Client, url: str) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(url).status_code == 200
+    return len(queries.captured_queries)
+
+
+LISTS = [
+    "dashboard",
+    "approvals",
+    "api-namespace-requests",
+    "api-claims",
+    "api-runs",
+    "api-events",
+]
+
+
+@pytest.mark.parametrize("url_name", LISTS)
+def test_it_lists_many_rows_in_as_many_queries_as_one(
+    alice: User, carol: User, url_name: str
+) -> None:
+    web = Client()
+    web.force_login(carol)
+    api = APIClient()
+    api.force_authenticate(carol)
+    client = api if url_name.startswith("api-") else web
+    url = reverse(url_name)
+    _add_decided_work(alice, carol, "1")
+    one_row = _queries_for(client, url)
+    for suffix in "234":
+        _add_decided_work(alice, carol, suffix)
+    assert _queries_for(client, url) == one_row

@@ -24,7 +24,7 @@ TAG = ["runs"]
 
 class RunListApi(ApiView):
     model = VerificationRun
-    list_selector = staticmethod(selectors.verification_run_list)
+    list_selector = staticmethod(selectors.verification_run_list_with_logs)
     filterset_class = VerificationRunFilter
     ordering_fields = ["created", "updated", "state", "finished_at"]
 
