@@ -2,19 +2,22 @@
 
 Called by the Celery tasks. TransientKubeError propagates (the task retries it);
 PermanentKubeError is recorded on the row with the cluster's own words. Every function checks
-the row's state first and uses server-side apply with deterministic names, so running one
-twice does no harm.
+the row's state first, creates only what is absent or adopts only what is its own
+(claims.kube.ownership), and deletes only with the uid it recorded, so running one twice,
+or late, does no harm.
 """
 
 from __future__ import annotations
 
 import threading
 
+from django.conf import settings
 from django.utils import timezone
 
 from claims import observations
 from claims.kube import manifests
-from claims.kube.gateway import ClusterGateway, PermanentKubeError
+from claims.kube.gateway import ClusterGateway, PermanentKubeError, TransientKubeError
+from claims.kube.ownership import NotOwnedError, create_or_adopt, delete_owned, owns, uid_of
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 from claims.transitions import enqueue
 
@@ -35,6 +38,8 @@ def gateway_for(cluster: Cluster) -> ClusterGateway:
                 kubeconfig_path=cluster.kubeconfig_path or None,
                 context=cluster.context or None,
                 in_cluster=cluster.in_cluster,
+                qps=settings.KUBE_CLIENT_QPS,
+                burst=settings.KUBE_CLIENT_BURST,
             )
         return _gateways[key]
 
@@ -62,19 +67,25 @@ def resource_version_of(cluster: Cluster) -> str:
 
 
 def apply_namespace(ns: NamespaceRequest) -> bool:
-    """Create the namespace; True when it exists (active) afterwards."""
+    """Create (or adopt our own) namespace; True when it is active afterwards."""
     if ns.state == NS.ACTIVE:
         return True
     if ns.state != NS.APPROVED:
         return False
+    gateway = gateway_for(ns.cluster)
     manifest = manifests.namespace_manifest(name=ns.name, labels=ns.labels())
     try:
-        gateway_for(ns.cluster).apply(manifest)
+        uid = uid_of(create_or_adopt(gateway, manifest, uid=ns.kube_uid))
     except PermanentKubeError as error:
         observations.namespace_failed(namespace_request=ns, message=error.message)
         return False
-    observations.namespace_applied(namespace_request=ns)
-    return True
+    if observations.namespace_applied(namespace_request=ns, uid=uid):
+        enqueue("claims.tasks.grant_namespace_access", ns.pk)
+        return True
+    if ns.state != NS.ACTIVE:
+        # Withdrawn or deleted while we applied (a late task): take back what we made.
+        delete_owned(gateway, "v1", "Namespace", None, ns.name, uid=uid, labels=ns.labels())
+    return ns.state == NS.ACTIVE
 
 
 def claim_manifest(claim: ClaimRequest, api_version: str) -> dict:
@@ -96,7 +107,7 @@ def planned_claim_manifest(claim: ClaimRequest) -> dict:
 
 
 def apply_claim(claim: ClaimRequest) -> None:
-    """Namespace first (if still to do), then the ResourceClaim in the cluster's version."""
+    """Namespace first (if still to do), then the ResourceClaim in a version served now."""
     if claim.state not in (CS.APPROVED, CS.APPLYING):
         return
     ns = claim.namespace_request
@@ -107,19 +118,50 @@ def apply_claim(claim: ClaimRequest) -> None:
     observations.claim_applying(claim_request=claim)
     if claim.state != CS.APPLYING:
         return  # released or rejected meanwhile
+    gateway = gateway_for(ns.cluster)
     try:
-        manifest = claim_manifest(claim, resource_version_of(ns.cluster))
-        applied = gateway_for(ns.cluster).apply(manifest)
-    except PermanentKubeError as error:
+        manifest = claim_manifest(claim, gateway.claim_api_version())
+        applied = create_or_adopt(gateway, manifest, uid=claim.kube_uid)
+    except NotOwnedError as error:
         observations.claim_failed(claim_request=claim, message=error.message)
         return
-    uid = applied.get("metadata", {}).get("uid", "")
+    except PermanentKubeError as error:
+        _claim_refused(claim, error)
+        return
+    uid = uid_of(applied)
     recorded = observations.claim_applied(
         claim_request=claim, api_version=manifest["apiVersion"], manifest=manifest, uid=uid
     )
     if not recorded and claim.state == CS.RELEASED:
         # Released while we applied: take back what we just created.
-        gateway_for(ns.cluster).delete(manifest["apiVersion"], "ResourceClaim", ns.name, claim.name)
+        api_version, labels = manifest["apiVersion"], claim.labels()
+        delete_owned(
+            gateway, api_version, "ResourceClaim", ns.name, claim.name, uid=uid, labels=labels
+        )
+
+
+def _claim_refused(claim: ClaimRequest, error: PermanentKubeError) -> None:
+    """A 404 for the namespace means it was deleted outside the portal: heal it first."""
+    ns = claim.namespace_request
+    if error.status == 404 and error.details.get("kind") == "namespaces":
+        observations.namespace_drifted(
+            namespace_request=ns, message=f"Namespace {ns.name} was deleted outside the portal."
+        )
+        return
+    observations.claim_failed(claim_request=claim, message=error.message)
+
+
+def verification_pod(run: VerificationRun) -> dict:
+    claim = run.claim
+    return manifests.verification_pod_manifest(
+        namespace=claim.namespace,
+        name=run.pod_name,
+        claim_name=claim.name,
+        labels=run.labels(),
+        images=(settings.VECTOR_ADD_IMAGE, settings.DEVICE_QUERY_IMAGE),
+        image_pull_secret=claim.cluster.image_pull_secret,
+        active_deadline_seconds=settings.RUN_ACTIVE_DEADLINE_SECONDS or None,
+    )
 
 
 def start_run(run: VerificationRun) -> None:
@@ -133,51 +175,70 @@ def start_run(run: VerificationRun) -> None:
     observations.run_creating(run=run)
     if run.state != RS.CREATING:
         return  # the claim was released meanwhile
-    manifest = manifests.verification_pod_manifest(
-        namespace=claim.namespace, name=run.pod_name, claim_name=claim.name, labels=run.labels()
-    )
+    gateway = gateway_for(claim.cluster)
     try:
-        gateway_for(claim.cluster).apply(manifest)
+        uid = uid_of(create_or_adopt(gateway, verification_pod(run), uid=run.pod_uid))
     except PermanentKubeError as error:
         observations.run_failed(run=run, message=error.message)
         return
-    if observations.run_pod_created(run=run):
+    if observations.run_pod_created(run=run, uid=uid):
         # Look now rather than at the next beat: a short Pod holds its GPU only briefly.
         enqueue("claims.tasks.sync_cluster", claim.cluster.pk)
     elif run.state == RS.FAILED:
-        # The claim was released meanwhile: this Pod must not hold its GPU.
-        gateway_for(claim.cluster).delete("v1", "Pod", claim.namespace, run.pod_name)
+        # Cancelled or released meanwhile: this Pod must not hold its GPU.
+        _delete_pod(gateway, run, uid)
+
+
+def _delete_pod(gateway: ClusterGateway, run: VerificationRun, uid: str = "") -> None:
+    namespace = run.claim.namespace
+    uid = uid or run.pod_uid
+    delete_owned(gateway, "v1", "Pod", namespace, run.pod_name, uid=uid, labels=run.labels())
 
 
 def delete_run_pod(run: VerificationRun) -> None:
     """Delete the Pod of a run that ended early (cancelled); DRA then frees its GPU."""
     if not run.is_final or not run.pod_name:
         return
-    claim = run.claim
-    gateway_for(claim.cluster).delete("v1", "Pod", claim.namespace, run.pod_name)
+    _delete_pod(gateway_for(run.claim.cluster), run)
 
 
 def delete_claim(claim: ClaimRequest) -> None:
-    """Remove a released claim's Pods and ResourceClaim from the cluster."""
+    """Remove a released claim's Pods and ResourceClaim from the cluster (only ours)."""
     if claim.state != CS.RELEASED or claim.cleaned_up_at:
         return
     gateway = gateway_for(claim.cluster)
-    for pod_name in claim.runs.exclude(pod_name="").values_list("pod_name", flat=True):
-        gateway.delete("v1", "Pod", claim.namespace, pod_name)
-    api_version = claim.applied_api_version or (
-        "resource.k8s.io/" + resource_version_of(claim.cluster)
+    for run in claim.runs.exclude(pod_name="").select_related("claim__namespace_request"):
+        _delete_pod(gateway, run)
+    # Whatever version it was applied in: the gateway uses one the cluster serves now.
+    api_version = claim.applied_api_version or gateway.claim_api_version()
+    delete_owned(
+        gateway,
+        api_version,
+        "ResourceClaim",
+        claim.namespace,
+        claim.name,
+        uid=claim.kube_uid,
+        labels=claim.labels(),
     )
-    gateway.delete(api_version, "ResourceClaim", claim.namespace, claim.name)
     observations.claim_cleaned_up(claim_request=claim)
 
 
 def delete_namespace(ns: NamespaceRequest) -> None:
-    """Delete the namespace (the cluster removes what is in it)."""
+    """Delete our namespace and stay `deleting` until the cluster has really removed it."""
     if ns.state != NS.DELETING:
         return
-    gateway_for(ns.cluster).delete("v1", "Namespace", None, ns.name)
+    gateway = gateway_for(ns.cluster)
+    labels = ns.labels()
+    delete_owned(gateway, "v1", "Namespace", None, ns.name, uid=ns.kube_uid, labels=labels)
+    remaining = gateway.read("v1", "Namespace", None, ns.name)
+    if remaining is not None and uid_of(remaining) in (ns.kube_uid, _owned_uid(remaining, ns)):
+        raise TransientKubeError(f"Namespace {ns.name} is still terminating.")
     now = timezone.now()
     ns.claim_requests.filter(cleaned_up_at__isnull=True, state=CS.RELEASED).update(
         cleaned_up_at=now, allocation=None, node=""
     )
     observations.namespace_deleted(namespace_request=ns)
+
+
+def _owned_uid(obj: dict, ns: NamespaceRequest) -> str | None:
+    return uid_of(obj) if owns(obj, ns.labels()) else None

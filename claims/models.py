@@ -25,6 +25,9 @@ class Cluster(models.Model):
     # Held while one worker syncs this cluster, so overlapping beats do not sync twice.
     sync_started_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
+    # Name of a docker-registry Secret in each namespace, for clusters pulling from a
+    # private mirror (air-gapped); the portal references it, it does not create it.
+    image_pull_secret = models.CharField(max_length=253, blank=True)
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -60,6 +63,17 @@ class Team(models.Model):
 
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-portal"}
+INSTANCE_LABEL = "gpu-portal.io/instance"
+
+
+def managed_labels() -> dict[str, str]:
+    """The labels on everything this portal installation creates (two installations sharing
+    a cluster, e.g. staging and production, never take each other's objects)."""
+    return MANAGED_BY | {INSTANCE_LABEL: settings.PORTAL_INSTANCE}
+
+
+def managed_selector() -> str:
+    return ",".join(f"{key}={value}" for key, value in managed_labels().items())
 
 
 class Request(models.Model):
@@ -74,6 +88,8 @@ class Request(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     created = models.DateTimeField(default=timezone.now)
     updated = models.DateTimeField(default=timezone.now)
+    # When a task has a retry scheduled: the reconciler leaves the row alone until then.
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         abstract = True
@@ -95,6 +111,9 @@ class NamespaceRequest(Request):
     cluster = models.ForeignKey(Cluster, models.PROTECT, related_name="namespace_requests")
     name = models.CharField(max_length=63)
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
+    # uid of the Namespace this request created (or adopted): deletes are preconditioned on it.
+    kube_uid = models.CharField(max_length=64, blank=True)
+    access_granted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta(Request.Meta):
         constraints = [
@@ -109,7 +128,7 @@ class NamespaceRequest(Request):
         return f"{self.name} on {self.cluster_id}"
 
     def labels(self) -> dict[str, str]:
-        return MANAGED_BY | {"gpu-portal.io/namespace-request": str(self.pk)}
+        return managed_labels() | {"gpu-portal.io/namespace-request": str(self.pk)}
 
 
 class ClaimRequest(Request):
@@ -166,7 +185,7 @@ class ClaimRequest(Request):
         return self.namespace_request.name
 
     def labels(self) -> dict[str, str]:
-        return MANAGED_BY | {
+        return managed_labels() | {
             "gpu-portal.io/namespace-request": str(self.namespace_request_id),
             "gpu-portal.io/claim-request": str(self.pk),
         }
@@ -187,6 +206,7 @@ class VerificationRun(models.Model):
     claim = models.ForeignKey(ClaimRequest, models.CASCADE, related_name="runs")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="+")
     pod_name = models.CharField(max_length=63, blank=True)
+    pod_uid = models.CharField(max_length=64, blank=True)
     state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
     state_message = models.TextField(blank=True)
     node = models.CharField(max_length=253, blank=True)
@@ -202,6 +222,7 @@ class VerificationRun(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     created = models.DateTimeField(default=timezone.now)
     updated = models.DateTimeField(default=timezone.now)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created"]

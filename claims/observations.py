@@ -15,28 +15,66 @@ from django.utils import timezone
 
 from claims import logparse
 from claims.models import ClaimRequest, NamespaceRequest, RunLog, VerificationRun
-from claims.transitions import transition, update_fields
+from claims.transitions import enqueue, record_event, transition, update_fields
 
 NS = NamespaceRequest.State
 CS = ClaimRequest.State
 RS = VerificationRun.State
+LIVE_CLAIMS = (CS.APPROVED, CS.APPLYING, CS.WAITING, CS.IN_USE)
 
 
-def namespace_applied(*, namespace_request: NamespaceRequest) -> bool:
+def namespace_applied(*, namespace_request: NamespaceRequest, uid: str = "") -> bool:
     return transition(
-        namespace_request, to=NS.ACTIVE, allowed=(NS.APPROVED,), message="Namespace created."
+        namespace_request,
+        to=NS.ACTIVE,
+        allowed=(NS.APPROVED,),
+        message="Namespace created.",
+        kube_uid=uid,
     )
 
 
 def namespace_failed(*, namespace_request: NamespaceRequest, message: str) -> bool:
+    """The namespace cannot be (or no longer is) the portal's: it and its claims fail."""
     ns = namespace_request
     with transaction.atomic():
-        changed = transition(ns, to=NS.FAILED, allowed=(NS.APPROVED,), message=message)
+        changed = transition(ns, to=NS.FAILED, allowed=(NS.APPROVED, NS.ACTIVE), message=message)
         if changed:
-            waiting = ns.claim_requests.filter(state__in=(CS.APPROVED, CS.APPLYING))
-            for claim in waiting:
+            live = ns.claim_requests.filter(state__in=LIVE_CLAIMS)
+            for claim in live:
                 claim_failed(claim_request=claim, message=f"Namespace {ns.name}: {message}")
     return changed
+
+
+def namespace_drifted(*, namespace_request: NamespaceRequest, message: str) -> bool:
+    """Our namespace was deleted outside the portal: create it again, with its access and
+    the claims that lived in it (their GPUs went with it)."""
+    ns = namespace_request
+    with transaction.atomic():
+        changed = transition(
+            ns,
+            to=NS.APPROVED,
+            allowed=(NS.ACTIVE,),
+            message=f"{message} Creating it again.",
+            access_granted_at=None,
+        )
+        if changed:
+            enqueue("claims.tasks.apply_namespace", ns.pk)
+            for claim in ns.claim_requests.filter(state__in=LIVE_CLAIMS):
+                claim_drifted(claim_request=claim, message=f"Namespace {ns.name} was recreated.")
+    return changed
+
+
+def namespace_access_granted(*, namespace_request: NamespaceRequest) -> None:
+    update_fields(namespace_request, access_granted_at=timezone.now())
+
+
+def namespace_relabelled(*, namespace_request: NamespaceRequest, message: str) -> None:
+    """The labels of our namespace were changed outside the portal and put back."""
+    record_event(namespace_request, message)
+
+
+def namespace_uid_seen(*, namespace_request: NamespaceRequest, uid: str) -> None:
+    update_fields(namespace_request, kube_uid=uid)
 
 
 def namespace_deleted(*, namespace_request: NamespaceRequest) -> bool:
@@ -68,6 +106,21 @@ def claim_applied(
         applied_at=timezone.now(),
         kube_uid=uid,
     )
+
+
+def claim_drifted(*, claim_request: ClaimRequest, message: str) -> bool:
+    """The ResourceClaim we made is gone from the cluster: apply it again."""
+    changed = transition(
+        claim_request,
+        to=CS.APPROVED,
+        allowed=LIVE_CLAIMS,
+        message=f"{message} Re-applying the ResourceClaim.",
+        allocation=None,
+        node="",
+    )
+    if changed:
+        enqueue("claims.tasks.apply_claim", claim_request.pk)
+    return changed
 
 
 def claim_failed(*, claim_request: ClaimRequest, message: str) -> bool:
@@ -109,9 +162,13 @@ def run_creating(*, run: VerificationRun) -> bool:
     return transition(run, to=RS.CREATING, allowed=(RS.QUEUED,), message="Creating the Pod.")
 
 
-def run_pod_created(*, run: VerificationRun) -> bool:
+def run_pod_created(*, run: VerificationRun, uid: str = "") -> bool:
     return transition(
-        run, to=RS.PENDING, allowed=(RS.CREATING,), message="Pod created; waiting to schedule."
+        run,
+        to=RS.PENDING,
+        allowed=(RS.CREATING,),
+        message="Pod created; waiting to schedule.",
+        pod_uid=uid,
     )
 
 

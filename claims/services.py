@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from claims import quota
+from claims.kube import names
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 from claims.selectors import user_is_approver
 from claims.transitions import enqueue, transition
@@ -293,9 +294,10 @@ def verification_run_start(*, user: User, claim_request: ClaimRequest) -> Verifi
             raise ValidationError(
                 {NON_FIELD_ERRORS: ["A verification run of this claim is still going."]}
             )
-        # Numbered per claim, like the seed's pod1: train-verify-1, train-verify-2, ...
-        pod_name = f"{claim.name[:40]}-verify-{claim.runs.count() + 1}"
-        run = VerificationRun.objects.create(claim=claim, owner=claim.owner, pod_name=pod_name)
+        run = VerificationRun.objects.create(claim=claim, owner=claim.owner)
+        # Named by the run's id: unique per run even across claims sharing a long prefix.
+        run.pod_name = names.verification_pod_name(claim.name, run.pk)
+        run.save(update_fields=["pod_name"])
         transition(run, to=RS.QUEUED, actor=user, message="Queued.", initial=True)
         enqueue("claims.tasks.start_verification_run", run.pk)
     return run

@@ -20,14 +20,18 @@ from django.utils import timezone
 from claims import inventory, observations
 from claims.cluster_ops import gateway_for
 from claims.kube.gateway import ClaimState, ClusterGateway, KubeError, PodState
-from claims.models import ClaimRequest, Cluster, NamespaceRequest, RunLog, VerificationRun
-from claims.transitions import enqueue
+from claims.kube.ownership import delete_owned
+from claims.models import (
+    ClaimRequest,
+    Cluster,
+    NamespaceRequest,
+    RunLog,
+    VerificationRun,
+    managed_selector,
+)
 
 log = logging.getLogger(__name__)
 
-MANAGED = "app.kubernetes.io/managed-by=gpu-portal"
-VERIFICATION_PODS = MANAGED + ",gpu-portal.io/verification-run"
-TERMINAL_PHASES = ("Succeeded", "Failed")
 # A Pod or claim missing from a list is only "gone" once it had time to appear.
 GONE_GRACE = timedelta(seconds=15)
 # A sync that crashed without letting go frees the cluster after this long.
@@ -124,7 +128,7 @@ def _sync_claims(cluster: Cluster, gateway: ClusterGateway) -> Allocations:
     if not claims:
         return {}
     listed_at = timezone.now()
-    observed = {(c.namespace, c.name): c for c in gateway.list_claims(MANAGED)}
+    observed = {(c.namespace, c.name): c for c in gateway.list_claims(managed_selector())}
     allocations: Allocations = {}
     for claim in claims:
         state = observed.get((claim.namespace, claim.name))
@@ -138,9 +142,10 @@ def _sync_claims(cluster: Cluster, gateway: ClusterGateway) -> Allocations:
 
 
 def _claim_missing(claim: ClaimRequest, listed_at: Any) -> None:
+    """Deleted (or relabelled) outside the portal: apply it again (docs/operations.md)."""
     if claim.applied_at and claim.applied_at < listed_at - GONE_GRACE:
-        message = "The ResourceClaim is no longer in the cluster (deleted outside the portal)."
-        observations.claim_failed(claim_request=claim, message=message)
+        message = "The ResourceClaim was deleted or changed outside the portal."
+        observations.claim_drifted(claim_request=claim, message=message)
 
 
 def _allocation(cluster: Cluster, state: ClaimState) -> dict[str, Any] | None:
@@ -166,7 +171,7 @@ Pods = dict[tuple[str, str], PodState]
 
 
 def _list_pods(gateway: ClusterGateway) -> Pods:
-    return {(p.namespace, p.name): p for p in gateway.list_pods(MANAGED)}
+    return {(p.namespace, p.name): p for p in gateway.list_pods(managed_selector())}
 
 
 def _sync_runs(
@@ -208,6 +213,9 @@ def _follow_pod(
     run: VerificationRun, pod: PodState, gateway: ClusterGateway, devices: list | None
 ) -> None:
     message = pod.message or pod.reason
+    if pod.phase == "Pending" and _pending_too_long(run):
+        _give_up_pending(run, pod, gateway)
+        return
     observations.run_pod_observed(
         run=run,
         phase=pod.phase,
@@ -220,6 +228,32 @@ def _follow_pod(
         _fetch_logs(run, pod, gateway)
     if pod.phase in ("Succeeded", "Failed"):
         observations.run_finished(run=run, phase=pod.phase, message=_failure_message(pod))
+
+
+def _pending_too_long(run: VerificationRun) -> bool:
+    limit = timedelta(seconds=settings.RUN_PENDING_TIMEOUT_SECONDS)
+    return run.created < timezone.now() - limit
+
+
+def _give_up_pending(run: VerificationRun, pod: PodState, gateway: ClusterGateway) -> None:
+    """A Pod that never starts (image never pulled, never scheduled) holds a claim and is
+    followed for ever: delete it, and fail the run with the cluster's reason."""
+    limit = settings.RUN_PENDING_TIMEOUT_SECONDS
+    reason = _pending_reason(pod) or "no reason given by the cluster"
+    message = f"The Pod did not start within {limit} seconds: {reason}"
+    if observations.run_failed(run=run, message=message):
+        namespace, labels = run.claim.namespace, run.labels()
+        delete_owned(gateway, "v1", "Pod", namespace, pod.name, uid=run.pod_uid, labels=labels)
+
+
+def _pending_reason(pod: PodState) -> str:
+    """ErrImagePull / ImagePullBackOff of a container, else the scheduler's words."""
+    waiting = [c for c in pod.containers if c.state == "waiting" and c.reason]
+    for container in waiting:
+        if container.reason not in ("ContainerCreating", "PodInitializing"):
+            detail = f" ({container.message})" if container.message else ""
+            return f"{container.name}: {container.reason}{detail}"
+    return " ".join(part for part in (pod.reason, pod.message) if part)
 
 
 def _fetch_logs(run: VerificationRun, pod: PodState, gateway: ClusterGateway) -> None:
@@ -246,55 +280,3 @@ def _failure_message(pod: PodState) -> str:
         parts = [f"{c.name} exited with {c.exit_code} ({c.reason or 'Error'})" for c in failed]
         return "; ".join(parts) + "."
     return pod.message or pod.reason
-
-
-def reconcile(*, stale_seconds: float | None = None) -> int:
-    """Re-enqueue approved work that sat still too long (its message was lost), and delete
-    the Pods of runs that ended but still run; count the messages sent."""
-    if stale_seconds is None:
-        stale_seconds = settings.RECONCILE_STALE_SECONDS
-    before = timezone.now() - timedelta(seconds=stale_seconds)
-    work = [
-        ("claims.tasks.apply_namespace", NamespaceRequest.objects.filter(state=NS.APPROVED)),
-        ("claims.tasks.delete_namespace", NamespaceRequest.objects.filter(state=NS.DELETING)),
-        (
-            "claims.tasks.apply_claim",
-            ClaimRequest.objects.filter(state__in=(CS.APPROVED, CS.APPLYING)),
-        ),
-        (
-            "claims.tasks.delete_claim",
-            ClaimRequest.objects.filter(state=CS.RELEASED, cleaned_up_at__isnull=True),
-        ),
-        (
-            "claims.tasks.start_verification_run",
-            VerificationRun.objects.filter(state__in=(RS.QUEUED, RS.CREATING)),
-        ),
-    ]
-    sent = 0
-    for task_name, queryset in work:
-        for pk in queryset.filter(updated__lt=before).values_list("pk", flat=True):
-            enqueue(task_name, pk)
-            sent += 1
-    for cluster in Cluster.objects.all():
-        for pk in _ended_runs_with_live_pods(cluster, before):
-            enqueue("claims.tasks.delete_run_pod", pk)
-            sent += 1
-    return sent
-
-
-def _ended_runs_with_live_pods(cluster: Cluster, before: Any) -> list[int]:
-    """Runs that ended (cancelled, or their claim released) while their Pod still runs and
-    holds the GPU: the delete message was lost. One list of Pods per cluster."""
-    try:
-        pods = gateway_for(cluster).list_pods(VERIFICATION_PODS)
-    except KubeError as error:
-        log.warning("reconcile of %s: %s", cluster, error)
-        return []
-    live = {(p.namespace, p.name) for p in pods if p.phase not in TERMINAL_PHASES}
-    runs = VerificationRun.objects.filter(
-        claim__namespace_request__cluster=cluster,
-        state__in=VerificationRun.FINAL_STATES,
-        updated__lt=before,
-        pod_name__in={name for _, name in live},
-    ).select_related("claim__namespace_request")
-    return [run.pk for run in runs if (run.claim.namespace, run.pod_name) in live]

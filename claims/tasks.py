@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from celery import Task, shared_task
 from django.conf import settings
+from django.db.models import Model
+from django.utils import timezone
 
-from claims import cluster_ops, observations, sync
+from claims import access, cluster_ops, observations, reconciler, sync
 from claims.kube.gateway import TransientKubeError
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 
@@ -27,7 +30,12 @@ def backoff(retries: int) -> int:
     return min(2**retries, MAX_BACKOFF_SECONDS)
 
 
-def _step(task: Task, step: Callable[[], object], give_up: Callable[[str], Any] | None) -> None:
+def _step(
+    task: Task,
+    row: Model,
+    step: Callable[[], object],
+    give_up: Callable[[str], Any] | None,
+) -> None:
     try:
         step()
     except TransientKubeError as error:
@@ -36,7 +44,15 @@ def _step(task: Task, step: Callable[[], object], give_up: Callable[[str], Any] 
             if give_up:
                 give_up(f"The cluster did not answer after {MAX_RETRIES} tries: {error.message}")
             return
-        raise task.retry(exc=error, countdown=backoff(task.request.retries)) from None
+        countdown = backoff(task.request.retries)
+        _retry_scheduled(row, countdown)
+        raise task.retry(exc=error, countdown=countdown) from None
+
+
+def _retry_scheduled(row: Model, countdown: float) -> None:
+    """Tell the reconciler a retry is on its way, so it does not send a second one."""
+    at = timezone.now() + timedelta(seconds=countdown + settings.RECONCILE_STALE_SECONDS)
+    type(row)._default_manager.filter(pk=row.pk).update(next_attempt_at=at)
 
 
 def _namespace(namespace_request_id: int) -> NamespaceRequest | None:
@@ -51,6 +67,7 @@ def apply_namespace(self: Task, namespace_request_id: int) -> None:
         return
     _step(
         self,
+        ns,
         lambda: cluster_ops.apply_namespace(ns),
         lambda message: observations.namespace_failed(namespace_request=ns, message=message),
     )
@@ -68,6 +85,7 @@ def apply_claim(self: Task, claim_request_id: int) -> None:
         return
     _step(
         self,
+        claim,
         lambda: cluster_ops.apply_claim(claim),
         lambda message: observations.claim_failed(claim_request=claim, message=message),
     )
@@ -78,14 +96,22 @@ def delete_claim(self: Task, claim_request_id: int) -> None:
     claim = _claim(claim_request_id)
     if claim is not None:
         # Giving up leaves the row for the reconciler to try again later.
-        _step(self, lambda: cluster_ops.delete_claim(claim), None)
+        _step(self, claim, lambda: cluster_ops.delete_claim(claim), None)
 
 
 @shared_task(bind=True, max_retries=None)
 def delete_namespace(self: Task, namespace_request_id: int) -> None:
     ns = _namespace(namespace_request_id)
     if ns is not None:
-        _step(self, lambda: cluster_ops.delete_namespace(ns), None)
+        _step(self, ns, lambda: cluster_ops.delete_namespace(ns), None)
+
+
+@shared_task(bind=True, max_retries=None)
+def grant_namespace_access(self: Task, namespace_request_id: int) -> None:
+    ns = _namespace(namespace_request_id)
+    if ns is not None:
+        # Giving up leaves the row for the reconciler (access_granted_at stays empty).
+        _step(self, ns, lambda: access.grant_access(ns), None)
 
 
 def _run(run_id: int) -> VerificationRun | None:
@@ -100,6 +126,7 @@ def start_verification_run(self: Task, run_id: int) -> None:
         return
     _step(
         self,
+        run,
         lambda: cluster_ops.start_run(run),
         lambda message: observations.run_failed(run=run, message=message),
     )
@@ -110,7 +137,7 @@ def delete_run_pod(self: Task, run_id: int) -> None:
     run = _run(run_id)
     if run is not None:
         # Giving up leaves the Pod to end by itself (restartPolicy Never).
-        _step(self, lambda: cluster_ops.delete_run_pod(run), None)
+        _step(self, run, lambda: cluster_ops.delete_run_pod(run), None)
 
 
 def _follow_for() -> float:
@@ -120,8 +147,9 @@ def _follow_for() -> float:
 
 @shared_task
 def sync_all_clusters() -> None:
-    for cluster in Cluster.objects.all():
-        sync.sync_cluster(cluster, follow_for=_follow_for())
+    """One task per cluster, so a slow or unreachable cluster delays no other."""
+    for pk in Cluster.objects.values_list("pk", flat=True):
+        sync_cluster.apply_async(args=(pk,), expires=settings.SYNC_INTERVAL_SECONDS * 2)
 
 
 @shared_task
@@ -143,4 +171,4 @@ def refresh_inventory(cluster_id: int) -> None:
 
 @shared_task
 def reconcile(stale_seconds: float | None = None) -> int:
-    return sync.reconcile(stale_seconds=stale_seconds)
+    return reconciler.reconcile(stale_seconds=stale_seconds)

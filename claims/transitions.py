@@ -64,6 +64,11 @@ def update_fields(obj: Stateful, **fields: Any) -> None:
         setattr(obj, field, value)
 
 
+def record_event(obj: Stateful, message: str, actor: Any = None) -> None:
+    """An audit row for something that happened to obj without changing its state."""
+    _record(obj, actor, obj.state, obj.state, message)
+
+
 def _record(obj: Stateful, actor: Any, from_state: str, to_state: str, message: str) -> None:
     AuditEvent.objects.create(
         actor=actor if actor is not None and actor.is_authenticated else None,

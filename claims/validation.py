@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from fnmatch import fnmatchcase
 
 import celpy
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from claims.models import Cluster
@@ -12,8 +14,6 @@ from claims.models import Cluster
 DNS_LABEL_MAX = 63
 # The API server refuses a longer CEL selector (CELSelectorExpressionMaxLength).
 CEL_SELECTOR_MAX_BYTES = 10 * 1024
-RESERVED_NAMESPACES = ("default",)
-RESERVED_NAMESPACE_PREFIXES = ("kube-",)
 
 
 def dns_label_problem(name: str) -> str | None:
@@ -41,10 +41,17 @@ def validate_dns_label(name: str, field: str = "name") -> None:
         raise ValidationError({field: [problem]})
 
 
+def is_protected_namespace(name: str) -> bool:
+    """A namespace of the cluster itself (kube-system, the GPU operator, ...), per settings."""
+    return any(fnmatchcase(name, pattern) for pattern in settings.PROTECTED_NAMESPACES)
+
+
 def validate_namespace_name(name: str) -> None:
     validate_dns_label(name)
-    if name in RESERVED_NAMESPACES or name.startswith(RESERVED_NAMESPACE_PREFIXES):
-        raise ValidationError({"name": [f"{name!r} is reserved for the cluster itself."]})
+    if is_protected_namespace(name):
+        raise ValidationError(
+            {"name": [f"{name!r} belongs to the cluster itself; the portal never manages it."]}
+        )
 
 
 def selector_problem(selector: str) -> str | None:

@@ -184,6 +184,38 @@ RECONCILE_STALE_SECONDS = envint("RECONCILE_STALE_SECONDS", "30")
 # Logs kept per container of a verification run (the tail is kept).
 RUN_LOG_MAX_BYTES = envint("RUN_LOG_MAX_BYTES", "262144")
 
+# --- On a shared, real cluster (docs/operations.md) ---
+# Labels every object with this, so two installations on one cluster never take each
+# other's objects (a DNS-1123 label value).
+PORTAL_INSTANCE = os.getenv("PORTAL_INSTANCE", "default")
+# Namespace names refused at the form (shell-style patterns): the cluster's own.
+PROTECTED_NAMESPACES = envlist(
+    "PROTECTED_NAMESPACES",
+    "default,kube-*,openshift-*,gpu-operator,gpu-operator-*,nvidia-*,cert-manager,"
+    "istio-system,monitoring",
+)
+# The verification run's images: the seed's by default; an internal mirror when air-gapped.
+VECTOR_ADD_IMAGE = os.getenv(
+    "VECTOR_ADD_IMAGE", "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
+)
+DEVICE_QUERY_IMAGE = os.getenv("DEVICE_QUERY_IMAGE", "nvcr.io/nvidia/k8s/cuda-sample:devicequery")
+# A run's Pod is stopped by its kubelet after this long (activeDeadlineSeconds) ...
+RUN_ACTIVE_DEADLINE_SECONDS = envint("RUN_ACTIVE_DEADLINE_SECONDS", "600")
+# ... and one that is still Pending after this long (never scheduled, image never pulled)
+# is deleted by the portal and the run fails with the cluster's reason.
+RUN_PENDING_TIMEOUT_SECONDS = envint("RUN_PENDING_TIMEOUT_SECONDS", "300")
+# Access to an active namespace: its owner is bound to this ClusterRole there ...
+ACCESS_CLUSTER_ROLE = os.getenv("ACCESS_CLUSTER_ROLE", "edit")
+# ... as the cluster user "<prefix><username>" (set "" to grant no user identity, e.g. when
+# the cluster's users have none of their own: the downloadable kubeconfig still works).
+ACCESS_USER_PREFIX = os.getenv("ACCESS_USER_PREFIX", "")
+ACCESS_GRANT_USER = envbool("ACCESS_GRANT_USER", "True")
+# Lifetime of the token in a downloaded kubeconfig (TokenRequest expirationSeconds).
+ACCESS_TOKEN_SECONDS = envint("ACCESS_TOKEN_SECONDS", "28800")
+# Client-side rate limit of each cluster connection, as client-go's defaults.
+KUBE_CLIENT_QPS = float(os.getenv("KUBE_CLIENT_QPS", "5"))
+KUBE_CLIENT_BURST = envint("KUBE_CLIENT_BURST", "10")
+
 # The REST API keeps its own settings next to it.
 from portal.api_settings import *  # noqa: E402, F403
 

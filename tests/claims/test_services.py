@@ -314,16 +314,16 @@ def test_it_retries_only_failed_claims(namespace: NamespaceRequest, alice: User)
     assert claim.state == "approved"
 
 
-def test_it_starts_a_verification_run_with_a_deterministic_pod(
+def test_it_starts_a_verification_run_with_a_pod_named_by_the_run(
     namespace: NamespaceRequest, alice: User
 ) -> None:
     claim = applied_claim(alice, namespace)
     run = services.verification_run_start(user=alice, claim_request=claim)
     assert run.state == "queued"
-    assert run.pod_name == "train-verify-1"
+    assert run.pod_name == f"train-verify-{run.pk}"
     VerificationRun.objects.filter(pk=run.pk).update(state="succeeded")
     second = services.verification_run_start(user=alice, claim_request=claim)
-    assert second.pod_name == "train-verify-2"
+    assert second.pod_name == f"train-verify-{second.pk}"
     assert states(run) == [("", "queued")]
     assert VerificationRun.objects.get(pk=second.pk).state_message == "Queued."
 

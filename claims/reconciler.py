@@ -1,0 +1,157 @@
+"""Desired versus observed, on a timer (kopf's habit): finish work whose message was lost,
+and heal or report what changed in the cluster behind the portal's back.
+
+The drift policy (docs/operations.md): an object of ours deleted outside the portal is
+created again; one whose labels were changed is relabelled (its uid proves it is ours); one
+replaced by an object we did not make fails its request with the reason, and nothing is
+touched. Rows with a retry already scheduled (next_attempt_at) are left to that retry.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from claims import observations
+from claims.cluster_ops import gateway_for
+from claims.kube import manifests
+from claims.kube.gateway import ClusterGateway, KubeError
+from claims.kube.ownership import is_terminating, owns, uid_of
+from claims.models import (
+    ClaimRequest,
+    Cluster,
+    NamespaceRequest,
+    VerificationRun,
+    managed_selector,
+)
+from claims.sync import GONE_GRACE
+from claims.transitions import enqueue
+
+log = logging.getLogger(__name__)
+
+NS = NamespaceRequest.State
+CS = ClaimRequest.State
+RS = VerificationRun.State
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+def _pending_work() -> list[tuple[str, QuerySet[Any]]]:
+    return [
+        ("claims.tasks.apply_namespace", NamespaceRequest.objects.filter(state=NS.APPROVED)),
+        ("claims.tasks.delete_namespace", NamespaceRequest.objects.filter(state=NS.DELETING)),
+        (
+            "claims.tasks.grant_namespace_access",
+            NamespaceRequest.objects.filter(state=NS.ACTIVE, access_granted_at__isnull=True),
+        ),
+        (
+            "claims.tasks.apply_claim",
+            ClaimRequest.objects.filter(state__in=(CS.APPROVED, CS.APPLYING)),
+        ),
+        (
+            "claims.tasks.delete_claim",
+            ClaimRequest.objects.filter(state=CS.RELEASED, cleaned_up_at__isnull=True),
+        ),
+        (
+            "claims.tasks.start_verification_run",
+            VerificationRun.objects.filter(state__in=(RS.QUEUED, RS.CREATING)),
+        ),
+    ]
+
+
+def reconcile(*, stale_seconds: float | None = None) -> int:
+    """Re-enqueue work that sat still too long, delete the Pods of ended runs, and compare
+    each active namespace with the cluster; count the messages sent."""
+    if stale_seconds is None:
+        stale_seconds = settings.RECONCILE_STALE_SECONDS
+    now = timezone.now()
+    sent = _resend_stale_work(now, timedelta(seconds=stale_seconds))
+    for cluster in Cluster.objects.all():
+        sent += _reconcile_cluster(cluster, now - timedelta(seconds=stale_seconds))
+    return sent
+
+
+def _resend_stale_work(now: datetime, stale: timedelta) -> int:
+    sent = 0
+    not_scheduled = Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now)
+    for task_name, queryset in _pending_work():
+        due = list(
+            queryset.filter(not_scheduled, updated__lt=now - stale).values_list("pk", flat=True)
+        )
+        # A message is on its way now: the next round leaves these rows to it.
+        queryset.model.objects.filter(pk__in=due).update(next_attempt_at=now + stale)
+        for pk in due:
+            enqueue(task_name, pk)
+        sent += len(due)
+    return sent
+
+
+def _reconcile_cluster(cluster: Cluster, before: datetime) -> int:
+    try:
+        gateway = gateway_for(cluster)
+        _reconcile_namespaces(cluster, gateway)
+        ended = _ended_runs_with_live_pods(cluster, gateway, before)
+    except KubeError as error:
+        log.warning("reconcile of %s: %s", cluster, error)
+        return 0
+    for pk in ended:
+        enqueue("claims.tasks.delete_run_pod", pk)
+    return len(ended)
+
+
+def _reconcile_namespaces(cluster: Cluster, gateway: ClusterGateway) -> None:
+    """One list of the portal's namespaces per cluster; a closer look only at drifted ones."""
+    active = list(
+        NamespaceRequest.objects.filter(
+            cluster=cluster, state=NS.ACTIVE, updated__lt=timezone.now() - GONE_GRACE
+        )
+    )
+    if not active:
+        return
+    observed = {o["metadata"]["name"]: o for o in gateway.list_namespaces(managed_selector())}
+    for ns in active:
+        found = observed.get(ns.name)
+        if found is None or not owns(found, ns.labels()):
+            _namespace_drifted(ns, gateway)
+        elif uid_of(found) != ns.kube_uid:
+            observations.namespace_uid_seen(namespace_request=ns, uid=uid_of(found))
+
+
+def _namespace_drifted(ns: NamespaceRequest, gateway: ClusterGateway) -> None:
+    found = gateway.read("v1", "Namespace", None, ns.name)
+    if found is None:
+        message = f"Namespace {ns.name} was deleted outside the portal."
+        observations.namespace_drifted(namespace_request=ns, message=message)
+    elif ns.kube_uid and uid_of(found) == ns.kube_uid:
+        if not is_terminating(found):  # else: created again once it is gone
+            gateway.apply(manifests.namespace_manifest(name=ns.name, labels=ns.labels()))
+            message = (
+                f"The labels of namespace {ns.name} were changed outside the portal; restored."
+            )
+            observations.namespace_relabelled(namespace_request=ns, message=message)
+    else:
+        message = (
+            f"Namespace {ns.name} was replaced outside the portal by one it does not manage; "
+            "nothing in it was changed."
+        )
+        observations.namespace_failed(namespace_request=ns, message=message)
+
+
+def _ended_runs_with_live_pods(
+    cluster: Cluster, gateway: ClusterGateway, before: datetime
+) -> list[int]:
+    """Runs that ended (cancelled, or their claim released) while their Pod still runs and
+    holds the GPU: the delete message was lost. One list of Pods per cluster."""
+    pods = gateway.list_pods(managed_selector() + ",gpu-portal.io/verification-run")
+    live = {(p.namespace, p.name) for p in pods if p.phase not in TERMINAL_PHASES}
+    runs = VerificationRun.objects.filter(
+        claim__namespace_request__cluster=cluster,
+        state__in=VerificationRun.FINAL_STATES,
+        updated__lt=before,
+        pod_name__in={name for _, name in live},
+    ).select_related("claim__namespace_request")
+    return [run.pk for run in runs if (run.claim.namespace, run.pod_name) in live]
