@@ -63,6 +63,17 @@ def conflict(group: str, plural: str, name: str, *, by_client: bool = False) -> 
     return ApiError(409, "Conflict", message, _details(group, plural, name), by_client)
 
 
+def uid_precondition_failed(group: str, kind: str, name: str, sent: str, stored: str) -> ApiError:
+    """A delete whose preconditions.uid names another object (rest.BeforeDelete's words:
+    the group-resource there is the Kind, not the plural)."""
+    message = (
+        f'Operation cannot be fulfilled on {qualified(group, kind)} "{name}": the UID in the '
+        f"precondition ({sent}) does not match the UID in record ({stored}). The object might "
+        "have been deleted and then recreated"
+    )
+    return ApiError(409, "Conflict", message, _details(group, kind, name))
+
+
 def invalid(group: str, kind: str, name: str, field_errors: list[Any]) -> ApiError:
     """422 Invalid from B's `FieldError`s (they render themselves as apimachinery does)."""
     rendered = [error.message() for error in field_errors]

@@ -282,8 +282,12 @@ def delete_one(api: Any, request: Request, target: Any) -> dict[str, Any]:
     options = _delete_options(request)
     old = api.store.get(target.kind, target.namespace, target.name)
     expected_uid = (options.get("preconditions") or {}).get("uid")
-    if expected_uid and expected_uid != old["metadata"].get("uid"):
-        raise errors.conflict(target.kind.group, target.kind.plural, target.name)
+    stored_uid = old["metadata"].get("uid", "")
+    if expected_uid and expected_uid != stored_uid:
+        kind = target.kind
+        raise errors.uid_precondition_failed(
+            kind.group, kind.kind, target.name, expected_uid, stored_uid
+        )
     if dry_run(request) or "All" in (options.get("dryRun") or []):
         return old
     if target.kind.plural == "namespaces":

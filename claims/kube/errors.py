@@ -16,29 +16,45 @@ class TransientKubeError(KubeError):
 class PermanentKubeError(KubeError):
     """The cluster refused the request; `message` is the cluster's own explanation."""
 
-    def __init__(self, message: str, status: int = 0, reason: str = "") -> None:
+    def __init__(
+        self, message: str, status: int = 0, reason: str = "", details: dict | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
+        self.details = details or {}
+
+    @property
+    def resource_unserved(self) -> bool:
+        """A 404 for the path itself (unserved group/version/resource), not a missing object.
+
+        A missing object's Status names it in details.name; an unserved path gets a plain
+        "404 page not found" or a Status without a name."""
+        return self.status == 404 and not self.details.get("name")
 
     def __str__(self) -> str:
         return f"{self.message} ({self.status} {self.reason})".strip()
 
 
-def _status_fields(body: bytes, http_reason: str) -> tuple[str, str]:
-    """Message and reason from a Kubernetes Status body, or from plain text."""
+def _status_fields(body: bytes, http_reason: str) -> tuple[str, str, dict]:
+    """Message, reason and details from a Kubernetes Status body, or from plain text."""
     text = body.decode("utf-8", errors="replace").strip()
     try:
         status = json.loads(text)
     except ValueError:
         status = None
     if isinstance(status, dict) and status.get("kind") == "Status":
-        return str(status.get("message") or http_reason), str(status.get("reason") or http_reason)
-    return text or http_reason, http_reason
+        details = status.get("details")
+        return (
+            str(status.get("message") or http_reason),
+            str(status.get("reason") or http_reason),
+            details if isinstance(details, dict) else {},
+        )
+    return text or http_reason, http_reason, {}
 
 
 def error_for_response(status: int, body: bytes, http_reason: str) -> KubeError:
-    message, reason = _status_fields(body, http_reason)
+    message, reason, details = _status_fields(body, http_reason)
     if status == 429 or status >= 500:
         return TransientKubeError(f"{status} {reason}: {message}")
-    return PermanentKubeError(message, status, reason)
+    return PermanentKubeError(message, status, reason, details)

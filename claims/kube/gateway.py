@@ -4,21 +4,19 @@ Responses are handled as plain JSON dicts rather than the client's generated mod
 differ between client versions and reject some of what the servers send (reference dra.md §8).
 """
 
-import json
 import math
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
-from urllib.parse import quote, urlencode
-
-import urllib3
-from kubernetes import client, config
+from typing import Any, TypeVar
+from urllib.parse import quote
 
 from claims.kube import parsing, preflight
+from claims.kube.connection import Connection, json_object
 from claims.kube.errors import (
     KubeError,
     PermanentKubeError,
     TransientKubeError,
-    error_for_response,
 )
 from claims.kube.parsing import (
     ClaimState,
@@ -29,6 +27,7 @@ from claims.kube.parsing import (
     PodState,
     PreflightCheck,
 )
+from claims.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS, TokenBucket
 
 __all__ = [
     "ClaimState",
@@ -48,6 +47,7 @@ FIELD_MANAGER = "gpu-portal"
 RESOURCE_GROUP = "resource.k8s.io"
 RESOURCE_VERSION_PREFERENCE = ("v1", "v1beta2", "v1beta1")
 DEFAULT_TIMEOUT = (3.0, 10.0)  # connect, read (seconds)
+DISCOVERY_TTL = 60.0  # seconds a discovered version list is trusted
 
 # kind -> (plural, namespaced)
 KINDS = {
@@ -56,38 +56,26 @@ KINDS = {
     "ResourceClaim": ("resourceclaims", True),
     "DeviceClass": ("deviceclasses", False),
     "ResourceSlice": ("resourceslices", False),
+    "ServiceAccount": ("serviceaccounts", True),
+    "RoleBinding": ("rolebindings", True),
 }
+RESOURCE_KINDS = ("ResourceClaim", "DeviceClass", "ResourceSlice")
 
 Obj = dict[str, Any]
+T = TypeVar("T")
 
 
-def _load_configuration(
-    kubeconfig_path: str | None, context: str | None, in_cluster: bool
-) -> client.Configuration:
-    configuration = client.Configuration()
-    try:
-        if in_cluster:
-            config.load_incluster_config(client_configuration=configuration)
-        else:
-            config.load_kube_config(
-                config_file=kubeconfig_path,
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-    except (config.ConfigException, OSError, ValueError) as e:
-        raise PermanentKubeError(f"cannot load the cluster connection: {e}", 0, "Config") from e
-    # Retries belong to the caller (Celery, with backoff); one quick reconnect is enough here.
-    configuration.retries = urllib3.Retry(total=1, read=0, status=0, redirect=0)
-    return configuration
+def _full_api_version(api_version: str, kind: str) -> str:
+    if kind in RESOURCE_KINDS and "/" not in api_version:
+        return f"{RESOURCE_GROUP}/{api_version}"
+    return api_version
 
 
 def _object_path(api_version: str, kind: str, namespace: str | None, name: str = "") -> str:
     if kind not in KINDS:
         raise ValueError(f"the gateway does not handle kind {kind!r}")
     plural, namespaced = KINDS[kind]
-    if kind in ("ResourceClaim", "DeviceClass", "ResourceSlice") and "/" not in api_version:
-        api_version = f"{RESOURCE_GROUP}/{api_version}"
+    api_version = _full_api_version(api_version, kind)
     base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
     if namespaced and namespace:
         base += f"/namespaces/{quote(namespace, safe='')}"
@@ -108,16 +96,6 @@ def _drop_cut_off_line(body: bytes, limit_bytes: int) -> bytes:
     return body[: body.rindex(b"\n") + 1]
 
 
-def _json_object(payload: bytes) -> Obj:
-    try:
-        obj = json.loads(payload)
-    except ValueError as e:  # e.g. an HTML page from a proxy in front of the cluster
-        raise TransientKubeError(f"unreadable answer from the cluster: {payload[:200]!r}") from e
-    if not isinstance(obj, dict):
-        raise TransientKubeError(f"unexpected answer from the cluster: {payload[:200]!r}")
-    return obj
-
-
 def _is_waiting_to_start(error: PermanentKubeError) -> bool:
     return error.status == 400 and (
         "waiting to start" in error.message or "ContainerCreating" in error.message
@@ -132,15 +110,22 @@ class ClusterGateway:
         *,
         in_cluster: bool = False,
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+        qps: float = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        configuration = _load_configuration(kubeconfig_path, context, in_cluster)
-        # Never the global default configuration: several clusters live in one process.
-        self.api_client = client.ApiClient(configuration=configuration)
-        self.timeout = timeout
+        """`clock` and `sleep` are for tests (rate limit, credential and discovery ages)."""
+        limiter = TokenBucket(qps, burst, clock=clock, sleep=sleep)
+        self.connection = Connection(
+            kubeconfig_path, context, in_cluster, timeout=timeout, limiter=limiter, clock=clock
+        )
+        self._clock = clock
         self._info: ClusterInfo | None = None
+        self._info_at = 0.0
 
     def close(self) -> None:
-        self.api_client.close()
+        self.connection.close()
 
     def __enter__(self) -> "ClusterGateway":
         return self
@@ -150,38 +135,11 @@ class ClusterGateway:
 
     # --- transport -------------------------------------------------------------------
 
-    def _call(
-        self,
-        method: str,
-        path: str,
-        query: dict[str, Any] | None = None,
-        body: Obj | None = None,
-        content_type: str = "application/json",
-        accept: str = "application/json",
-    ) -> bytes:
-        url = path + ("?" + urlencode(query) if query else "")
-        _, full_url, headers, _, _ = self.api_client.param_serialize(
-            method=method,
-            resource_path=url,
-            header_params={"Accept": accept, "Content-Type": content_type},
-            auth_settings=["BearerToken"],
-        )
-        data = json.dumps(body) if body is not None else None
-        try:
-            response = self.api_client.call_api(
-                method, full_url, headers, body=data, _request_timeout=self.timeout
-            )
-            payload = response.read()
-        except urllib3.exceptions.HTTPError as e:
-            raise TransientKubeError(f"cannot reach the cluster: {e}") from e
-        except client.ApiException as e:  # TLS failures surface as status 0
-            raise TransientKubeError(f"cannot reach the cluster: {e.reason}") from e
-        if not 200 <= response.status <= 299:
-            raise error_for_response(response.status, payload, response.reason or "")
-        return payload
+    def _call(self, method: str, path: str, query: Obj | None = None, **kwargs: Any) -> bytes:
+        return self.connection.call(method, path, query, **kwargs)
 
     def _get_json(self, path: str, query: dict[str, Any] | None = None) -> Obj:
-        return _json_object(self._call("GET", path, query))
+        return json_object(self._call("GET", path, query))
 
     def _list(self, path: str, label_selector: str = "") -> list[Obj]:
         query = {"labelSelector": label_selector} if label_selector else None
@@ -202,11 +160,16 @@ class ClusterGateway:
         server_version = self._get_json("/version").get("gitVersion", "")
         served = self._served_resource_versions()
         preferred = next((v for v in RESOURCE_VERSION_PREFERENCE if v in served), None)
-        self._info = ClusterInfo(server_version, served, preferred)
+        self._info, self._info_at = ClusterInfo(server_version, served, preferred), self._clock()
+        return self._info
+
+    def _cached_info(self) -> ClusterInfo:
+        if self._info is None or self._clock() - self._info_at >= DISCOVERY_TTL:
+            return self.discover()
         return self._info
 
     def _resource_version(self) -> str:
-        info = self._info or self.discover()
+        info = self._cached_info()
         if info.preferred_resource_version is None:
             raise PermanentKubeError(
                 f"the cluster does not serve {RESOURCE_GROUP} (DRA is not enabled)",
@@ -214,6 +177,29 @@ class ClusterGateway:
                 "NotFound",
             )
         return f"{RESOURCE_GROUP}/{info.preferred_resource_version}"
+
+    def claim_api_version(self) -> str:
+        """The resource.k8s.io version to write claims in: the preferred one served now."""
+        return self._resource_version()
+
+    def _served(self, api_version: str) -> str:
+        """`api_version` if the cluster serves it, else (for resource.k8s.io, whose versions
+        are views of one stored object) the preferred served version."""
+        group, _, version = api_version.rpartition("/")
+        if group != RESOURCE_GROUP or version in self._cached_info().resource_versions:
+            return api_version
+        return self._resource_version()
+
+    def _versioned(self, api_version: str, attempt: Callable[[str], T]) -> T:
+        """Run `attempt` with a served version; when the path itself is gone (the cluster
+        stopped serving the version since discovery), discover again and retry once."""
+        try:
+            return attempt(self._served(api_version))
+        except PermanentKubeError as e:
+            if not (e.resource_unserved and api_version.startswith(f"{RESOURCE_GROUP}/")):
+                raise
+        self.discover()
+        return attempt(self._served(api_version))
 
     # --- writes ----------------------------------------------------------------------
 
@@ -227,35 +213,81 @@ class ClusterGateway:
         payload = self._call(
             "PATCH", path, query, body=manifest, content_type="application/apply-patch+yaml"
         )
-        return _json_object(payload)
+        return json_object(payload)
 
-    def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
-        try:
-            self._call("DELETE", _object_path(api_version, kind, namespace, name))
-        except PermanentKubeError as e:
-            if e.status != 404:
+    def create(self, manifest: Obj) -> Obj:
+        """POST: a new object, or PermanentKubeError 409 AlreadyExists if the name is taken."""
+        path = _object_path(
+            manifest["apiVersion"], manifest["kind"], manifest["metadata"].get("namespace")
+        )
+        return json_object(self._call("POST", path, body=manifest))
+
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        *,
+        uid: str | None = None,
+    ) -> bool:
+        """True when deleted (or already gone); with `uid`, only that very object is deleted:
+        False when the object there now is another one (precondition failed, 409)."""
+        body = {"preconditions": {"uid": uid}} if uid else None
+
+        def attempt(version: str) -> bool:
+            try:
+                self._call("DELETE", _object_path(version, kind, namespace, name), body=body)
+            except PermanentKubeError as e:
+                if e.status == 409 and uid:
+                    return False
+                if e.status == 404 and not e.resource_unserved:
+                    return True
                 raise
+            return True
+
+        return self._versioned(_full_api_version(api_version, kind), attempt)
 
     # --- reads -----------------------------------------------------------------------
 
-    def list_device_classes(self) -> list[DeviceClassInfo]:
-        path = _object_path(self._resource_version(), "DeviceClass", None)
-        return sorted((parsing.device_class_info(o) for o in self._list(path)), key=_by_name)
+    def read(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None:
+        """The object, or None when it does not exist."""
 
-    def _resource_slices(self) -> list[Obj]:
-        return self._list(_object_path(self._resource_version(), "ResourceSlice", None))
+        def attempt(version: str) -> Obj | None:
+            try:
+                return self._get_json(_object_path(version, kind, namespace, name))
+            except PermanentKubeError as e:
+                if e.status == 404 and not e.resource_unserved:
+                    return None
+                raise
+
+        return self._versioned(_full_api_version(api_version, kind), attempt)
+
+    def _list_resources(self, kind: str, label_selector: str = "") -> list[Obj]:
+        def attempt(version: str) -> list[Obj]:
+            return self._list(_object_path(version, kind, None), label_selector)
+
+        return self._versioned(self._resource_version(), attempt)
+
+    def list_device_classes(self) -> list[DeviceClassInfo]:
+        classes = self._list_resources("DeviceClass")
+        return sorted((parsing.device_class_info(o) for o in classes), key=_by_name)
 
     def list_devices(self) -> list[DeviceInfo]:
-        return parsing.devices_from_slices(self._resource_slices())
+        return parsing.devices_from_slices(self._list_resources("ResourceSlice"))
 
     def list_claims(self, label_selector: str) -> list[ClaimState]:
         """All matching claims in every namespace, in one API call."""
-        path = _object_path(self._resource_version(), "ResourceClaim", None)
-        return [parsing.claim_state(o) for o in self._list(path, label_selector)]
+        claims = self._list_resources("ResourceClaim", label_selector)
+        return [parsing.claim_state(o) for o in claims]
 
     def list_pods(self, label_selector: str) -> list[PodState]:
         """All matching Pods in every namespace, in one API call."""
         return [parsing.pod_state(o) for o in self._list("/api/v1/pods", label_selector)]
+
+    def list_namespaces(self, label_selector: str) -> list[Obj]:
+        """Matching Namespaces as the cluster has them (uid, labels, deletionTimestamp)."""
+        return self._list("/api/v1/namespaces", label_selector)
 
     def read_log(
         self,
@@ -283,6 +315,44 @@ class ClusterGateway:
                 return []
             raise
         return parsing.log_lines(_drop_cut_off_line(body, limit_bytes), since)
+
+    # --- access for users ------------------------------------------------------------
+
+    def request_token(
+        self,
+        namespace: str,
+        service_account: str,
+        *,
+        expiration_seconds: int,
+        audiences: list[str] | None = None,
+    ) -> tuple[str, datetime]:
+        """A TokenRequest for the ServiceAccount: the token and when it expires."""
+        path = _object_path("v1", "ServiceAccount", namespace, service_account) + "/token"
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": expiration_seconds, "audiences": audiences or []},
+        }
+        status = json_object(self._call("POST", path, body=body)).get("status") or {}
+        expires = parsing.parse_time(status.get("expirationTimestamp"))
+        if not status.get("token") or expires is None:
+            raise TransientKubeError(f"the cluster issued no token: {status!r}"[:300])
+        return status["token"], expires
+
+    def kubeconfig_for(
+        self, *, token: str, namespace: str, cluster_name: str, user_name: str
+    ) -> Obj:
+        """A kubeconfig (a dict; dump it as YAML) reaching this cluster as `token`."""
+        context_name = f"{user_name}@{cluster_name}"
+        context = {"cluster": cluster_name, "user": user_name, "namespace": namespace}
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": cluster_name, "cluster": self.connection.cluster_entry()}],
+            "users": [{"name": user_name, "user": {"token": token}}],
+            "contexts": [{"name": context_name, "context": context}],
+            "current-context": context_name,
+        }
 
     def _node_names(self) -> list[str]:
         return [n["metadata"]["name"] for n in self._list("/api/v1/nodes")]

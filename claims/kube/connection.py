@@ -1,0 +1,187 @@
+"""The HTTP side of a gateway: credentials that follow their file, a rate limit, errors.
+
+Credentials rotate under a long-lived process (a kubeconfig rewritten with a new token, the
+projected in-cluster token file): the connection notices a changed file, and reloads before
+giving up on a 401 or 403.
+"""
+
+import base64
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlencode
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.config import incluster_config, kube_config
+
+from claims.kube.errors import PermanentKubeError, TransientKubeError, error_for_response
+from claims.kube.ratelimit import TokenBucket
+
+Obj = dict[str, Any]
+RECHECK_SECONDS = 1.0  # how often the credential files are looked at (a stat each)
+Signature = tuple[tuple[int, int] | None, ...]
+
+
+def load_configuration(
+    kubeconfig_path: str | None, context: str | None, in_cluster: bool
+) -> client.Configuration:
+    configuration = client.Configuration()
+    try:
+        if in_cluster:
+            config.load_incluster_config(client_configuration=configuration)
+        else:
+            config.load_kube_config(
+                config_file=kubeconfig_path,
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+    except (config.ConfigException, OSError, ValueError) as e:
+        raise PermanentKubeError(f"cannot load the cluster connection: {e}", 0, "Config") from e
+    # Retries belong to the caller (Celery, with backoff); one quick reconnect is enough here.
+    configuration.retries = urllib3.Retry(total=1, read=0, status=0, redirect=0)
+    return configuration
+
+
+def credential_files(kubeconfig_path: str | None, in_cluster: bool) -> list[str]:
+    if in_cluster:
+        return [incluster_config.SERVICE_TOKEN_FILENAME]
+    paths = kubeconfig_path or kube_config.KUBE_CONFIG_DEFAULT_LOCATION
+    separator = kube_config.ENV_KUBECONFIG_PATH_SEPARATOR
+    return [os.path.expanduser(p) for p in paths.split(separator) if p]
+
+
+def signature(paths: list[str]) -> Signature:
+    stats: list[tuple[int, int] | None] = []
+    for path in paths:
+        try:
+            stat = os.stat(path)
+            stats.append((stat.st_mtime_ns, stat.st_size))
+        except OSError:
+            stats.append(None)
+    return tuple(stats)
+
+
+def json_object(payload: bytes) -> Obj:
+    try:
+        obj = json.loads(payload)
+    except ValueError as e:  # e.g. an HTML page from a proxy in front of the cluster
+        raise TransientKubeError(f"unreadable answer from the cluster: {payload[:200]!r}") from e
+    if not isinstance(obj, dict):
+        raise TransientKubeError(f"unexpected answer from the cluster: {payload[:200]!r}")
+    return obj
+
+
+class Connection:
+    """One cluster's ApiClient, rebuilt when its credentials change; thread-safe."""
+
+    def __init__(
+        self,
+        kubeconfig_path: str | None,
+        context: str | None,
+        in_cluster: bool,
+        *,
+        timeout: tuple[float, float],
+        limiter: TokenBucket,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._source = (kubeconfig_path, context, in_cluster)
+        self._files = credential_files(kubeconfig_path, in_cluster)
+        self._lock = threading.Lock()
+        self._clock = clock
+        self.timeout = timeout
+        self.limiter = limiter
+        self._signature = signature(self._files)
+        self._checked_at = clock()
+        self.configuration = load_configuration(*self._source)
+        # Never the global default configuration: several clusters live in one process.
+        self.api_client = client.ApiClient(configuration=self.configuration)
+
+    def close(self) -> None:
+        self.api_client.close()
+
+    def reload(self) -> bool:
+        """Read the credentials again; a file that does not load (half written?) keeps the
+        old ones until it changes again."""
+        with self._lock:
+            self._signature = signature(self._files)
+            self._checked_at = self._clock()
+            try:
+                configuration = load_configuration(*self._source)
+            except PermanentKubeError:
+                return False
+            old, self.api_client = self.api_client, client.ApiClient(configuration=configuration)
+            self.configuration = configuration
+        old.close()
+        return True
+
+    def _reload_if_changed(self) -> None:
+        with self._lock:
+            now = self._clock()
+            if now - self._checked_at < RECHECK_SECONDS:
+                return
+            self._checked_at = now
+            changed = signature(self._files) != self._signature
+        if changed:
+            self.reload()
+
+    def call(self, method: str, path: str, query: Obj | None = None, **kwargs: Any) -> bytes:
+        """One request; a 401 or 403 is tried once more with freshly read credentials."""
+        self._reload_if_changed()
+        try:
+            return self._send(method, path, query, **kwargs)
+        except PermanentKubeError as e:
+            if e.status not in (401, 403):
+                raise
+        self.reload()
+        return self._send(method, path, query, **kwargs)
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        query: Obj | None = None,
+        body: Obj | None = None,
+        content_type: str = "application/json",
+        accept: str = "application/json",
+    ) -> bytes:
+        self.limiter.acquire()
+        api_client = self.api_client
+        url = path + ("?" + urlencode(query) if query else "")
+        _, full_url, headers, _, _ = api_client.param_serialize(
+            method=method,
+            resource_path=url,
+            header_params={"Accept": accept, "Content-Type": content_type},
+            auth_settings=["BearerToken"],
+        )
+        # The client serialises a JSON body itself; other content types go as text.
+        data = body if body is None or content_type == "application/json" else json.dumps(body)
+        try:
+            response = api_client.call_api(
+                method, full_url, headers, body=data, _request_timeout=self.timeout
+            )
+            payload = response.read()
+        except urllib3.exceptions.HTTPError as e:
+            raise TransientKubeError(f"cannot reach the cluster: {e}") from e
+        except client.ApiException as e:  # TLS failures surface as status 0
+            raise TransientKubeError(f"cannot reach the cluster: {e.reason}") from e
+        if not 200 <= response.status <= 299:
+            raise error_for_response(response.status, payload, response.reason or "")
+        return payload
+
+    def cluster_entry(self) -> Obj:
+        """This connection's server and how to trust it, as a kubeconfig `cluster`."""
+        configuration = self.configuration
+        cluster: Obj = {"server": configuration.host}
+        if configuration.ssl_ca_cert:
+            with open(configuration.ssl_ca_cert, "rb") as f:
+                cluster["certificate-authority-data"] = base64.b64encode(f.read()).decode()
+        if not configuration.verify_ssl:
+            cluster["insecure-skip-tls-verify"] = True
+        if getattr(configuration, "tls_server_name", None):
+            cluster["tls-server-name"] = configuration.tls_server_name
+        return cluster
