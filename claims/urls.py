@@ -8,6 +8,10 @@ CLAIM = {"kind": "claim"}
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("namespaces/new/", views.namespace_request_create, name="namespace-request"),
+    path("namespaces/<int:pk>/", views.namespace_detail, name="namespace"),
+    path(
+        "namespaces/<int:pk>/kubeconfig/", views.namespace_kubeconfig, name="namespace-kubeconfig"
+    ),
     path("namespaces/<int:pk>/retry/", views.namespace_retry, name="namespace-retry"),
     path("namespaces/<int:pk>/delete/", views.namespace_delete, name="namespace-delete"),
     path("claims/new/", views.claim_request_create, name="claim-request"),

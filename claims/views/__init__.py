@@ -10,6 +10,7 @@ from claims.views.claims import (
     run_detail,
 )
 from claims.views.clusters import cluster_detail, cluster_list
+from claims.views.namespaces import namespace_detail, namespace_kubeconfig
 from claims.views.requests import (
     claim_request_create,
     claim_request_preview,
@@ -31,6 +32,8 @@ __all__ = [
     "cluster_list",
     "dashboard",
     "namespace_delete",
+    "namespace_detail",
+    "namespace_kubeconfig",
     "namespace_request_create",
     "namespace_retry",
     "request_approve",

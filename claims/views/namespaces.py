@@ -1,0 +1,95 @@
+"""A namespace's page (state, claims, timeline, access for kubectl) and its kubeconfig."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import HttpResponse
+from django.shortcuts import redirect
+from django.utils.http import content_disposition_header
+from django.views.decorators.http import require_POST
+
+from claims import access, selectors
+from claims.kube import names
+from claims.kube.errors import KubeError, TransientKubeError
+from claims.models import NamespaceRequest
+from claims.views.common import HtmxHttpRequest, login_required, render_live
+
+NS = NamespaceRequest.State
+# Nothing on the page changes by itself any more: stop polling.
+SETTLED_STATES = (NS.REJECTED, NS.DELETED, NS.FAILED)
+
+
+@login_required
+def namespace_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    ns = selectors.namespace_request_get(user=request.user, pk=pk)
+    final = _settled(ns)
+    context = {
+        "ns": ns,
+        "is_final": final,
+        "claims": ns.claim_requests.order_by("-created"),
+        "events": selectors.events_for(ns),
+        "is_owner": request.user.pk == ns.owner_id,
+        **_access_context(ns),
+    }
+    return render_live(request, "claims/namespace_detail.html", context, final=final)
+
+
+def _settled(ns: NamespaceRequest) -> bool:
+    return ns.state in SETTLED_STATES or bool(ns.state == NS.ACTIVE and ns.access_granted_at)
+
+
+def _access_context(ns: NamespaceRequest) -> dict[str, Any]:
+    """Who the owner is in the cluster there, and the commands that use the kubeconfig."""
+    username = ns.owner.get_username()
+    kubeconfig = kubeconfig_filename(ns)
+    return {
+        "cluster_role": settings.ACCESS_CLUSTER_ROLE,
+        "access_user": access.cluster_username(username) if settings.ACCESS_GRANT_USER else "",
+        "access_service_account": names.access_service_account_name(username),
+        "token_hours": f"{settings.ACCESS_TOKEN_SECONDS / 3600:g}",
+        "kubeconfig_file": kubeconfig,
+        "kubectl_lines": [
+            f"kubectl --kubeconfig {kubeconfig} get resourceclaims",
+            f"kubectl --kubeconfig {kubeconfig} apply -f pod.yaml",
+            f"kubectl --kubeconfig {kubeconfig} get pods",
+        ],
+    }
+
+
+def kubeconfig_filename(ns: NamespaceRequest) -> str:
+    # The name access.issue_kubeconfig gives the download (a test keeps the two equal).
+    return f"{ns.cluster.name}-{ns.name}.kubeconfig"
+
+
+@login_required
+@require_POST
+def namespace_kubeconfig(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The owner's kubeconfig as a download; a refusal is a message on the namespace page."""
+    ns = selectors.namespace_request_get(user=request.user, pk=pk)
+    try:
+        config = access.issue_kubeconfig(user=request.user, namespace_request=ns)
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+    except KubeError as error:
+        messages.error(request, kube_refusal(error))
+    else:
+        return kubeconfig_response(config)
+    return redirect("namespace", ns.pk)
+
+
+def kube_refusal(error: KubeError) -> str:
+    if isinstance(error, TransientKubeError):
+        return "The cluster did not answer in time; try the download again in a minute."
+    return f"The cluster refused to issue a token: {error.message}"
+
+
+def kubeconfig_response(config: access.Kubeconfig) -> HttpResponse:
+    """The YAML as an attachment that no cache keeps (it holds a bearer token)."""
+    response = HttpResponse(config.text, content_type="application/yaml; charset=utf-8")
+    response["Content-Disposition"] = content_disposition_header(True, config.filename)
+    response["Cache-Control"] = "no-store"
+    return response
