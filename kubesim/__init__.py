@@ -24,6 +24,8 @@ from typing import Any
 import yaml
 
 from kubesim import certs
+from kubesim.auth import Authenticator, read_token_file
+from kubesim.bootstrap_policy import Aggregator, seed_policy
 from kubesim.faults import Faults, parse_fault
 from kubesim.kubelet import Kubelet
 from kubesim.namespaces import NamespaceFinalizer
@@ -95,6 +97,7 @@ def _bootstrap(store: Store, kinds: dict, cluster: Topology, k8s_version: str) -
             store.create(namespaces, obj)
     if not store.has_objects("", "nodes"):  # a --state file brings its own
         seed(store, cluster, k8s_version=k8s_version)
+    seed_policy(store, kinds)
 
 
 def writes_allocation_timestamp(k8s_version: str) -> bool:
@@ -204,11 +207,15 @@ def start(
     latency_ms: float = 0,
     error_rate: float = 0.0,
     error_codes: tuple[int, ...] = (500,),
+    token_auth_file: str | None = None,
 ) -> Handle:
-    """Start a kubesim API server in background threads; the kubeconfig is written last."""
+    """Start a kubesim API server in background threads; the kubeconfig is written last.
+    `token_auth_file`: CSV `token,user,uid[,"group1,group2"]` of more users (RBAC applies to
+    them; the `token` user is in system:masters)."""
     from kubesim.kinds import KINDS
 
     token = token or secrets.token_urlsafe(24)
+    static_users = read_token_file(token_auth_file) if token_auth_file else {}
     store = Store(state_path=state)
     cluster = load_topology(topology)
     _bootstrap(store, KINDS, cluster, k8s_version)
@@ -219,8 +226,10 @@ def start(
         k8s_version=k8s_version,
         faults=_initial_faults(latency_ms, error_rate, error_codes),
     )
+    api.authenticator = Authenticator(store, KINDS, token, static_users)
+    Aggregator(store, KINDS)
     bundle = certs.generate((host,))
-    server = ApiServer((host, port), api, token, bundle)
+    server = ApiServer((host, port), api, api.authenticator, bundle)
     url = _url(server, api)
     scheduler, api.kubelet = _controllers(store, cluster, speed, k8s_version)
     finalizer = NamespaceFinalizer(store, KINDS)

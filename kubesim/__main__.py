@@ -41,6 +41,9 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--k8s-version", default="1.34.1")
     serve.add_argument("--state", default=None, help="JSON file keeping the cluster")
     serve.add_argument("--token", default=None)
+    serve.add_argument(
+        "--token-auth-file", default=None, help='CSV of token,user,uid,"group1,group2"'
+    )
     serve.add_argument("--latency-ms", type=float, default=0)
     serve.add_argument("--error-rate", type=float, default=0.0)
     serve.add_argument("--error-codes", type=_codes, default=(500,))
@@ -66,6 +69,7 @@ def serve(args: argparse.Namespace) -> int:
         k8s_version=args.k8s_version,
         state=args.state,
         token=args.token,
+        token_auth_file=args.token_auth_file,
         latency_ms=args.latency_ms,
         error_rate=args.error_rate,
         error_codes=args.error_codes,

@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
-SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "log": ["get"], "binding": ["create"]}
+SUBRESOURCE_VERBS = {
+    "status": ["get", "patch", "update"],
+    "log": ["get"],
+    "binding": ["create"],
+    "token": ["create"],
+}
+# Subresources of another group's kind: (group, version, kind), as upstream lists them.
+SUBRESOURCE_KINDS = {"token": ("authentication.k8s.io", "v1", "TokenRequest")}
 # Served kinds that `kubectl get all` lists, as upstream marks them.
 CATEGORY_ALL = ("pods",)
 BUILD_DATE = "2025-09-09T19:44:36Z"
@@ -79,13 +86,18 @@ def _resource(kind: Any) -> dict[str, Any]:
 
 
 def _subresource(kind: Any, subresource: str) -> dict[str, Any]:
-    return {
+    resource: dict[str, Any] = {
         "name": f"{kind.plural}/{subresource}",
         "singularName": "",
         "namespaced": kind.namespaced,
-        "kind": "Binding" if subresource == "binding" else kind.kind,
-        "verbs": SUBRESOURCE_VERBS.get(subresource, ["get"]),
     }
+    if subresource in SUBRESOURCE_KINDS:
+        group, version, other = SUBRESOURCE_KINDS[subresource]
+        resource |= {"group": group, "version": version, "kind": other}
+    else:
+        resource["kind"] = "Binding" if subresource == "binding" else kind.kind
+    resource["verbs"] = SUBRESOURCE_VERBS.get(subresource, ["get"])
+    return resource
 
 
 def resource_list(group_version: str, kinds: list[Any]) -> dict[str, Any]:

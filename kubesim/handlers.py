@@ -43,6 +43,7 @@ def create(api: Any, request: Request, target: Any) -> Response:
     namespace_must_accept(api, target, obj["metadata"].get("name") or "")
     storage = to_valid_storage(target, without_status(target, obj), None)
     track_update(target, None, storage, manager_name(request))
+    api.admit_write(request, target, storage)
     if dry_run(request):
         return json_response(201, served(target, storage), warning_headers(warnings))
     stored = api.store.create(target.kind, storage)
@@ -127,6 +128,7 @@ def save(
     new_served = merge_subresource(target, old_served, new_served, subresource)
     storage = to_valid_storage(target, new_served, old)
     track_update(target, old, storage, manager_name(request), subresource)
+    api.admit_write(request, target, storage)
     if dry_run(request):
         return storage
     return api.store.update(target.kind, storage)
@@ -236,9 +238,11 @@ def _apply(
     if live is None:
         namespace_must_accept(api, target, target.name)
         storage = to_valid_storage(target, without_status(target, result), None)
+        api.admit_write(request, target, storage)
         stored = storage if dry_run(request) else api.store.create(target.kind, storage)
         return json_response(201, served(target, stored), headers)
     storage = to_valid_storage(target, merge_subresource(target, live, result, subresource), old)
+    api.admit_write(request, target, storage)
     stored = storage if dry_run(request) else api.store.update(target.kind, storage)
     return json_response(200, served(target, stored), headers)
 

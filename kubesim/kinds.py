@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubesim import conversion, kinds_core, kinds_resource
+from kubesim import conversion, kinds_core, kinds_rbac, kinds_resource
 from kubesim.validation import (
     DEFAULT_K8S_VERSION,
     FieldError,
@@ -77,7 +77,7 @@ class Kind:
 
     def served_versions(self, config: Any = None) -> list[str]:
         """Versions served for this kind; `config` has `served_versions` (or is that list)."""
-        if not self.group:
+        if self.group != RESOURCE_GROUP:
             return ["v1"]
         return _served_from_config(config)
 
@@ -90,12 +90,12 @@ class Kind:
         return self._converted(obj, version, conversion.from_storage)
 
     def _converted(self, obj: dict, version: str, convert: Callable) -> dict:
-        """A copy of `obj` converted by `convert`; core kinds have v1 only."""
-        if self.group:
+        """A copy of `obj` converted by `convert`; other groups than resource.k8s.io have v1."""
+        if self.group == RESOURCE_GROUP:
             converted = convert(obj, self.kind, version)
         else:
             converted = copy.deepcopy(obj)
-            converted["apiVersion"] = "v1"
+            converted["apiVersion"] = self.api_version("v1")
         converted["kind"] = self.kind
         return converted
 
@@ -136,6 +136,12 @@ def _resource(plural: str, kind: str, namespaced: bool, **extra: Any) -> Kind:
         namespaced=namespaced,
         **extra,
     )
+
+
+def _rbac(plural: str, kind: str, namespaced: bool, validator: Callable) -> Kind:
+    group = kinds_rbac.GROUP
+    singular = kind.lower()
+    return Kind(group, plural, singular, kind, namespaced, validator=validator)
 
 
 _ALL = (
@@ -198,6 +204,20 @@ _ALL = (
         True,
         defaulter=kinds_resource.default_template,
         validator=kinds_resource.validate_template,
+    ),
+    _core(
+        "serviceaccounts",
+        "ServiceAccount",
+        True,
+        short_names=("sa",),
+        subresources=("token",),
+        validator=kinds_rbac.validate_service_account,
+    ),
+    _rbac("roles", "Role", True, kinds_rbac.validate_role),
+    _rbac("rolebindings", "RoleBinding", True, kinds_rbac.validate_role_binding),
+    _rbac("clusterroles", "ClusterRole", False, kinds_rbac.validate_cluster_role),
+    _rbac(
+        "clusterrolebindings", "ClusterRoleBinding", False, kinds_rbac.validate_cluster_role_binding
     ),
 )
 

@@ -12,7 +12,7 @@ import hashlib
 import json
 from typing import Any
 
-from kubesim.validation import schema_release, upstream_definitions
+from kubesim.validation import definition_name, schema_release, upstream_definitions
 
 FIELD_VALIDATION = {
     "name": "fieldValidation",
@@ -29,8 +29,7 @@ PATCH_CONTENT_TYPES = (
 
 
 def _definition_name(group: str, version: str, kind: str) -> str:
-    package = "resource" if group == "resource.k8s.io" else "core"
-    return f"io.k8s.api.{package}.{version}.{kind}"
+    return definition_name(group, version, kind)
 
 
 def _to_openapi(schema: Any) -> Any:

@@ -7,13 +7,16 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from kubesim import discovery, errors, handlers, openapi, streams
+from kubesim import discovery, errors, escalation, handlers, openapi, reviews, streams
+from kubesim.auth import impersonate
 from kubesim.faults import Faults, parse_fault
 from kubesim.namespaces import terminate
+from kubesim.rbac import Attributes, Authorizer, forbidden, request_attributes
 from kubesim.server import Request, Response, Stream, json_response
 from kubesim.store import Store
 
 RESOURCE_GROUP = "resource.k8s.io"
+RBAC_GROUP = "rbac.authorization.k8s.io"
 NOT_FOUND_PAGE = Response(404, b"404 page not found\n", "text/plain; charset=utf-8")
 # (group, version) -> (minor deprecated in, minor removed in), from the API lifecycle files.
 DEPRECATED = {(RESOURCE_GROUP, "v1beta1"): (35, 38), (RESOURCE_GROUP, "v1beta2"): (36, 39)}
@@ -68,17 +71,41 @@ class Api:
         self.server_address = ""
         self.stopping = threading.Event()
         self.namespace_kind = kinds[("", "namespaces")]
+        self.authenticator: Any = None  # kubesim.auth.Authenticator, set by start()
+        self.authorizer = Authorizer(store, kinds)
 
     def terminate_namespace(self, name: str) -> dict[str, Any]:
         return terminate(self.store, self.namespace_kind, name)
 
     def group_versions(self) -> dict[str, list[str]]:
-        return {RESOURCE_GROUP: list(self.served_versions)}
+        return {
+            RBAC_GROUP: ["v1"],
+            reviews.AUTHENTICATION: ["v1"],
+            reviews.AUTHORIZATION: ["v1"],
+            RESOURCE_GROUP: list(self.served_versions),
+        }
+
+    def admit_write(self, request: Request, target: Target, obj: dict[str, Any]) -> None:
+        """RBAC escalation prevention before a Role or binding is stored (403)."""
+        escalation.check_write(self.authorizer, request.user, target, obj)
+
+    def _authorize(self, request: Request) -> None:
+        """Impersonation, then RBAC on the request's attributes (403 Forbidden)."""
+        if request.user is None:
+            return  # called without the HTTPS front (unit tests)
+        request.user = impersonate(request.user, request.headers, self.authorizer.check())
+        if request.user.privileged:
+            return
+        if request.path.startswith("/_kubesim/"):
+            raise forbidden(Attributes(request.user, request.method.lower(), request.path))
+        attrs = request_attributes(request.user, request.method, request.path, request.query)
+        self.authorizer.require(attrs)
 
     def kinds_in(self, group: str) -> list[Any]:
         return [kind for (kind_group, _), kind in self.kinds.items() if kind_group == group]
 
     def __call__(self, request: Request) -> Response | Stream:
+        self._authorize(request)
         if request.path.startswith("/_kubesim/"):
             return self._admin(request)
         failure = self.faults.before_request(request.path)
@@ -119,6 +146,10 @@ class Api:
             return NOT_FOUND_PAGE
         if len(parts) == 1:
             return json_response(200, discovery.api_group(parts[0], versions))
+        if parts[0] in reviews.RESOURCES:
+            if len(parts) == 2:
+                return json_response(200, reviews.resource_list(parts[0]))
+            return reviews.handle(self, request, parts[0], parts[2:])
         if len(parts) == 2:
             kinds = self.kinds_in(parts[0])
             return json_response(200, discovery.resource_list("/".join(parts), kinds))
@@ -162,6 +193,8 @@ class Api:
             return streams.watch(self, request, target)
         if verb == "log":
             return streams.pod_log(self, request, target)
+        if target.subresource == "token":
+            return reviews.token_request(self, request, target)
         if target.subresource == "binding":
             raise errors.method_not_allowed()
         return self._verb_handler(request, target, verb)(self, request, target)
@@ -175,6 +208,8 @@ class Api:
             if target.name:
                 return "get"
             return "watch" if request.flag("watch") else "list"
+        if request.method == "POST" and target.subresource == "token":
+            return "create"
         if request.method == "POST" and target.name:
             raise errors.method_not_allowed()
         return VERB_BY_METHOD[request.method]

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import hmac
 import json
 import logging
 import socket
 import ssl
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,6 +31,7 @@ class Request:
     query: dict[str, str]
     headers: Message
     body: bytes = b""
+    user: Any = None  # the authenticated kubesim.auth.UserInfo
 
     def flag(self, name: str) -> bool:
         """Booleans as the API server reads them: anything but 0/false is true."""
@@ -86,7 +86,8 @@ class Handler(BaseHTTPRequestHandler):
         request = Request(self.command, url.path, dict(parse_qsl(url.query)), self.headers)
         if request.path == "/_kubesim/healthz":
             return json_response(200, {"ok": True})
-        if not self._authorized():
+        request.user = self.server.authenticate(self.headers.get("Authorization", ""))
+        if request.user is None:
             self._discard_body()
             return error_response(errors.unauthorized())
         try:
@@ -97,12 +98,6 @@ class Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # a bad request must never stop the server
             log.exception("unexpected error on %s %s", self.command, self.path)
             return error_response(errors.internal(repr(exc)))
-
-    def _authorized(self) -> bool:
-        header = self.headers.get("Authorization", "")
-        scheme, _, token = header.partition(" ")
-        expected = self.server.token.encode()
-        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), expected)
 
     def _content_length(self) -> int:
         try:
@@ -168,10 +163,15 @@ class ApiServer(ThreadingHTTPServer):
     request_queue_size = 128
 
     def __init__(
-        self, address: tuple[str, int], router: Any, token: str, certs: Certificates
+        self,
+        address: tuple[str, int],
+        router: Any,
+        authenticate: Callable[[str], Any],
+        certs: Certificates,
     ) -> None:
+        """`authenticate(authorization_header)` -> the user, or None (401)."""
         self.router = router
-        self.token = token
+        self.authenticate = authenticate
         self._open: set[socket.socket] = set()
         self._open_lock = threading.Lock()
         super().__init__(address, Handler)

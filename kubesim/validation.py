@@ -158,11 +158,22 @@ def upstream_definitions(release: str) -> dict:
     return json.loads(path.read_text())["$defs"]
 
 
+# API group -> the package of its upstream definitions (io.k8s.api.<package>.<version>.<Kind>).
+DEFINITION_PACKAGES = {
+    "resource.k8s.io": "resource",
+    "rbac.authorization.k8s.io": "rbac",
+    "authentication.k8s.io": "authentication",
+    "authorization.k8s.io": "authorization",
+}
+
+
+def definition_name(group: str, version: str, kind: str) -> str:
+    return f"io.k8s.api.{DEFINITION_PACKAGES.get(group, 'core')}.{version}.{kind}"
+
+
 def _definition_name(api_version: str, kind: str) -> str:
     group, _, version = api_version.rpartition("/")
-    if group == "resource.k8s.io":
-        return f"io.k8s.api.resource.{version}.{kind}"
-    return f"io.k8s.api.core.{version}.{kind}"
+    return definition_name(group, version, kind)
 
 
 def _resolve(schema: dict, definitions: dict) -> dict:
