@@ -190,3 +190,29 @@ CANCELLED_RUN: dict[str, Any] = {
     "finished_at": LATER,
     "updated": LATER,
 }
+
+KUBECONFIG: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "Config",
+    "clusters": [
+        {
+            "name": "kubesim",
+            "cluster": {
+                "server": "https://127.0.0.1:6443",
+                "certificate-authority-data": "LS0tLS1CRUdJTi...",
+            },
+        }
+    ],
+    "users": [{"name": "alice-team-vision", "user": {"token": "eyJhbGciOiJSUzI1NiIs..."}}],
+    "contexts": [
+        {
+            "name": "alice-team-vision@kubesim",
+            "context": {
+                "cluster": "kubesim",
+                "user": "alice-team-vision",
+                "namespace": "team-vision",
+            },
+        }
+    ],
+    "current-context": "alice-team-vision@kubesim",
+}

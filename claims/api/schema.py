@@ -38,7 +38,7 @@ ERRORS = {
 class ApiSchema(AutoSchema):
     def get_override_parameters(self) -> list[Any]:
         parameters = super().get_override_parameters()
-        if self.method == "POST":
+        if self.method == "POST" and getattr(self.view, "replays_idempotency_key", True):
             parameters = [*parameters, IDEMPOTENCY_KEY]
         return parameters
 
@@ -56,7 +56,7 @@ class ApiSchema(AutoSchema):
             codes.append(404)
         if self.method in ("POST", "DELETE"):
             codes.append(409)
-        if self.method == "POST":
+        if self.method == "POST" and getattr(self.view, "replays_idempotency_key", True):
             codes.append(422)
         return codes
 

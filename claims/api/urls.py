@@ -3,7 +3,7 @@ from rest_framework.views import APIView
 
 from claims.api import tokens
 from claims.api.views import base as views_base
-from claims.api.views import clusters, requests, runs, schema
+from claims.api.views import clusters, kubeconfig, requests, runs, schema
 
 
 def request_urls(
@@ -40,6 +40,11 @@ v1 = [
         approve=requests.NamespaceRequestApproveApi,
         reject=requests.NamespaceRequestRejectApi,
         retry=requests.NamespaceRequestRetryApi,
+    ),
+    path(
+        "namespace-requests/<int:pk>/kubeconfig/",
+        kubeconfig.NamespaceKubeconfigApi.as_view(),
+        name="api-namespace-request-kubeconfig",
     ),
     *request_urls(
         "claims",
