@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 import kubesim
-from claims import services, sync
+from claims import reconciler, services
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 from claims.transitions import transition
 from tests.fixtures.portal import allocation_in, register_cluster, state_of, wait_until
@@ -39,14 +39,14 @@ def test_it_leaves_fresh_work_alone(alice: User, cluster: Cluster) -> None:
     claim = lost_approval(alice, cluster)
     ClaimRequest.objects.filter(pk=claim.pk).update(updated=timezone.now())
     NamespaceRequest.objects.filter(pk=claim.namespace_request_id).update(updated=timezone.now())
-    assert sync.reconcile(stale_seconds=60) == 0
+    assert reconciler.reconcile(stale_seconds=60) == 0
 
 
 def test_it_applies_a_claim_whose_message_was_lost(
     alice: User, cluster: Cluster, celery_worker_process: Any
 ) -> None:
     claim = lost_approval(alice, cluster)
-    assert sync.reconcile() == 2  # the namespace and the claim
+    assert reconciler.reconcile() == 2  # the namespace and the claim
     wait_until(lambda: state_of(claim) == "waiting")
     claim.namespace_request.refresh_from_db()
     assert claim.namespace_request.state == "active"
@@ -56,11 +56,11 @@ def test_it_finishes_a_release_whose_message_was_lost(
     alice: User, cluster: Cluster, celery_worker_process: Any, kubesim_cluster: Any
 ) -> None:
     claim = lost_approval(alice, cluster)
-    sync.reconcile()
+    reconciler.reconcile()
     wait_until(lambda: state_of(claim) == "waiting")
     transition(claim, to="released", allowed=("waiting",), message="Released.")
     ClaimRequest.objects.filter(pk=claim.pk).update(updated=timezone.now() - timedelta(hours=1))
-    assert sync.reconcile() == 1
+    assert reconciler.reconcile() == 1
     wait_until(lambda: ClaimRequest.objects.get(pk=claim.pk).cleaned_up_at is not None)
     path = f"/apis/resource.k8s.io/v1/namespaces/{claim.namespace}/resourceclaims"
     assert kubesim_cluster.admin("GET", path)["items"] == []
@@ -86,7 +86,7 @@ def test_it_deletes_the_pod_of_a_cancelled_run_whose_message_was_lost(
     celery_worker_process: Any,
 ) -> None:
     claim = lost_approval(alice, slow_cluster)
-    sync.reconcile()
+    reconciler.reconcile()
     wait_until(lambda: state_of(claim) == "waiting")
     run = services.verification_run_start(user=alice, claim_request=claim)
     wait_until(lambda: pod_phases(slow_kubesim, claim.namespace).get(run.pod_name) == "Running")
@@ -94,7 +94,7 @@ def test_it_deletes_the_pod_of_a_cancelled_run_whose_message_was_lost(
 
     wait_until(lambda: cancel_without_message(run))
     # The beat's reconciler waits RECONCILE_STALE_SECONDS; this one looks at once.
-    assert sync.reconcile(stale_seconds=0) == 1
+    assert reconciler.reconcile(stale_seconds=0) == 1
 
     wait_until(lambda: pod_phases(slow_kubesim, claim.namespace) == {})
     wait_until(lambda: allocation_in(slow_kubesim, claim) is None)
@@ -107,6 +107,6 @@ def test_it_lists_the_pods_of_each_cluster_once(
 ) -> None:
     register_cluster(kubesim_cluster, name="second")
     kubesim_cluster.admin("POST", "/_kubesim/counters/reset")
-    assert sync.reconcile() == 0
+    assert reconciler.reconcile() == 0
     counters = kubesim_cluster.admin("GET", "/_kubesim/counters")["requests"]
     assert counters == {"list pods": 2}
