@@ -151,18 +151,22 @@ class Connection:
     ) -> bytes:
         self.limiter.acquire()
         api_client = self.api_client
-        url = path + ("?" + urlencode(query) if query else "")
         _, full_url, headers, _, _ = api_client.param_serialize(
             method=method,
-            resource_path=url,
+            resource_path=path + ("?" + urlencode(query) if query else ""),
             header_params={"Accept": accept, "Content-Type": content_type},
             auth_settings=["BearerToken"],
         )
         # The client serialises a JSON body itself; other content types go as text.
         data = body if body is None or content_type == "application/json" else json.dumps(body)
+        return self._perform(api_client, method, full_url, headers, data)
+
+    def _perform(
+        self, api_client: client.ApiClient, method: str, url: str, headers: Obj, data: Any
+    ) -> bytes:
         try:
             response = api_client.call_api(
-                method, full_url, headers, body=data, _request_timeout=self.timeout
+                method, url, headers, body=data, _request_timeout=self.timeout
             )
             payload = response.read()
         except urllib3.exceptions.HTTPError as e:

@@ -5,6 +5,7 @@ from typing import Any
 import yaml
 
 RESOURCE_GROUP = "resource.k8s.io"
+RBAC_GROUP = "rbac.authorization.k8s.io"
 RESOURCE_VERSIONS = ("v1", "v1beta2", "v1beta1")
 REQUEST_NAME = "gpu"
 POD_CLAIM_NAME = "gpu"
@@ -81,18 +82,57 @@ def _claim_using_container(name: str, image: str) -> Manifest:
 
 
 def verification_pod_manifest(
-    *, namespace: str, name: str, claim_name: str, labels: dict[str, str]
+    *,
+    namespace: str,
+    name: str,
+    claim_name: str,
+    labels: dict[str, str],
+    images: tuple[str, str] = (VECTOR_ADD_IMAGE, DEVICE_QUERY_IMAGE),
+    image_pull_secret: str = "",
+    active_deadline_seconds: int | None = None,
 ) -> Manifest:
     """The seed's pod1, with restartPolicy Never so that a failing sample fails the Pod."""
+    names = [container for container, _ in VERIFICATION_CONTAINERS]
+    spec: Manifest = {
+        "restartPolicy": "Never",
+        "resourceClaims": [{"name": POD_CLAIM_NAME, "resourceClaimName": claim_name}],
+        "containers": [_claim_using_container(n, i) for n, i in zip(names, images, strict=True)],
+    }
+    if image_pull_secret:
+        spec["imagePullSecrets"] = [{"name": image_pull_secret}]
+    if active_deadline_seconds is not None:
+        spec["activeDeadlineSeconds"] = active_deadline_seconds
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": _metadata(name, labels, namespace),
-        "spec": {
-            "restartPolicy": "Never",
-            "resourceClaims": [{"name": POD_CLAIM_NAME, "resourceClaimName": claim_name}],
-            "containers": [_claim_using_container(n, i) for n, i in VERIFICATION_CONTAINERS],
-        },
+        "spec": spec,
+    }
+
+
+def service_account_manifest(*, namespace: str, name: str, labels: dict[str, str]) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _metadata(name, labels, namespace),
+    }
+
+
+def role_binding_manifest(
+    *,
+    namespace: str,
+    name: str,
+    cluster_role: str,
+    subjects: list[dict[str, str]],
+    labels: dict[str, str],
+) -> Manifest:
+    """Grants the ClusterRole's rules to the subjects within the namespace only."""
+    return {
+        "apiVersion": f"{RBAC_GROUP}/v1",
+        "kind": "RoleBinding",
+        "metadata": _metadata(name, labels, namespace),
+        "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": cluster_role},
+        "subjects": [dict(subject) for subject in subjects],
     }
 
 

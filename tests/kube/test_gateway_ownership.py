@@ -12,19 +12,9 @@ import kubesim
 from claims.kube import manifests
 from claims.kube.gateway import ClusterGateway, PermanentKubeError
 from tests.fixtures.kubesim import create_namespace, raw_request
+from tests.kube.clock import FakeClock
 
 GPU_CLASS = "gpu.nvidia.com"
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture
@@ -91,21 +81,27 @@ def test_it_deletes_only_the_object_with_the_uid(
     assert gateway.delete("resource.k8s.io/v1", "ResourceClaim", namespace, "gpu-claim", uid=own)
 
 
-def test_a_stale_uid_gets_the_api_servers_conflict(kubesim_cluster: Any) -> None:
+def test_a_stale_uid_gets_the_api_servers_conflict(
+    kubesim_cluster: Any, gateway: ClusterGateway
+) -> None:
     namespace = create_namespace(kubesim_cluster)
-    path = f"/api/v1/namespaces/{namespace}/serviceaccounts"
-    kubesim_cluster.admin("POST", path, {"metadata": {"name": "sa"}})
+    gateway.create(claim("v1", namespace))
+    path = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/gpu-claim"
     body = {"preconditions": {"uid": "not-its-uid"}}
 
-    response = raw_request(kubesim_cluster, "DELETE", f"{path}/sa", body)
+    response = raw_request(kubesim_cluster, "DELETE", path, body)
 
     status = response.json()
     assert (response.status, status["reason"]) == (409, "Conflict")
     assert status["message"].startswith(
-        'Operation cannot be fulfilled on ServiceAccount "sa": the UID in the precondition '
-        "(not-its-uid) does not match the UID in record ("
+        'Operation cannot be fulfilled on ResourceClaim.resource.k8s.io "gpu-claim": the UID in '
+        "the precondition (not-its-uid) does not match the UID in record ("
     )
-    assert status["details"] == {"name": "sa", "kind": "ServiceAccount"}
+    assert status["details"] == {
+        "name": "gpu-claim",
+        "group": "resource.k8s.io",
+        "kind": "ResourceClaim",
+    }
 
 
 def test_it_reads_and_deletes_in_the_version_served(

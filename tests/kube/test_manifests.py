@@ -134,3 +134,63 @@ def test_it_does_not_let_a_selector_inject_yaml() -> None:
     manifest = claim("v1", selector=hostile)
 
     assert yaml.safe_load(manifests.to_yaml(manifest))["kind"] == "ResourceClaim"
+
+
+def test_it_builds_a_pod_with_a_pull_secret_and_a_deadline() -> None:
+    pod = manifests.verification_pod_manifest(
+        namespace="dra-test",
+        name="pod1",
+        claim_name="gpu-claim",
+        labels=LABELS,
+        images=("registry.example/vectoradd:1", "registry.example/devicequery:1"),
+        image_pull_secret="regcred",
+        active_deadline_seconds=600,
+    )
+
+    spec = pod["spec"]
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+    assert spec["activeDeadlineSeconds"] == 600
+    assert [(c["name"], c["image"]) for c in spec["containers"]] == [
+        ("ctr0", "registry.example/vectoradd:1"),
+        ("ctr1", "registry.example/devicequery:1"),
+    ]
+    assert_valid(pod, "1.33", "1.34")
+
+
+def test_it_leaves_out_the_pull_secret_and_deadline_unless_given() -> None:
+    pod = manifests.verification_pod_manifest(
+        namespace="dra-test", name="pod1", claim_name="gpu-claim", labels=LABELS
+    )
+
+    assert "imagePullSecrets" not in pod["spec"]
+    assert "activeDeadlineSeconds" not in pod["spec"]
+
+
+def test_it_builds_a_service_account() -> None:
+    account = manifests.service_account_manifest(namespace="team-a", name="alice", labels=LABELS)
+
+    assert (account["apiVersion"], account["kind"]) == ("v1", "ServiceAccount")
+    assert account["metadata"]["namespace"] == "team-a"
+    assert account["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpu-portal"
+    assert_valid(account, "1.33", "1.34")
+
+
+def test_it_binds_a_cluster_role_within_the_namespace() -> None:
+    subject = {"kind": "ServiceAccount", "name": "alice", "namespace": "team-a"}
+    binding = manifests.role_binding_manifest(
+        namespace="team-a",
+        name="alice-edit",
+        cluster_role="edit",
+        subjects=[subject],
+        labels=LABELS,
+    )
+
+    assert binding["apiVersion"] == "rbac.authorization.k8s.io/v1"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "edit",
+    }
+    assert binding["subjects"] == [subject]
+    assert binding["metadata"]["namespace"] == "team-a"
+    assert_valid(binding, "1.33", "1.34")
