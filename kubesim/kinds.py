@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubesim import conversion, kinds_core, kinds_rbac, kinds_resource
+from kubesim import conversion, kinds_core, kinds_rbac, kinds_resource, kinds_secrets
 from kubesim.validation import (
     DEFAULT_K8S_VERSION,
     FieldError,
@@ -176,6 +176,14 @@ _ALL = (
     ),
     _core(
         "resourcequotas", "ResourceQuota", True, short_names=("quota",), subresources=("status",)
+    ),
+    _core(
+        "secrets",
+        "Secret",
+        True,
+        field_selectors=(*CORE_FIELD_SELECTORS, "type"),
+        defaulter=kinds_secrets.default_secret,
+        validator=kinds_secrets.validate_secret,
     ),
     _resource(
         "deviceclasses",

@@ -153,6 +153,12 @@ COLUMNS: dict[str, list[Column]] = {
         ("Container-Runtime", "", 1, _path("status", "nodeInfo", "containerRuntimeVersion")),
     ],
     "namespaces": [NAME, ("Status", "", 0, _path("status", "phase")), AGE],
+    "secrets": [
+        NAME,
+        ("Type", "", 0, _path("type")),
+        ("Data", "", 0, lambda secret: len(secret.get("data") or {})),
+        AGE,
+    ],
     "resourceclaims": [NAME, ("State", "", 0, _claim_state), AGE],
     "resourceslices": [
         NAME,
