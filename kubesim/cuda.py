@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kubesim.images import canonical
+
 RUNTIME_VERSION = "12.5"
 SAMPLE_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:"
 TEXTURE_SIZES = "1D=(131072), 2D=(131072, 65536), 3D=(16384, 16384, 16384)"
@@ -246,9 +248,10 @@ def device_query(devices: Sequence[Any]) -> SampleRun:
     return SampleRun([*lines, "", summary, "Result = PASS"], 0)
 
 
-def run_image(image: str, devices: Sequence[Any]) -> SampleRun:
-    """What a container of `image` prints on `devices`; the caller checks the image is known."""
-    tag = image.removeprefix(SAMPLE_IMAGE)
+def run_image(image: str, devices: Sequence[Any], registries: Any = None) -> SampleRun:
+    """What a container of `image` prints on `devices`; the caller checks the image is known.
+    An image under a mirror in `registries` (topology.registries) runs as the one it mirrors."""
+    tag = canonical(registries or {}, image).removeprefix(SAMPLE_IMAGE)
     if tag.startswith("devicequery"):
         return device_query(devices)
     return vector_add(devices)

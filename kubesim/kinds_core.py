@@ -218,14 +218,42 @@ def validate_pod(obj: dict, old: dict | None) -> list[FieldError]:
     if policy not in RESTART_POLICIES:
         detail = 'supported values: "Always", "OnFailure", "Never"'
         errors.append(FieldError(UNSUPPORTED, "spec.restartPolicy", policy, detail))
+    errors += deadline_errors(spec.get("activeDeadlineSeconds"), 1)
     if old is not None:
         errors += pod_update_errors(obj, old)
+    return errors
+
+
+MAX_INT32 = 2**31 - 1
+DEADLINE = "spec.activeDeadlineSeconds"
+
+
+def deadline_errors(value: Any, lowest: int) -> list[FieldError]:
+    """activeDeadlineSeconds in range (1 on create, 0 on update, as ValidatePodSpec/Update)."""
+    if not isinstance(value, int) or isinstance(value, bool) or lowest <= value <= MAX_INT32:
+        return []
+    detail = f"must be between {lowest} and {MAX_INT32}, inclusive"
+    return [FieldError(INVALID, DEADLINE, value, detail)]
+
+
+def deadline_update_errors(new: Any, old: Any) -> list[FieldError]:
+    """A deadline may be set or shortened on update, never lengthened or removed."""
+    if new is None:
+        detail = "must not update from a positive integer to nil value"
+        return [] if old is None else [FieldError(INVALID, DEADLINE, None, detail)]
+    errors = deadline_errors(new, 0)
+    if not errors and isinstance(old, int) and isinstance(new, int) and old < new:
+        detail = "must be less than or equal to previous value"
+        errors.append(FieldError(INVALID, DEADLINE, new, detail))
     return errors
 
 
 def pod_update_errors(obj: dict, old: dict) -> list[FieldError]:
     """Pod spec updates may only change images (and set nodeName once, via binding)."""
     new_spec, old_spec = dict(obj.get("spec") or {}), dict(old.get("spec") or {})
+    errors = deadline_update_errors(
+        new_spec.pop("activeDeadlineSeconds", None), old_spec.pop("activeDeadlineSeconds", None)
+    )
     if not old_spec.get("nodeName"):
         new_spec.pop("nodeName", None)
         old_spec.pop("nodeName", None)
@@ -234,6 +262,6 @@ def pod_update_errors(obj: dict, old: dict) -> list[FieldError]:
             {**c, "image": ""} for c in spec.get("containers") or [] if isinstance(c, dict)
         ]
     if new_spec == old_spec:
-        return []
+        return errors
     detail = "pod updates may not change fields other than `spec.containers[*].image`"
-    return [FieldError("Forbidden", "spec", detail=detail)]
+    return [*errors, FieldError("Forbidden", "spec", detail=detail)]

@@ -29,6 +29,19 @@ def terminated(exit_code: int, started_at: str) -> dict:
     }
 
 
+def unknown_terminated() -> dict:
+    """A container that never ran, as the status manager's TerminatePod reports it."""
+    return {
+        "terminated": {
+            "exitCode": 137,
+            "reason": "ContainerStatusUnknown",
+            "message": "The container could not be located when the pod was terminated",
+            "startedAt": None,
+            "finishedAt": None,
+        }
+    }
+
+
 def phase(states: list[dict], restart_policy: str) -> str:
     """The pod phase from its container states (the kubelet's getPhase)."""
     if any("running" in state for state in states):
@@ -51,6 +64,7 @@ def _condition(kind: str, ok: bool, reason: str = "", message: str = "") -> dict
     }
     if not ok and reason:
         condition["reason"] = reason
+    if not ok and message:
         condition["message"] = message
     return condition
 
@@ -68,7 +82,8 @@ def conditions(pod: dict, states: dict[str, dict], pod_phase: str) -> list[dict]
     unready = [name for name, state in states.items() if "running" not in state]
     ready = not unready
     if pod_phase in ("Succeeded", "Failed"):
-        reason, message = "PodCompleted", ""
+        # GenerateContainersReadyCondition: a terminal phase gives its own reason.
+        reason, message = ("PodCompleted" if pod_phase == "Succeeded" else "PodFailed"), ""
     else:
         reason = "ContainersNotReady"
         message = f"containers with unready status: [{' '.join(unready)}]"
@@ -96,7 +111,8 @@ def container_status(container: dict, state: dict, last: dict, restarts: int, po
         "state": state,
         "lastState": last or {},
     }
-    if "waiting" not in state or restarts:
+    never_ran = state.get("terminated", {}).get("reason") == "ContainerStatusUnknown"
+    if ("waiting" not in state or restarts) and not never_ran:
         seed = f"{pod_uid}/{container['name']}/{restarts}".encode()
         status["containerID"] = "containerd://" + hashlib.sha256(seed).hexdigest()
         digest = hashlib.sha256(image.encode()).hexdigest()
@@ -127,6 +143,9 @@ def build(pod: dict, run: Any) -> dict:
     states = {name: run.states[name] for name in names}
     pod_phase = phase(list(states.values()), run.restart_policy)
     status = dict(pod.get("status") or {})
+    if run.failure:  # the active deadline (or another kubelet eviction) ended the pod
+        pod_phase = "Failed"
+        status["reason"], status["message"] = run.failure
     status.update(_addresses(pod, run.uid))
     status["phase"] = pod_phase
     status["conditions"] = conditions(pod, states, pod_phase)

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from kubesim.cuda import MIG_PROFILES, MODELS, GpuModel, MigProfile
+from kubesim.images import Registry
 from kubesim.pod_status import node_ip
 
 DRIVER = "gpu.nvidia.com"
@@ -104,6 +105,8 @@ class Topology:
     devices_by_node: dict[str, list[Device]]
     images: tuple[str, ...] = DEFAULT_IMAGES
     node_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    registries: dict[str, Registry] = field(default_factory=dict)
+    offline: bool = False  # only the `registries` can be reached
 
     @property
     def node_names(self) -> list[str]:
@@ -197,7 +200,32 @@ def from_dict(data: dict) -> Topology:
         devices_by_node[node["name"]] = _node_devices(node, versions)
         labels[node["name"]] = {str(k): str(v) for k, v in (node.get("labels") or {}).items()}
     images = tuple(data.get("images") or DEFAULT_IMAGES)
-    return Topology(devices_by_node, images, labels)
+    offline = data.get("offline", False)
+    if not isinstance(offline, bool):
+        raise TopologyError("`offline:` must be true or false")
+    return Topology(devices_by_node, images, labels, _registries(data), offline)
+
+
+def _registries(data: dict) -> dict[str, Registry]:
+    """The `registries:` section: prefix -> {mirrors, requires_auth} (both optional)."""
+    section = data.get("registries") or {}
+    if not isinstance(section, dict):
+        raise TopologyError("`registries:` must map registry hosts to their settings")
+    registries = {}
+    for prefix, settings in section.items():
+        settings = settings or {}
+        unknown = set(settings) - {"mirrors", "requires_auth"} if isinstance(settings, dict) else {}
+        if not isinstance(settings, dict) or unknown or not str(prefix).strip("/"):
+            raise TopologyError(
+                f"registry {prefix!r}: settings may be `mirrors:` (a host or host/path) "
+                "and `requires_auth:` (true or false)"
+            )
+        if not isinstance(settings.get("requires_auth", False), bool):
+            raise TopologyError(f"registry {prefix!r}: `requires_auth:` must be true or false")
+        key = str(prefix).strip("/")
+        mirrors = str(settings.get("mirrors") or "").strip("/")
+        registries[key] = Registry(key, mirrors, settings.get("requires_auth", False))
+    return registries
 
 
 def load(path: str | Path | None = None) -> Topology:

@@ -182,8 +182,11 @@ def test_it_fails_a_pull_of_an_unknown_image(
         "ErrImagePull",
         "ImagePullBackOff",
     ]
+    reference = "nvcr.io/nvidia/k8s/cuda-sample:vectorad"
     assert pod["status"]["containerStatuses"][0]["state"]["waiting"]["message"] == (
-        'Back-off pulling image "nvcr.io/nvidia/k8s/cuda-sample:vectorad"'
+        f'Back-off pulling image "{reference}": ErrImagePull: rpc error: code = NotFound '
+        f'desc = failed to pull and unpack image "{reference}": failed to resolve reference '
+        f'"{reference}": {reference}: not found'
     )
 
 
