@@ -55,6 +55,7 @@ NAMESPACE_REQUEST: dict[str, Any] = {
     "owner": "alice",
     "decided_by": None,
     "decided_at": None,
+    "access_granted_at": None,
     "created": WHEN,
     "updated": WHEN,
 }

@@ -80,6 +80,11 @@ class DecidedRequestOutput(serializers.ModelSerializer):
 @extend_schema_serializer(examples=_example("A pending namespace", examples.NAMESPACE_REQUEST))
 class NamespaceRequestOutput(DecidedRequestOutput):
     cluster_name = serializers.CharField(source="cluster.name")
+    access_granted_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When the owner's access (ServiceAccount, RoleBinding) was set up in the "
+        "active namespace; from then on POST .../kubeconfig/ answers a kubeconfig.",
+    )
 
     class Meta:
         model = NamespaceRequest
@@ -90,6 +95,7 @@ class NamespaceRequestOutput(DecidedRequestOutput):
             "name",
             "purpose",
             *DecidedRequestOutput.DECISION_FIELDS,
+            "access_granted_at",
             "created",
             "updated",
         ]

@@ -86,6 +86,15 @@ def test_it_answers_the_owner_with_a_kubeconfig(api: Api, ready: NamespaceReques
     assert event is not None and event.message.startswith("Kubeconfig issued, valid until")
 
 
+def test_it_says_when_access_was_set_up(
+    api: Api, namespace: NamespaceRequest, ready: NamespaceRequest
+) -> None:
+    not_yet = api("alice").get(f"/api/v1/namespace-requests/{namespace.pk}/").json()
+    assert not_yet["access_granted_at"] is None
+    done = api("alice").get(f"/api/v1/namespace-requests/{ready.pk}/").json()
+    assert done["access_granted_at"]
+
+
 def test_it_answers_503_when_the_cluster_does_not_answer(
     api: Api, alice: User, carol: User, kubesim_private: kubesim.Handle
 ) -> None:
