@@ -44,7 +44,14 @@ def transition(
     if obj.state not in allowed:
         return False
     now = timezone.now()
-    values = {"state": to, "state_message": message, "updated": now, **fields}
+    # A new state is new work: whatever retry was scheduled for the old one is moot.
+    values = {
+        "state": to,
+        "state_message": message,
+        "updated": now,
+        "next_attempt_at": None,
+        **fields,
+    }
     changed = type(obj).objects.filter(pk=obj.pk, state=obj.state).update(**values)
     if changed != 1:
         obj.refresh_from_db()

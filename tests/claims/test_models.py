@@ -44,6 +44,7 @@ def test_it_labels_what_it_puts_in_the_cluster(alice: User, cluster: Cluster) ->
     run = VerificationRun.objects.create(claim=claim, owner=alice)
     assert run.labels() == {
         "app.kubernetes.io/managed-by": "gpu-portal",
+        "gpu-portal.io/instance": "default",
         "gpu-portal.io/namespace-request": str(ns.pk),
         "gpu-portal.io/claim-request": str(claim.pk),
         "gpu-portal.io/verification-run": str(run.pk),

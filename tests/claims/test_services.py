@@ -76,8 +76,10 @@ def test_it_records_a_namespace_request_as_pending(alice: User, cluster: Cluster
         ("team-", "End with"),
         ("a" * 64, "At most 63"),
         ("", "Enter a name"),
-        ("kube-system", "reserved"),
-        ("default", "reserved"),
+        ("kube-system", "belongs to the cluster itself"),
+        ("default", "belongs to the cluster itself"),
+        ("gpu-operator", "belongs to the cluster itself"),
+        ("nvidia-dra-driver-gpu", "belongs to the cluster itself"),
     ],
 )
 def test_it_explains_why_a_namespace_name_is_bad(
