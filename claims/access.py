@@ -98,4 +98,8 @@ def issue_kubeconfig(
     )
     record_event(ns, f"Kubeconfig issued, valid until {expires_at:%Y-%m-%d %H:%M} UTC.", user)
     text = yaml.safe_dump(config, sort_keys=False)
-    return Kubeconfig(f"{ns.cluster.name}-{ns.name}.kubeconfig", text, expires_at)
+    return Kubeconfig(kubeconfig_filename(ns), text, expires_at)
+
+
+def kubeconfig_filename(ns: NamespaceRequest) -> str:
+    return f"{ns.cluster.name}-{ns.name}.kubeconfig"

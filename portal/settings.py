@@ -206,8 +206,9 @@ RUN_ACTIVE_DEADLINE_SECONDS = envint("RUN_ACTIVE_DEADLINE_SECONDS", "600")
 RUN_PENDING_TIMEOUT_SECONDS = envint("RUN_PENDING_TIMEOUT_SECONDS", "300")
 # Access to an active namespace: its owner is bound to this ClusterRole there ...
 ACCESS_CLUSTER_ROLE = os.getenv("ACCESS_CLUSTER_ROLE", "edit")
-# ... as the cluster user "<prefix><username>" (set "" to grant no user identity, e.g. when
-# the cluster's users have none of their own: the downloadable kubeconfig still works).
+# ... as the cluster user "<ACCESS_USER_PREFIX><username>" (e.g. "oidc:" when the API
+# server prefixes OIDC usernames); ACCESS_GRANT_USER=False binds no user identity, for
+# clusters whose users have none of their own (the downloadable kubeconfig still works).
 ACCESS_USER_PREFIX = os.getenv("ACCESS_USER_PREFIX", "")
 ACCESS_GRANT_USER = envbool("ACCESS_GRANT_USER", "True")
 # Lifetime of the token in a downloaded kubeconfig (TokenRequest expirationSeconds).

@@ -45,7 +45,7 @@ def _settled(ns: NamespaceRequest) -> bool:
 def _access_context(ns: NamespaceRequest) -> dict[str, Any]:
     """Who the owner is in the cluster there, and the commands that use the kubeconfig."""
     username = ns.owner.get_username()
-    kubeconfig = kubeconfig_filename(ns)
+    kubeconfig = access.kubeconfig_filename(ns)
     return {
         "cluster_role": settings.ACCESS_CLUSTER_ROLE,
         "access_user": access.cluster_username(username) if settings.ACCESS_GRANT_USER else "",
@@ -58,11 +58,6 @@ def _access_context(ns: NamespaceRequest) -> dict[str, Any]:
             f"kubectl --kubeconfig {kubeconfig} get pods",
         ],
     }
-
-
-def kubeconfig_filename(ns: NamespaceRequest) -> str:
-    # The name access.issue_kubeconfig gives the download (a test keeps the two equal).
-    return f"{ns.cluster.name}-{ns.name}.kubeconfig"
 
 
 @login_required

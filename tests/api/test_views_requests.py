@@ -153,7 +153,7 @@ def test_it_refuses_a_namespace_name_kubernetes_would_refuse(api: Api, claim: Cl
     body = {"cluster": claim.namespace_request.cluster_id, "name": "kube-system"}
     response = api("alice").post("/api/v1/namespace-requests/", body, format="json")
     assert response.status_code == 400
-    assert "reserved" in response.json()["name"][0]
+    assert "belongs to the cluster itself" in response.json()["name"][0]
 
 
 def test_it_hides_whether_another_users_namespace_exists(api: Api, claim: ClaimRequest) -> None:

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib.auth.models import User
 
-from claims import cluster_ops, services
+import kubesim
+from claims import cluster_ops, services, sync
+from claims.kube.gateway import TransientKubeError
 from claims.models import ClaimRequest, Cluster
 from claims.transitions import transition
-from tests.fixtures.portal import pods_in
+from tests.fixtures.portal import pods_in, wait_until
 
 
 def approved_claim(user: User, cluster: Cluster) -> ClaimRequest:
@@ -104,3 +108,39 @@ def test_it_deletes_only_the_pod_of_a_cancelled_run_and_twice_is_harmless(
     cluster_ops.delete_run_pod(run)  # the Pod is gone: 404 is done
     assert pods_in(kubesim_cluster, claim.namespace) == []
     assert claims_in(kubesim_cluster, claim.namespace) == ["train"]
+
+
+def test_it_releases_a_v1beta1_claim_after_the_cluster_stops_serving_v1beta1(
+    alice: User, tmp_path: Path
+) -> None:
+    """An upgrade to a release without v1beta1 (1.38): the release still deletes the claim."""
+    kubeconfig, state = str(tmp_path / "kubeconfig"), str(tmp_path / "state.json")
+    before = kubesim.start(served_versions=("v1beta1",), state=state, kubeconfig=kubeconfig)
+    port = urlsplit(before.url).port or 0
+    cluster = Cluster.objects.create(name="upgraded", kubeconfig_path=kubeconfig)
+    try:
+        sync.refresh_inventory(cluster)
+        claim = approved_claim(alice, cluster)
+        cluster_ops.apply_claim(claim)
+        claim.refresh_from_db()
+        assert claim.applied_api_version == "resource.k8s.io/v1beta1"
+    finally:
+        before.stop()
+    after = kubesim.start(served_versions=("v1",), state=state, kubeconfig=kubeconfig, port=port)
+    try:
+        services.claim_request_release(user=alice, claim_request=claim)
+        released = ClaimRequest.objects.get(pk=claim.pk)
+        # The worker's gateway picks up the rewritten kubeconfig (new CA) within a second.
+        wait_until(lambda: finished(lambda: cluster_ops.delete_claim(released)))
+        assert claims_in(after, claim.namespace) == []
+    finally:
+        cluster_ops.forget_gateways()
+        after.stop()
+
+
+def finished(step: Any) -> bool:
+    try:
+        step()
+    except TransientKubeError:
+        return False
+    return True

@@ -70,7 +70,7 @@ def settled(step: Any) -> bool:
 def test_the_whole_flow_needs_nothing_beyond_the_documented_role(
     alice: User, least_privileged_cluster: tuple[Cluster, Any], caplog: Any
 ) -> None:
-    cluster, handle = least_privileged_cluster
+    cluster, _handle = least_privileged_cluster
     assert all(check.ok for check in cluster_ops.gateway_for(cluster).preflight())
     ns = services.namespace_request_submit(user=alice, cluster=cluster, name="alice-rbac")
     claim = services.claim_request_submit(

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from claims import cluster_ops, services
 from claims.models import ClaimRequest, Cluster, NamespaceRequest
 from claims.transitions import transition
-from tests.claims.test_cluster_ops import approved_claim, claims_in
+from tests.claims.test_cluster_ops import approved_claim
 from tests.fixtures.portal import pods_in
 
 POD = {
