@@ -68,6 +68,13 @@ def namespace_access_granted(*, namespace_request: NamespaceRequest) -> None:
     update_fields(namespace_request, access_granted_at=timezone.now())
 
 
+def namespace_access_lost(*, namespace_request: NamespaceRequest, message: str) -> None:
+    """Access objects of ours were removed outside the portal: grant access again."""
+    update_fields(namespace_request, access_granted_at=None)
+    record_event(namespace_request, f"{message} Granting access again.")
+    enqueue("claims.tasks.grant_namespace_access", namespace_request.pk)
+
+
 def namespace_relabelled(*, namespace_request: NamespaceRequest, message: str) -> None:
     """The labels of our namespace were changed outside the portal and put back."""
     record_event(namespace_request, message)

@@ -119,6 +119,22 @@ def _reconcile_namespaces(cluster: Cluster, gateway: ClusterGateway) -> None:
             _namespace_drifted(ns, gateway)
         elif uid_of(found) != ns.kube_uid:
             observations.namespace_uid_seen(namespace_request=ns, uid=uid_of(found))
+    _reconcile_access([ns for ns in active if ns.access_granted_at], gateway)
+
+
+def _reconcile_access(granted: list[NamespaceRequest], gateway: ClusterGateway) -> None:
+    """A ServiceAccount or RoleBinding of ours removed outside the portal: grant it again."""
+    if not granted:
+        return
+    found = gateway.list_access_objects(managed_selector())
+    present = {
+        kind: {o["metadata"].get("namespace") for o in objects} for kind, objects in found.items()
+    }
+    for ns in granted:
+        missing = [kind for kind, namespaces in present.items() if ns.name not in namespaces]
+        if missing:
+            message = f"{' and '.join(missing)} of namespace {ns.name} removed outside the portal."
+            observations.namespace_access_lost(namespace_request=ns, message=message)
 
 
 def _namespace_drifted(ns: NamespaceRequest, gateway: ClusterGateway) -> None:

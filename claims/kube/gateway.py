@@ -289,6 +289,15 @@ class ClusterGateway:
         """Matching Namespaces as the cluster has them (uid, labels, deletionTimestamp)."""
         return self._list("/api/v1/namespaces", label_selector)
 
+    def list_access_objects(self, label_selector: str) -> dict[str, list[Obj]]:
+        """Matching ServiceAccounts and RoleBindings in every namespace, one call each."""
+        return {
+            "ServiceAccount": self._list("/api/v1/serviceaccounts", label_selector),
+            "RoleBinding": self._list(
+                "/apis/rbac.authorization.k8s.io/v1/rolebindings", label_selector
+            ),
+        }
+
     def read_log(
         self,
         namespace: str,

@@ -9,7 +9,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from claims import cluster_ops, reconciler, services, sync
+from claims import access, cluster_ops, reconciler, services, sync
 from claims.models import AuditEvent, ClaimRequest, Cluster, NamespaceRequest
 from claims.transitions import transition
 from tests.claims.test_cluster_ops import approved_claim, claims_in
@@ -155,3 +155,23 @@ def test_it_leaves_a_row_with_a_retry_scheduled_to_that_retry(
     assert reconciler.reconcile(stale_seconds=30) == 1
     # The message is on its way: the next round does not send a second one.
     assert reconciler.reconcile(stale_seconds=30) == 0
+
+
+def test_it_grants_access_again_when_its_rolebinding_is_removed_outside(
+    alice: User, cluster: Cluster, kubesim_cluster: Any
+) -> None:
+    claim = applied(alice, cluster)
+    ns = claim.namespace_request
+    access.grant_access(ns)
+    NamespaceRequest.objects.filter(pk=ns.pk).update(updated=timezone.now() - A_MINUTE_AGO)
+    binding = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns.name}/rolebindings"
+    kubesim_cluster.admin("DELETE", f"{binding}/gpu-portal-alice")
+    reconciler.reconcile()
+    ns.refresh_from_db()
+    assert ns.access_granted_at is None
+    assert AuditEvent.objects.filter(
+        object_id=ns.pk, message__contains="RoleBinding of namespace"
+    ).exists()
+    access.grant_access(ns)
+    subjects = kubesim_cluster.admin("GET", f"{binding}/gpu-portal-alice")["subjects"]
+    assert {"kind": "ServiceAccount", "name": "gpu-portal-alice", "namespace": ns.name} in subjects
