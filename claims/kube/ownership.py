@@ -8,29 +8,12 @@ portal installation) is never adopted, relabelled or deleted.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from claims.kube.errors import PermanentKubeError, TransientKubeError
+from claims.kube.gateway import ClusterGateway as Gateway
 
 Obj = dict[str, Any]
-
-
-class Gateway(Protocol):
-    def read(self, api_version: str, kind: str, namespace: str | None, name: str) -> Obj | None: ...
-
-    def create(self, manifest: Obj) -> Obj: ...
-
-    def apply(self, manifest: Obj) -> Obj: ...
-
-    def delete(
-        self,
-        api_version: str,
-        kind: str,
-        namespace: str | None,
-        name: str,
-        *,
-        uid: str | None = None,
-    ) -> bool: ...
 
 
 class NotOwnedError(PermanentKubeError):
