@@ -223,6 +223,10 @@ class VerificationRun(models.Model):
     created = models.DateTimeField(default=timezone.now)
     updated = models.DateTimeField(default=timezone.now)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
+    # Why the last read of the Pod's logs failed, in the cluster's words; "" once one works.
+    log_error = models.TextField(blank=True)
+    # A finished run whose logs could not be read is read again until then.
+    log_retry_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created"]

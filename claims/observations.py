@@ -261,32 +261,85 @@ def _tail(text: str, truncated: bool) -> tuple[str, bool]:
     return (text[text.find("\n") + 1 :] if "\n" in text else text), True
 
 
-def run_finished(*, run: VerificationRun, phase: str, message: str = "") -> bool:
-    """The Pod ended: parse what each container printed and record the verdict."""
+def run_finished(
+    *,
+    run: VerificationRun,
+    phase: str,
+    message: str = "",
+    log_problem: str = "",
+    log_retry_until: datetime | None = None,
+) -> bool:
+    """The Pod ended: its phase is the run's; parse what each container printed for the verdict.
+
+    Logs that could not be read leave the verdict unknown (a Failed Pod still fails) and are
+    read again until log_retry_until.
+    """
+    verdict = _verdict(run, phase)
+    summary = "CUDA samples passed." if verdict["passed"] else (message or f"Pod {phase.lower()}.")
+    if verdict["devices"] and not run.devices:
+        summary += f" {DEVICES_FROM_DEVICE_QUERY}"
+    if log_problem:
+        verdict["passed"] = False if phase != "Succeeded" else None
+        summary = f"{message or f'Pod {phase.lower()}.'} {_unread_logs_note(log_problem)}"
+    return transition(
+        run,
+        to=RS.SUCCEEDED if phase == "Succeeded" else RS.FAILED,
+        allowed=(RS.CREATING, RS.PENDING, RS.RUNNING),
+        message=summary,
+        finished_at=timezone.now(),
+        log_error=log_problem,
+        log_retry_until=log_retry_until if log_problem else None,
+        **verdict,
+    )
+
+
+def _unread_logs_note(problem: str) -> str:
+    return (
+        f"Its logs could not be read ({problem}), so the verdict is not known yet; "
+        "the portal reads them again while the Pod is there."
+    )
+
+
+def _verdict(run: VerificationRun, phase: str) -> dict[str, Any]:
+    """passed and what vectorAdd and deviceQuery printed, from the logs kept so far."""
     logs = {log.container: log.text for log in run.logs.all()}
     vector = logparse.parse_vector_add(logs.get("ctr0", ""))
     query = logparse.parse_device_query(logs.get("ctr1", ""))
     device = query.devices[0] if query.devices else None
-    passed = phase == "Succeeded" and vector.passed is True and query.passed is True
-    to = RS.SUCCEEDED if phase == "Succeeded" else RS.FAILED
-    summary = "CUDA samples passed." if passed else (message or f"Pod {phase.lower()}.")
-    devices = run.devices or devices_named_by(query)
-    if devices and not run.devices:
-        summary += f" {DEVICES_FROM_DEVICE_QUERY}"
-    return transition(
-        run,
-        to=to,
-        allowed=(RS.CREATING, RS.PENDING, RS.RUNNING),
-        message=summary,
-        finished_at=timezone.now(),
-        devices=devices,
-        passed=passed,
-        vector_add_passed=vector.passed,
-        device_query_passed=query.passed,
-        device_name=device.name if device else "",
-        compute_capability=(device.compute_capability or "") if device else "",
-        memory_mib=device.memory_mib if device else None,
+    return {
+        "passed": phase == "Succeeded" and vector.passed is True and query.passed is True,
+        "devices": run.devices or devices_named_by(query),
+        "vector_add_passed": vector.passed,
+        "device_query_passed": query.passed,
+        "device_name": device.name if device else "",
+        "compute_capability": (device.compute_capability or "") if device else "",
+        "memory_mib": device.memory_mib if device else None,
+    }
+
+
+def run_log_read(*, run: VerificationRun, problem: str) -> None:
+    """Note (or clear) why the logs of a run could not be read, in the cluster's words."""
+    if problem != run.log_error:
+        update_fields(run, log_error=problem)
+
+
+def run_logs_recovered(*, run: VerificationRun) -> None:
+    """The logs of a finished run were read after all: the verdict comes from them now."""
+    phase = "Succeeded" if run.state == RS.SUCCEEDED else "Failed"
+    verdict = _verdict(run, phase)
+    if phase == "Failed":
+        verdict["passed"] = False
+    message = "Logs read after all: " + (
+        "CUDA samples passed." if verdict["passed"] else "the CUDA samples did not pass."
     )
+    update_fields(run, log_error="", log_retry_until=None, state_message=message, **verdict)
+    record_event(run, message)
+
+
+def run_logs_given_up(*, run: VerificationRun, reason: str) -> None:
+    message = f"{run.state_message} Gave up reading the logs: {reason}."
+    update_fields(run, log_retry_until=None, state_message=message)
+    record_event(run, f"Gave up reading the logs: {reason}.")
 
 
 DEVICES_FROM_DEVICE_QUERY = (

@@ -9,38 +9,28 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from claims import inventory, observations
+from claims import inventory, observations, run_follower
 from claims.cluster_ops import gateway_for
-from claims.kube.gateway import ClaimState, ClusterGateway, KubeError, PodState
-from claims.kube.ownership import delete_owned
-from claims.models import (
-    ClaimRequest,
-    Cluster,
-    NamespaceRequest,
-    RunLog,
-    VerificationRun,
-    managed_selector,
-)
+from claims.kube.gateway import ClaimState, ClusterGateway, KubeError
+from claims.models import ClaimRequest, Cluster, NamespaceRequest, managed_selector
+from claims.run_follower import GONE_GRACE, Allocations
 
 log = logging.getLogger(__name__)
 
-# A Pod or claim missing from a list is only "gone" once it had time to appear.
-GONE_GRACE = timedelta(seconds=15)
 # A sync that crashed without letting go frees the cluster after this long.
 SYNC_LEASE = timedelta(seconds=30)
 NS = NamespaceRequest.State
 CS = ClaimRequest.State
-RS = VerificationRun.State
 FOLLOWED_CLAIMS = (CS.WAITING, CS.IN_USE)
-FOLLOWED_RUNS = (RS.CREATING, RS.PENDING, RS.RUNNING)
 
 
 def sync_cluster(cluster: Cluster, *, follow_for: float = 0) -> bool:
@@ -64,24 +54,51 @@ def sync_cluster(cluster: Cluster, *, follow_for: float = 0) -> bool:
 
 
 def _sync_cycle(cluster: Cluster) -> bool:
-    """One pass over claims and runs; True while runs are still under way."""
+    """One pass over claims and runs; True while runs are still under way.
+
+    Each part stands alone: a list that fails, a log that cannot be read or one broken run is
+    recorded (on the cluster or the run) and the other parts go on.
+    """
     gateway = gateway_for(cluster)
+    problems: list[str] = []
+    if _inventory_is_stale(cluster):
+        _attempt(problems, "inventory", lambda: refresh_inventory(cluster, gateway))
+    runs = run_follower.followed_runs(cluster)
+    awaiting = run_follower.runs_awaiting_logs(cluster)
+    # Pods first, claims right after: a Pod seen bound still holds its allocation then,
+    # so the devices of a run are recorded in the first cycle that sees its Pod scheduled.
+    pods_listed_at = timezone.now()
+    pods = (
+        _attempt(problems, "Pods", lambda: run_follower.list_pods(gateway))
+        if runs or awaiting
+        else {}
+    )
+    allocations = _attempt(problems, "ResourceClaims", lambda: _sync_claims(cluster, gateway))
+    if pods is not None:
+        problems += run_follower.follow_runs(runs, pods, pods_listed_at, gateway, allocations or {})
+        problems += run_follower.retry_logs(awaiting, pods, gateway)
+    _record_outcome(cluster, problems)
+    return not problems and any(not run.is_final for run in runs)
+
+
+T = TypeVar("T")
+
+
+def _attempt(problems: list[str], what: str, call: Callable[[], T]) -> T | None:
+    """call(), or None with the cluster's words added to problems when the cluster refused."""
     try:
-        if _inventory_is_stale(cluster):
-            refresh_inventory(cluster, gateway)
-        runs = _followed_runs(cluster)
-        # Pods first, claims right after: a Pod seen bound still holds its allocation then,
-        # so the devices of a run are recorded in the first cycle that sees its Pod scheduled.
-        pods_listed_at = timezone.now()
-        pods = _list_pods(gateway) if runs else {}
-        allocations = _sync_claims(cluster, gateway)
-        _sync_runs(runs, pods, pods_listed_at, gateway, allocations)
+        return call()
     except KubeError as error:
-        log.warning("sync of %s: %s", cluster, error)
-        Cluster.objects.filter(pk=cluster.pk).update(last_error=error.message)
-        return False
-    Cluster.objects.filter(pk=cluster.pk).update(last_synced_at=timezone.now(), last_error="")
-    return any(not run.is_final for run in runs)
+        log.warning("sync: %s: %s", what, error)
+        problems.append(f"{what}: {error.message}")
+        return None
+
+
+def _record_outcome(cluster: Cluster, problems: list[str]) -> None:
+    if problems:
+        Cluster.objects.filter(pk=cluster.pk).update(last_error="; ".join(problems))
+    else:
+        Cluster.objects.filter(pk=cluster.pk).update(last_synced_at=timezone.now(), last_error="")
 
 
 def _inventory_is_stale(cluster: Cluster) -> bool:
@@ -113,9 +130,6 @@ def refresh_inventory(cluster: Cluster, gateway: ClusterGateway | None = None) -
             "inventory_synced_at",
         ]
     )
-
-
-Allocations = dict[int, tuple[dict | None, dict | None]]
 
 
 def _sync_claims(cluster: Cluster, gateway: ClusterGateway) -> Allocations:
@@ -157,126 +171,3 @@ def _allocation(cluster: Cluster, state: ClaimState) -> dict[str, Any] | None:
         "devices": inventory.describe_devices(cluster.inventory, devices),
         "reserved_for": list(state.reserved_for),
     }
-
-
-def _followed_runs(cluster: Cluster) -> list[VerificationRun]:
-    return list(
-        VerificationRun.objects.filter(
-            claim__namespace_request__cluster=cluster, state__in=FOLLOWED_RUNS
-        ).select_related("claim__namespace_request")
-    )
-
-
-Pods = dict[tuple[str, str], PodState]
-
-
-def _list_pods(gateway: ClusterGateway) -> Pods:
-    return {(p.namespace, p.name): p for p in gateway.list_pods(managed_selector())}
-
-
-def _sync_runs(
-    runs: list[VerificationRun],
-    pods: Pods,
-    listed_at: Any,
-    gateway: ClusterGateway,
-    allocations: Allocations,
-) -> None:
-    for run in runs:
-        pod = pods.get((run.claim.namespace, run.pod_name))
-        if pod is None:
-            _pod_missing(run, listed_at)
-            continue
-        now, before = allocations.get(run.claim_id, (None, None))
-        _follow_pod(run, pod, gateway, _devices_of(run, pod, now, before))
-
-
-def _devices_of(
-    run: VerificationRun, pod: PodState, now: dict | None, before: dict | None
-) -> list | None:
-    """The devices the run's Pod got: the claim's allocation now, or the one seen before if it
-    was reserved for this Pod (a short Pod may have given its GPU back by this look)."""
-    if not pod.node:
-        return None
-    if now:
-        return now["devices"]
-    if before and run.pod_name in before.get("reserved_for", []):
-        return before.get("devices")
-    return None
-
-
-def _pod_missing(run: VerificationRun, listed_at: Any) -> None:
-    if run.state != RS.CREATING and run.updated < listed_at - GONE_GRACE:
-        observations.run_failed(run=run, message="The Pod is no longer in the cluster.")
-
-
-def _follow_pod(
-    run: VerificationRun, pod: PodState, gateway: ClusterGateway, devices: list | None
-) -> None:
-    message = pod.message or pod.reason
-    if pod.phase == "Pending" and _pending_too_long(run):
-        _give_up_pending(run, pod, gateway)
-        return
-    observations.run_pod_observed(
-        run=run,
-        phase=pod.phase,
-        node=pod.node,
-        message=message,
-        devices=devices,
-        started_at=pod.started_at,
-    )
-    if pod.phase in ("Running", "Succeeded", "Failed"):
-        _fetch_logs(run, pod, gateway)
-    if pod.phase in ("Succeeded", "Failed"):
-        observations.run_finished(run=run, phase=pod.phase, message=_failure_message(pod))
-
-
-def _pending_too_long(run: VerificationRun) -> bool:
-    limit = timedelta(seconds=settings.RUN_PENDING_TIMEOUT_SECONDS)
-    return run.created < timezone.now() - limit
-
-
-def _give_up_pending(run: VerificationRun, pod: PodState, gateway: ClusterGateway) -> None:
-    """A Pod that never starts (image never pulled, never scheduled) holds a claim and is
-    followed for ever: delete it, and fail the run with the cluster's reason."""
-    limit = settings.RUN_PENDING_TIMEOUT_SECONDS
-    reason = _pending_reason(pod) or "no reason given by the cluster"
-    message = f"The Pod did not start within {limit} seconds: {reason}"
-    if observations.run_failed(run=run, message=message):
-        namespace, labels = run.claim.namespace, run.labels()
-        delete_owned(gateway, "v1", "Pod", namespace, pod.name, uid=run.pod_uid, labels=labels)
-
-
-def _pending_reason(pod: PodState) -> str:
-    """ErrImagePull / ImagePullBackOff of a container, else the scheduler's words."""
-    waiting = [c for c in pod.containers if c.state == "waiting" and c.reason]
-    for container in waiting:
-        if container.reason not in ("ContainerCreating", "PodInitializing"):
-            detail = f" ({container.message})" if container.message else ""
-            return f"{container.name}: {container.reason}{detail}"
-    return " ".join(part for part in (pod.reason, pod.message) if part)
-
-
-def _fetch_logs(run: VerificationRun, pod: PodState, gateway: ClusterGateway) -> None:
-    """Only what came after the last line kept, for containers that have started."""
-    started = {c.name for c in pod.containers if c.state in ("running", "terminated")}
-    kept = {log.container: log.last_timestamp for log in RunLog.objects.filter(run=run)}
-    for container in VerificationRun.CONTAINERS:
-        if container not in started:
-            continue
-        lines = gateway.read_log(
-            pod.namespace,
-            pod.name,
-            container,
-            since=kept.get(container),
-            limit_bytes=settings.RUN_LOG_MAX_BYTES,
-        )
-        pairs = [(line.timestamp, line.text) for line in lines]
-        observations.run_logs_appended(run=run, container=container, lines=pairs)
-
-
-def _failure_message(pod: PodState) -> str:
-    failed = [c for c in pod.containers if c.exit_code not in (None, 0)]
-    if failed:
-        parts = [f"{c.name} exited with {c.exit_code} ({c.reason or 'Error'})" for c in failed]
-        return "; ".join(parts) + "."
-    return pod.message or pod.reason

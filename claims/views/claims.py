@@ -120,7 +120,9 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "run": run,
         "logs": [logs.get(name) or {"container": name} for name in VerificationRun.CONTAINERS],
     }
-    return render_live(request, "claims/run_detail.html", context, final=run.is_final)
+    # A finished run whose logs are read again still changes: keep the page following it.
+    final = run.is_final and not run.log_retry_until
+    return render_live(request, "claims/run_detail.html", context, final=final)
 
 
 @login_required

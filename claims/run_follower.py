@@ -1,0 +1,220 @@
+"""Follow the Pods of verification runs: a run's state comes from its Pod, its logs are extra.
+
+Reading a log goes through the kubelet, which a real API server may fail to reach (node
+NotReady, certificates: 500 "no preferred addresses found"). Such a failure is noted on the
+run in the cluster's words and never stops the run, or any other, from following its Pod; a
+finished run whose logs could not be read is tried again for LOG_RETRY.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from claims import observations
+from claims.kube.gateway import ClusterGateway, KubeError, PodState
+from claims.kube.ownership import delete_owned
+from claims.models import Cluster, RunLog, VerificationRun, managed_selector
+
+log = logging.getLogger(__name__)
+
+# A Pod or claim missing from a list is only "gone" once it had time to appear.
+GONE_GRACE = timedelta(seconds=15)
+# How long the logs of a finished run are tried again when they could not be read.
+LOG_RETRY = timedelta(minutes=10)
+RS = VerificationRun.State
+FOLLOWED_RUNS = (RS.CREATING, RS.PENDING, RS.RUNNING)
+
+Pods = dict[tuple[str, str], PodState]
+Allocations = dict[int, tuple[dict | None, dict | None]]
+
+
+def followed_runs(cluster: Cluster) -> list[VerificationRun]:
+    return list(
+        VerificationRun.objects.filter(
+            claim__namespace_request__cluster=cluster, state__in=FOLLOWED_RUNS
+        ).select_related("claim__namespace_request")
+    )
+
+
+def runs_awaiting_logs(cluster: Cluster) -> list[VerificationRun]:
+    """Finished runs whose logs could not be read yet."""
+    return list(
+        VerificationRun.objects.filter(
+            claim__namespace_request__cluster=cluster, log_retry_until__isnull=False
+        ).select_related("claim__namespace_request")
+    )
+
+
+def list_pods(gateway: ClusterGateway) -> Pods:
+    return {(p.namespace, p.name): p for p in gateway.list_pods(managed_selector())}
+
+
+def follow_runs(
+    runs: list[VerificationRun],
+    pods: Pods,
+    listed_at: Any,
+    gateway: ClusterGateway,
+    allocations: Allocations,
+) -> list[str]:
+    """Follow each run on its own; returns what went wrong, one line per broken run."""
+    problems = []
+    for run in runs:
+        try:
+            _follow_run(run, pods, listed_at, gateway, allocations)
+        except Exception as error:  # one broken run must not stop the others (nor the sync)
+            log.exception("following run %s", run.pk)
+            problems.append(f"run {run}: {getattr(error, 'message', None) or error}")
+    return problems
+
+
+def _follow_run(
+    run: VerificationRun,
+    pods: Pods,
+    listed_at: Any,
+    gateway: ClusterGateway,
+    allocations: Allocations,
+) -> None:
+    pod = pods.get((run.claim.namespace, run.pod_name))
+    if pod is None:
+        _pod_missing(run, listed_at)
+        return
+    now, before = allocations.get(run.claim_id, (None, None))
+    _follow_pod(run, pod, gateway, _devices_of(run, pod, now, before))
+
+
+def retry_logs(runs: list[VerificationRun], pods: Pods, gateway: ClusterGateway) -> list[str]:
+    """Read again the logs of finished runs that could not be read; give up after a while."""
+    problems = []
+    for run in runs:
+        pod = pods.get((run.claim.namespace, run.pod_name))
+        try:
+            _retry_logs_of(run, pod, gateway)
+        except Exception as error:  # as in follow_runs
+            log.exception("reading the logs of run %s again", run.pk)
+            problems.append(f"run {run}: {getattr(error, 'message', None) or error}")
+    return problems
+
+
+def _retry_logs_of(run: VerificationRun, pod: PodState | None, gateway: ClusterGateway) -> None:
+    if pod is None:
+        observations.run_logs_given_up(run=run, reason="the Pod is gone")
+        return
+    problem = _fetch_logs(run, pod, gateway)
+    if not problem:
+        observations.run_logs_recovered(run=run)
+    elif run.log_retry_until and run.log_retry_until < timezone.now():
+        observations.run_logs_given_up(run=run, reason=f"still unreadable: {problem}")
+    else:
+        observations.run_log_read(run=run, problem=problem)
+
+
+def _devices_of(
+    run: VerificationRun, pod: PodState, now: dict | None, before: dict | None
+) -> list | None:
+    """The devices the run's Pod got: the claim's allocation now, or the one seen before if it
+    was reserved for this Pod (a short Pod may have given its GPU back by this look)."""
+    if not pod.node:
+        return None
+    if now:
+        return now["devices"]
+    if before and run.pod_name in before.get("reserved_for", []):
+        return before.get("devices")
+    return None
+
+
+def _pod_missing(run: VerificationRun, listed_at: Any) -> None:
+    if run.state != RS.CREATING and run.updated < listed_at - GONE_GRACE:
+        observations.run_failed(run=run, message="The Pod is no longer in the cluster.")
+
+
+def _follow_pod(
+    run: VerificationRun, pod: PodState, gateway: ClusterGateway, devices: list | None
+) -> None:
+    if pod.phase == "Pending" and _pending_too_long(run):
+        _give_up_pending(run, pod, gateway)
+        return
+    observations.run_pod_observed(
+        run=run,
+        phase=pod.phase,
+        node=pod.node,
+        message=pod.message or pod.reason,
+        devices=devices,
+        started_at=pod.started_at,
+    )
+    if pod.phase not in ("Running", "Succeeded", "Failed"):
+        return
+    problem = _fetch_logs(run, pod, gateway)
+    observations.run_log_read(run=run, problem=problem)
+    if pod.phase in ("Succeeded", "Failed"):
+        observations.run_finished(
+            run=run,
+            phase=pod.phase,
+            message=_failure_message(pod),
+            log_problem=problem,
+            log_retry_until=timezone.now() + LOG_RETRY,
+        )
+
+
+def _pending_too_long(run: VerificationRun) -> bool:
+    limit = timedelta(seconds=settings.RUN_PENDING_TIMEOUT_SECONDS)
+    return run.created < timezone.now() - limit
+
+
+def _give_up_pending(run: VerificationRun, pod: PodState, gateway: ClusterGateway) -> None:
+    """A Pod that never starts (image never pulled, never scheduled) holds a claim and is
+    followed for ever: delete it, and fail the run with the cluster's reason."""
+    limit = settings.RUN_PENDING_TIMEOUT_SECONDS
+    reason = _pending_reason(pod) or "no reason given by the cluster"
+    message = f"The Pod did not start within {limit} seconds: {reason}"
+    if observations.run_failed(run=run, message=message):
+        namespace, labels = run.claim.namespace, run.labels()
+        delete_owned(gateway, "v1", "Pod", namespace, pod.name, uid=run.pod_uid, labels=labels)
+
+
+def _pending_reason(pod: PodState) -> str:
+    """ErrImagePull / ImagePullBackOff of a container, else the scheduler's words."""
+    waiting = [c for c in pod.containers if c.state == "waiting" and c.reason]
+    for container in waiting:
+        if container.reason not in ("ContainerCreating", "PodInitializing"):
+            detail = f" ({container.message})" if container.message else ""
+            return f"{container.name}: {container.reason}{detail}"
+    return " ".join(part for part in (pod.reason, pod.message) if part)
+
+
+def _fetch_logs(run: VerificationRun, pod: PodState, gateway: ClusterGateway) -> str:
+    """Read what came after the last line kept, for containers that have started.
+
+    Returns "" when every read worked, else the cluster's words for the first that failed.
+    """
+    started = {c.name for c in pod.containers if c.state in ("running", "terminated")}
+    kept = {log.container: log.last_timestamp for log in RunLog.objects.filter(run=run)}
+    for container in VerificationRun.CONTAINERS:
+        if container not in started:
+            continue
+        try:
+            lines = gateway.read_log(
+                pod.namespace,
+                pod.name,
+                container,
+                since=kept.get(container),
+                limit_bytes=settings.RUN_LOG_MAX_BYTES,
+            )
+        except KubeError as error:
+            log.warning("log of %s/%s %s: %s", pod.namespace, pod.name, container, error)
+            return f"{container}: {error.message}"
+        pairs = [(line.timestamp, line.text) for line in lines]
+        observations.run_logs_appended(run=run, container=container, lines=pairs)
+    return ""
+
+
+def _failure_message(pod: PodState) -> str:
+    failed = [c for c in pod.containers if c.exit_code not in (None, 0)]
+    if failed:
+        parts = [f"{c.name} exited with {c.exit_code} ({c.reason or 'Error'})" for c in failed]
+        return "; ".join(parts) + "."
+    return pod.message or pod.reason
