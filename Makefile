@@ -23,7 +23,7 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/mypy kubesim claims portal bench
+	$(VENV)/bin/mypy dracel kubesim claims portal bench
 
 format: $(VENV)/.installed
 	$(VENV)/bin/ruff check --fix .
