@@ -81,8 +81,11 @@ def selector_errors(selectors: Any, path: str) -> list[FieldError]:
     errors = []
     for index, selector in enumerate(selectors):
         field = f"{path}[{index}].cel.expression"
-        expression = ((selector or {}).get("cel") or {}).get("expression")
-        if not expression:
+        cel = (selector or {}).get("cel") if isinstance(selector, dict) else None
+        expression = cel.get("expression") if isinstance(cel, dict) else None
+        if cel is None:
+            errors.append(FieldError(REQUIRED, f"{path}[{index}].cel"))
+        elif not expression:
             errors.append(FieldError(REQUIRED, field))
         elif len(expression) > MAX_CEL_LENGTH:
             errors.append(
