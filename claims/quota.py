@@ -18,6 +18,14 @@ def team_of(user: Any) -> Team | None:
     return Team.objects.filter(members=user).order_by("pk").first()
 
 
+def locked_team_of(user: Any) -> Team | None:
+    """The user's team, its row locked until the transaction ends (call inside atomic)."""
+    team = team_of(user)
+    if team is None:
+        return None
+    return Team.objects.select_for_update().get(pk=team.pk)
+
+
 def devices_asked(
     *, cluster: Cluster, device_class: str, count: int | None, all_devices: bool
 ) -> int:

@@ -164,15 +164,16 @@ def claim_request_submit(
         "selector": selector,
     }
     validate_claim_fields(cluster=ns.cluster, **fields)
-    team = quota.team_of(user)
     asked = quota.devices_asked(
         cluster=ns.cluster, device_class=device_class, count=count, all_devices=all_devices
     )
-    if problem := quota.quota_problem(team, asked):
-        raise ValidationError({"count": [problem]})
-    auto_approve = quota.approves_itself(team, asked)
     duplicate = {"name": [f"A claim named {name!r} already exists in namespace {ns.name}."]}
     with transaction.atomic():
+        # Decided under the team's row lock: parallel submits cannot all fit the last unit.
+        team = quota.locked_team_of(user)
+        if problem := quota.quota_problem(team, asked):
+            raise ValidationError({"count": [problem]})
+        auto_approve = quota.approves_itself(team, asked)
         claim = _create_pending(
             ClaimRequest,
             user=user,
@@ -213,6 +214,10 @@ def claim_request_approve(*, user: User, claim_request: ClaimRequest) -> ClaimRe
 
 def _approve_claim(claim: ClaimRequest, actor: User | None, message: str) -> None:
     with transaction.atomic():
+        # The quota may have shrunk since the request: check again under the team's lock.
+        team = quota.locked_team_of(claim.owner)
+        if problem := quota.quota_problem(team, 0):
+            raise ValidationError({NON_FIELD_ERRORS: [f"Over the quota now: {problem}"]})
         ns = claim.namespace_request
         if ns.state == NS.PENDING:
             _approve_namespace(ns, actor, message)
