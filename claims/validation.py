@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import Any
 
-import celpy
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+import dracel
 from claims.models import Cluster
 
 DNS_LABEL_MAX = 63
@@ -55,7 +57,11 @@ def validate_namespace_name(name: str) -> None:
 
 
 def selector_problem(selector: str) -> str | None:
-    """Why the CEL selector does not parse, or None (the cluster checks it again)."""
+    """Why the API server would refuse the CEL selector (its own words), or None.
+
+    dracel compiles it against the DRA CEL environment as kube-apiserver 1.34 does: syntax,
+    fields of `device`, function overloads and a boolean result.
+    """
     if not selector:
         return None
     size = len(selector.encode())
@@ -64,10 +70,66 @@ def selector_problem(selector: str) -> str | None:
             f"At most {CEL_SELECTOR_MAX_BYTES} bytes (10 KiB), the cluster's limit "
             f"(this one has {size})."
         )
-    try:
-        celpy.Environment().compile(selector)
-    except celpy.CELParseError as error:
-        return f"Not a valid CEL expression: {error}"
+    detail = dracel.compile_error(selector)
+    return f"Not a valid CEL expression: {detail}" if detail else None
+
+
+@dataclass(frozen=True)
+class SelectorMatch:
+    """How many published devices of a class a selector matches (from the last inventory)."""
+
+    matched: int
+    total: int
+    device_class: str
+
+    def __str__(self) -> str:
+        return f"matches {self.matched} of {self.total} devices of class {self.device_class}"
+
+
+def selector_match(cluster: Cluster, device_class: str, selector: str) -> SelectorMatch | None:
+    """Evaluate a valid selector on the devices of the class, as the scheduler would.
+
+    None when there is nothing to say: no selector, a selector the cluster refuses, or a
+    class the inventory does not know.
+    """
+    if not selector or selector_problem(selector):
+        return None
+    classes = {dc["name"]: dc for dc in cluster.inventory.get("device_classes", [])}
+    if device_class not in classes:
+        return None
+    class_selectors = list(classes[device_class].get("selectors") or [])
+    devices = [
+        device
+        for device in cluster.inventory.get("devices", [])
+        if _matches_all(class_selectors, device)
+    ]
+    matched = sum(1 for device in devices if _matches_all([selector], device))
+    return SelectorMatch(matched=matched, total=len(devices), device_class=device_class)
+
+
+def _matches_all(expressions: list[str], device: dict[str, Any]) -> bool:
+    activation = dracel.device_activation(device["driver"], device)
+    return all(dracel.matches(expression, activation) for expression in expressions)
+
+
+def selector_preview(cluster: Cluster, device_class: str, selector: str) -> dict[str, Any]:
+    """What the claim form's preview says about the selector."""
+    return {
+        "selector_problem": selector_problem(selector),
+        "selector_match": selector_match(cluster, device_class, selector),
+    }
+
+
+def _selector_field_problem(cluster: Cluster, device_class: str, selector: str) -> str | None:
+    problem = selector_problem(selector)
+    if problem:
+        return problem
+    match = selector_match(cluster, device_class, selector)
+    if match is not None and match.matched == 0 and match.total > 0:
+        return (
+            f"No device in the cluster matches this selector: it {match} on {cluster}. "
+            "Check the attribute names and values on the cluster page."
+        )
     return None
 
 
@@ -84,7 +146,7 @@ def validate_claim_fields(
     problems = {
         "name": dns_label_problem(name),
         "device_class": _device_class_problem(cluster, device_class),
-        "selector": selector_problem(selector),
+        "selector": _selector_field_problem(cluster, device_class, selector),
     }
     if not problems["device_class"] and not all_devices:
         problems["count"] = _count_problem(cluster, device_class, count)
