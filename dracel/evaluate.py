@@ -17,7 +17,7 @@ class CelError(Exception):
     """An expression that does not compile or cannot be evaluated for a device."""
 
 
-@functools.cache
+@functools.lru_cache(maxsize=1024)  # bounded: the portal compiles what users type
 def _compiled(expression: str) -> Any:
     try:
         return _ENV.program(_ENV.compile(expand_bind(expression)), functions=_FUNCTIONS)
