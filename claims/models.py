@@ -90,6 +90,8 @@ class Request(models.Model):
     updated = models.DateTimeField(default=timezone.now)
     # When a task has a retry scheduled: the reconciler leaves the row alone until then.
     next_attempt_at = models.DateTimeField(null=True, blank=True)
+    # Rounds of waiting for an unreachable cluster since the last state change (back-off).
+    cluster_waits = models.PositiveIntegerField(default=0)
 
     class Meta:
         abstract = True
@@ -223,6 +225,7 @@ class VerificationRun(models.Model):
     created = models.DateTimeField(default=timezone.now)
     updated = models.DateTimeField(default=timezone.now)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
+    cluster_waits = models.PositiveIntegerField(default=0)
     # Why the last read of the Pod's logs failed, in the cluster's words; "" once one works.
     log_error = models.TextField(blank=True)
     # A finished run whose logs could not be read is read again until then.

@@ -6,7 +6,7 @@ an AuditEvent); the actor is the system (None). Every function is safe to call t
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -21,6 +21,26 @@ NS = NamespaceRequest.State
 CS = ClaimRequest.State
 RS = VerificationRun.State
 LIVE_CLAIMS = (CS.APPROVED, CS.APPLYING, CS.WAITING, CS.IN_USE)
+
+
+def waiting_for_cluster(row: Any, *, message: str) -> None:
+    """The cluster did not answer within a task's retries: not a failure. The row keeps its
+    state, says why it waits, and the reconciler tries again after a capped back-off."""
+    rounds = row.cluster_waits + 1
+    delay = min(
+        settings.CLUSTER_WAIT_FIRST_SECONDS * 2 ** (rounds - 1),
+        settings.CLUSTER_WAIT_MAX_SECONDS,
+    )
+    text = f"Waiting for the cluster (trying again in {delay} s): {message}"
+    at = timezone.now() + timedelta(seconds=delay)
+    changed = (
+        type(row)
+        .objects.filter(pk=row.pk, state=row.state)
+        .update(state_message=text, next_attempt_at=at, cluster_waits=rounds)
+    )
+    if changed:
+        row.state_message, row.next_attempt_at, row.cluster_waits = text, at, rounds
+        record_event(row, text)
 
 
 def namespace_applied(*, namespace_request: NamespaceRequest, uid: str = "") -> bool:

@@ -1,7 +1,9 @@
 """Thin Celery tasks: load the row by id, do one step, retry only transient cluster errors.
 
 A task whose row is gone returns quietly; every task is safe to run twice (the step checks
-the row's state and the cluster side is server-side apply with deterministic names).
+the row's state and the cluster side is server-side apply with deterministic names). A
+cluster that stays unreachable past the retry budget fails nothing: the row waits, says so,
+and the reconciler tries again with a capped exponential back-off (only a refusal is final).
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
 
 from celery import Task, shared_task
 from django.conf import settings
@@ -30,19 +31,13 @@ def backoff(retries: int) -> int:
     return min(2**retries, MAX_BACKOFF_SECONDS)
 
 
-def _step(
-    task: Task,
-    row: Model,
-    step: Callable[[], object],
-    give_up: Callable[[str], Any] | None,
-) -> None:
+def _step(task: Task, row: Model, step: Callable[[], object]) -> None:
     try:
         step()
     except TransientKubeError as error:
         if task.request.retries >= MAX_RETRIES:
-            log.warning("%s gave up: %s", task.name, error)
-            if give_up:
-                give_up(f"The cluster did not answer after {MAX_RETRIES} tries: {error.message}")
+            log.warning("%s: the cluster did not answer; waiting: %s", task.name, error)
+            observations.waiting_for_cluster(row, message=error.message)
             return
         countdown = backoff(task.request.retries)
         _retry_scheduled(row, countdown)
@@ -65,12 +60,7 @@ def apply_namespace(self: Task, namespace_request_id: int) -> None:
     ns = _namespace(namespace_request_id)
     if ns is None:
         return
-    _step(
-        self,
-        ns,
-        lambda: cluster_ops.apply_namespace(ns),
-        lambda message: observations.namespace_failed(namespace_request=ns, message=message),
-    )
+    _step(self, ns, lambda: cluster_ops.apply_namespace(ns))
 
 
 def _claim(claim_request_id: int) -> ClaimRequest | None:
@@ -83,12 +73,7 @@ def apply_claim(self: Task, claim_request_id: int) -> None:
     claim = _claim(claim_request_id)
     if claim is None:
         return
-    _step(
-        self,
-        claim,
-        lambda: cluster_ops.apply_claim(claim),
-        lambda message: observations.claim_failed(claim_request=claim, message=message),
-    )
+    _step(self, claim, lambda: cluster_ops.apply_claim(claim))
 
 
 @shared_task(bind=True, max_retries=None)
@@ -96,14 +81,14 @@ def delete_claim(self: Task, claim_request_id: int) -> None:
     claim = _claim(claim_request_id)
     if claim is not None:
         # Giving up leaves the row for the reconciler to try again later.
-        _step(self, claim, lambda: cluster_ops.delete_claim(claim), None)
+        _step(self, claim, lambda: cluster_ops.delete_claim(claim))
 
 
 @shared_task(bind=True, max_retries=None)
 def delete_namespace(self: Task, namespace_request_id: int) -> None:
     ns = _namespace(namespace_request_id)
     if ns is not None:
-        _step(self, ns, lambda: cluster_ops.delete_namespace(ns), None)
+        _step(self, ns, lambda: cluster_ops.delete_namespace(ns))
 
 
 @shared_task(bind=True, max_retries=None)
@@ -111,7 +96,7 @@ def grant_namespace_access(self: Task, namespace_request_id: int) -> None:
     ns = _namespace(namespace_request_id)
     if ns is not None:
         # Giving up leaves the row for the reconciler (access_granted_at stays empty).
-        _step(self, ns, lambda: access.grant_access(ns), None)
+        _step(self, ns, lambda: access.grant_access(ns))
 
 
 def _run(run_id: int) -> VerificationRun | None:
@@ -124,12 +109,7 @@ def start_verification_run(self: Task, run_id: int) -> None:
     run = _run(run_id)
     if run is None:
         return
-    _step(
-        self,
-        run,
-        lambda: cluster_ops.start_run(run),
-        lambda message: observations.run_failed(run=run, message=message),
-    )
+    _step(self, run, lambda: cluster_ops.start_run(run))
 
 
 @shared_task(bind=True, max_retries=None)
@@ -137,7 +117,7 @@ def delete_run_pod(self: Task, run_id: int) -> None:
     run = _run(run_id)
     if run is not None:
         # Giving up leaves the Pod to end by itself (restartPolicy Never).
-        _step(self, run, lambda: cluster_ops.delete_run_pod(run), None)
+        _step(self, run, lambda: cluster_ops.delete_run_pod(run))
 
 
 def _follow_for() -> float:

@@ -50,6 +50,7 @@ def transition(
         "state_message": message,
         "updated": now,
         "next_attempt_at": None,
+        "cluster_waits": 0,
         **fields,
     }
     changed = type(obj).objects.filter(pk=obj.pk, state=obj.state).update(**values)
