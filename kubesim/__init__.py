@@ -32,6 +32,7 @@ from kubesim.namespaces import NamespaceFinalizer
 from kubesim.routes import Api
 from kubesim.scheduler import Scheduler
 from kubesim.server import ApiServer, serve_in_thread
+from kubesim.serviceaccounts import ServiceAccountsController
 from kubesim.store import Store
 from kubesim.topology import Topology, seed
 from kubesim.topology import load as load_topology
@@ -101,17 +102,22 @@ def _bootstrap(store: Store, kinds: dict, cluster: Topology, k8s_version: str) -
 
 
 def writes_allocation_timestamp(k8s_version: str) -> bool:
-    """Kubernetes 1.34 added status.allocation.allocationTimestamp; 1.33 never writes it."""
-    major, minor = (int(part) for part in k8s_version.lstrip("v").split(".")[:2])
-    return (major, minor) >= (1, 34)
+    """Kubernetes 1.34 added status.allocation.allocationTimestamp to the API, but its
+    scheduler writes it only with alpha feature gates (DRADeviceBindingConditions), which a
+    default 1.34 cluster does not turn on: a real v1.34.9 allocation has none (recording
+    01-seed-claim-versions). kubesim plays default clusters, so never."""
+    del k8s_version
+    return False
 
 
 def _controllers(
-    store: Store, cluster: Topology, speed: float, k8s_version: str
-) -> tuple[Scheduler, Kubelet]:
+    store: Store, cluster: Topology, speed: float, k8s_version: str, kubelet: bool
+) -> tuple[Scheduler, Kubelet | None]:
+    """The scheduler, and the kubelet of every node unless `kubelet` is False (then Pods are
+    scheduled but never start, as on the recordings' control plane without kubelets)."""
     timestamp = writes_allocation_timestamp(k8s_version)
     scheduler = Scheduler(store, cluster, allocation_timestamp=timestamp).start()
-    return scheduler, Kubelet(store, cluster, speed).start()
+    return scheduler, Kubelet(store, cluster, speed).start() if kubelet else None
 
 
 class _StateSaver:
@@ -208,10 +214,11 @@ def start(
     error_rate: float = 0.0,
     error_codes: tuple[int, ...] = (500,),
     token_auth_file: str | None = None,
+    kubelet: bool = True,
 ) -> Handle:
     """Start a kubesim API server in background threads; the kubeconfig is written last.
     `token_auth_file`: CSV `token,user,uid[,"group1,group2"]` of more users (RBAC applies to
-    them; the `token` user is in system:masters)."""
+    them; the `token` user is in system:masters). `kubelet=False`: no simulated kubelet."""
     from kubesim.kinds import KINDS
 
     token = token or secrets.token_urlsafe(24)
@@ -231,10 +238,12 @@ def start(
     bundle = certs.generate((host,))
     server = ApiServer((host, port), api, api.authenticator, bundle)
     url = _url(server, api)
-    scheduler, api.kubelet = _controllers(store, cluster, speed, k8s_version)
+    scheduler, api.kubelet = _controllers(store, cluster, speed, k8s_version, kubelet)
     finalizer = NamespaceFinalizer(store, KINDS)
     finalizer.start()
-    stoppables = [scheduler, api.kubelet, finalizer, *([_StateSaver(store)] if state else [])]
+    accounts = ServiceAccountsController(store, KINDS).start()
+    stoppables = [scheduler, *([api.kubelet] if api.kubelet else []), finalizer, accounts]
+    stoppables += [_StateSaver(store)] if state else []
     serve_in_thread(server)
     temporary = kubeconfig is None
     kubeconfig = kubeconfig or _temporary_path()

@@ -47,6 +47,12 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--latency-ms", type=float, default=0)
     serve.add_argument("--error-rate", type=float, default=0.0)
     serve.add_argument("--error-codes", type=_codes, default=(500,))
+    serve.add_argument(
+        "--no-kubelet",
+        dest="kubelet",
+        action="store_false",
+        help="no simulated kubelet: Pods are scheduled but never start",
+    )
     serve.add_argument("-v", "--verbose", action="store_true")
     return main
 
@@ -73,6 +79,7 @@ def serve(args: argparse.Namespace) -> int:
         latency_ms=args.latency_ms,
         error_rate=args.error_rate,
         error_codes=args.error_codes,
+        kubelet=args.kubelet,
     )
     print(f"kubesim serving {handle.url}; kubeconfig: {handle.kubeconfig}", flush=True)
     print(f"try: KUBECONFIG={handle.kubeconfig} kubectl get nodes", flush=True)

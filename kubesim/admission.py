@@ -30,12 +30,19 @@ _ENCODED: dict[tuple[str, str, str], bytes] = {}
 ENCODED_LIMIT = 20_000
 
 
-def encoded(target: Any, stored: dict[str, Any]) -> bytes:
+def encoded(target: Any, stored: dict[str, Any], *, list_item: bool = False) -> bytes:
+    """The object as served, JSON; `list_item`: as an item of a list, which carries no kind
+    and apiVersion (the list says them once)."""
     meta = stored.get("metadata", {})
-    key = (meta.get("uid", ""), meta.get("resourceVersion", ""), api_version_of(target))
+    version = api_version_of(target) + (" item" if list_item else "")
+    key = (meta.get("uid", ""), meta.get("resourceVersion", ""), version)
     cached = _ENCODED.get(key)
     if cached is None:
-        cached = json.dumps(served(target, stored), separators=(",", ":")).encode()
+        obj = served(target, stored)
+        if list_item:
+            obj.pop("kind", None)
+            obj.pop("apiVersion", None)
+        cached = json.dumps(obj, separators=(",", ":")).encode()
         if key[0] and key[1]:
             if len(_ENCODED) >= ENCODED_LIMIT:
                 _ENCODED.clear()
@@ -190,13 +197,31 @@ def track_update(
     new_served = served(target, new)
     api_version = api_version_of(target)
     record_update(
-        old_served, new_served, manager=manager, api_version=api_version, subresource=subresource
+        old_served,
+        new_served,
+        manager=manager,
+        api_version=api_version,
+        subresource=subresource,
+        reset=_reset_fields(target, old, subresource),
     )
     managed = new_served.get("metadata", {}).get("managedFields")
     if managed:
         new["metadata"]["managedFields"] = managed
     else:
         new["metadata"].pop("managedFields", None)
+
+
+def _reset_fields(target: Any, old: dict[str, Any] | None, subresource: str) -> tuple[str, ...]:
+    """Fields the strategy resets, which the field manager therefore never gives the writer:
+    status on a main-resource write of a kind with a status subresource, spec and metadata on a
+    status write; a new Namespace's spec.finalizers (set by PrepareForCreate)."""
+    kind = target.kind
+    if subresource == "status":
+        return ("f:spec",)
+    reset: tuple[str, ...] = ("f:status",) if "status" in kind.subresources else ()
+    if kind.plural == "namespaces" and old is None:
+        reset += ("f:spec",)
+    return reset
 
 
 def without_status(target: Any, obj: dict[str, Any]) -> dict[str, Any]:

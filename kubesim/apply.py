@@ -274,11 +274,15 @@ def record_update(
     manager: str,
     api_version: str,
     subresource: str = "",
+    reset: tuple[str, ...] = (),
 ) -> None:
-    """Give `manager` the fields an update/create/patch changed, as the real server does."""
+    """Give `manager` the fields an update/create/patch changed, as the real server does.
+    `reset`: top-level fields (`f:status`) the strategy resets, so the write never owns them."""
     entries = _entries(old)
     now_paths = field_paths(new, map_markers=True)
-    changed = {p for p in now_paths if value_at(old or {}, p) != value_at(new, p)}
+    changed = {
+        p for p in now_paths if value_at(old or {}, p) != value_at(new, p) and p[0] not in reset
+    }
     for entry in entries:
         kept = _owned(entry) & now_paths - changed
         entry["fieldsV1"] = to_fields_v1(kept)

@@ -25,8 +25,9 @@ class ApiError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
         }
+        if self.reason:  # a proxied error (the kubelet unreachable) has no reason
+            body["reason"] = self.reason
         if self.details:
             body["details"] = self.details
         body["code"] = self.code

@@ -109,7 +109,7 @@ def list_objects(api: Any, request: Request, target: Any) -> Response:
         "apiVersion": api_version_of(target),
         "metadata": meta,
     }
-    items_json = b",".join(encoded(target, item) for item in items)
+    items_json = b",".join(encoded(target, item, list_item=True) for item in items)
     body = (
         json.dumps(head, separators=(",", ":")).encode()[:-1] + b',"items":[' + items_json + b"]}"
     )

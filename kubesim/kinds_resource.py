@@ -59,6 +59,7 @@ def default_claim_spec(spec: Any) -> None:
 
 def default_claim(obj: dict) -> None:
     default_claim_spec(obj.get("spec"))
+    obj.setdefault("status", {})  # PrepareForCreate: a new claim answers `status: {}`
 
 
 def default_template(obj: dict) -> None:

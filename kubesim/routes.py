@@ -119,9 +119,16 @@ class Api:
     def _route(self, request: Request, parts: list[str]) -> Response | Stream:
         if parts == ["version"]:
             return json_response(200, discovery.version_document(self.k8s_version))
+        if parts in (["healthz"], ["readyz"], ["livez"]):
+            return Response(200, b"ok", "text/plain; charset=utf-8")
         if parts[:1] == ["openapi"]:
             document = openapi.document(self, parts[1:])
-            return json_response(200, document) if document else NOT_FOUND_PAGE
+            if not document:
+                return NOT_FOUND_PAGE
+            response = json_response(200, document)
+            if parts == ["openapi", "v3"]:  # the index is sent as text (recording 08)
+                response.content_type = "text/plain; charset=utf-8"
+            return response
         if parts[:1] == ["api"]:
             return self._core(request, parts[1:])
         if parts[:1] == ["apis"]:

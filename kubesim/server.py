@@ -129,7 +129,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send_stream(response)
             return
         self.send_response(response.status)
-        self.send_header("Content-Type", response.content_type)
+        if response.content_type:  # a 204 of the log endpoint has none
+            self.send_header("Content-Type", response.content_type)
         self.send_header("Content-Length", str(len(response.body)))
         self.send_header("Cache-Control", "no-cache, private")
         for name, value in response.headers:

@@ -38,6 +38,11 @@ class Event:
 Subscriber = Callable[[str, Any, dict[str, Any]], None]
 
 
+# Kinds whose strategy keeps metadata.generation (1.34: ResourceClaims, Namespaces and Nodes
+# have none).
+GENERATION_KINDS = {"pods", "deviceclasses", "resourceslices"}
+
+
 def clone(value: Any) -> Any:
     """A deep copy of JSON-shaped data, about twice as fast as copy.deepcopy."""
     kind = type(value)
@@ -127,7 +132,8 @@ class Store:
                 raise errors.already_exists(ref.group, ref.plural, key[1])
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = now_rfc3339()
-            meta["generation"] = 1
+            if ref.plural in GENERATION_KINDS:
+                meta["generation"] = 1
             for transient in ("deletionTimestamp", "deletionGracePeriodSeconds"):
                 meta.pop(transient, None)
             stored = self._commit(ref, key, obj, "ADDED")
@@ -146,7 +152,7 @@ class Store:
             if check_rv and sent_rv and sent_rv != old["metadata"]["resourceVersion"]:
                 raise errors.conflict(ref.group, ref.plural, key[1])
             _keep_system_metadata(meta, old["metadata"])
-            if _spec_changed(old, obj):
+            if ref.plural in GENERATION_KINDS and _spec_changed(old, obj):
                 meta["generation"] = old["metadata"].get("generation", 1) + 1
             if _without_volatile(old) == _without_volatile(obj):
                 return clone(old)
@@ -326,3 +332,6 @@ def _spec_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
     old_rest = {k: v for k, v in old.items() if k not in ignored}
     new_rest = {k: v for k, v in new.items() if k not in ignored}
     return old_rest != new_rest
+    for rest in (old_rest, new_rest):  # a binding sets spec.nodeName, generation stays
+        if isinstance(rest.get("spec"), dict):
+            rest["spec"] = {k: v for k, v in rest["spec"].items() if k != "nodeName"}

@@ -237,8 +237,10 @@ def _limited(body: bytes, request: Request) -> bytes:
 def pod_log(api: Any, request: Request, target: Any) -> Response | Stream:
     pod = api.store.get(target.kind, target.namespace, target.name)
     container = _container_name(pod, request)
-    if not pod.get("spec", {}).get("nodeName") or api.kubelet is None:
-        return Response(200, b"", "text/plain")
+    if not pod.get("spec", {}).get("nodeName"):
+        return Response(204, b"", "")  # no node yet: nothing to read (recording 07)
+    if api.kubelet is None:  # no kubelet to ask: what a real API server says (recording 09)
+        raise errors.ApiError(500, "", "no preferred addresses found; known addresses: []")
     _check_started(pod, container, request)
     lines = api.kubelet.logs(target.namespace, target.name, container)
     if not request.flag("follow"):

@@ -5,6 +5,7 @@ two nodes, 4 x H100 80GB HBM3 and 4 x A100-SXM4-40GB, as the NVIDIA DRA driver (
 style) publishes them.
 """
 
+import copy
 import hashlib
 import uuid
 from dataclasses import dataclass, field
@@ -107,6 +108,7 @@ class Topology:
     node_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     registries: dict[str, Registry] = field(default_factory=dict)
     offline: bool = False  # only the `registries` can be reached
+    objects: list[dict] = field(default_factory=list)  # verbatim Nodes, slices, classes
 
     @property
     def node_names(self) -> list[str]:
@@ -185,8 +187,23 @@ def _node_devices(node: dict, versions: tuple[str, str]) -> list[Device]:
     return devices
 
 
+def _objects(data: dict) -> list[dict]:
+    """The `objects:` section: Nodes, ResourceSlices and DeviceClasses created as written
+    (instead of the generated ones); without `nodes:`, its Nodes are the nodes."""
+    objects = data.get("objects") or []
+    kinds = {"Node", "ResourceSlice", "DeviceClass"}
+    if not isinstance(objects, list) or any(
+        not isinstance(obj, dict) or obj.get("kind") not in kinds for obj in objects
+    ):
+        raise TopologyError("`objects:` must list Nodes, ResourceSlices and DeviceClasses")
+    if "nodes" not in data:
+        data["nodes"] = [{"name": o["metadata"]["name"]} for o in objects if o["kind"] == "Node"]
+    return objects
+
+
 def from_dict(data: dict) -> Topology:
     """A Topology from the parsed YAML document."""
+    objects = _objects(data) if isinstance(data, dict) else []
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list) or not data["nodes"]:
         raise TopologyError("a topology needs a non-empty `nodes:` list")
     versions = (
@@ -203,7 +220,7 @@ def from_dict(data: dict) -> Topology:
     offline = data.get("offline", False)
     if not isinstance(offline, bool):
         raise TopologyError("`offline:` must be true or false")
-    return Topology(devices_by_node, images, labels, _registries(data), offline)
+    return Topology(devices_by_node, images, labels, _registries(data), offline, objects)
 
 
 def _registries(data: dict) -> dict[str, Registry]:
@@ -323,12 +340,34 @@ def device_class_objects(topology: Topology) -> list[dict]:
     ]
 
 
+def _as_created(obj: dict) -> dict:
+    """An `objects:` entry as `kubectl create` leaves it: the API server's Node defaults
+    (spec, daemonEndpoints) and the managedFields of manager kubectl-create."""
+    from kubesim.apply import record_update
+
+    obj = copy.deepcopy(obj)
+    record_update(
+        None, obj, manager="kubectl-create", api_version=obj["apiVersion"], reset=("f:status",)
+    )
+    if obj["kind"] == "Node":
+        obj.setdefault("spec", {})
+        endpoints = obj.setdefault("status", {}).setdefault("daemonEndpoints", {})
+        endpoints.setdefault("kubeletEndpoint", {"Port": 0})
+    return obj
+
+
 def seed(store: Any, topology: Topology, *, k8s_version: str = DEFAULT_K8S_VERSION) -> None:
     """Create the Nodes, ResourceSlices and DeviceClasses of `topology` in an empty store;
     the kubelets report `k8s_version`."""
     from kubesim.kinds import kind_for
 
     nodes, slices = kind_for("", "nodes"), kind_for("resource.k8s.io", "resourceslices")
+    if topology.objects:
+        for obj in topology.objects:
+            resource = {"Node": "nodes", "ResourceSlice": "resourceslices"}.get(obj["kind"])
+            group = "" if obj["kind"] == "Node" else "resource.k8s.io"
+            store.create(kind_for(group, resource or "deviceclasses"), _as_created(obj))
+        return
     for name in topology.node_names:
         node = store.create(nodes, node_object(topology, name, k8s_version))
         if topology.devices_by_node[name]:  # the driver runs on GPU nodes only

@@ -95,8 +95,10 @@ def test_it_returns_a_running_pods_status_and_events_that_pass_the_strict_schema
     kubernetes_validate.validate(pod.json(), "1.34", strict=True)
     events = raw_request(kubesim_cluster, "GET", f"/api/v1/namespaces/{namespace_name}/events")
     assert events.json()["items"]
-    for event in events.json()["items"]:
-        kubernetes_validate.validate(event, "1.34", strict=True)
+    for event in events.json()["items"]:  # list items carry no kind/apiVersion (as upstream)
+        kubernetes_validate.validate(
+            {"apiVersion": "v1", "kind": "Event", **event}, "1.34", strict=True
+        )
 
 
 def test_it_keeps_only_lines_since_a_time(kubesim_cluster, namespace_name):

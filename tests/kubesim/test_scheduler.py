@@ -122,7 +122,7 @@ def test_it_allocates_reserves_and_binds_when_a_pod_is_scheduled(
             {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
         ]
     }
-    assert claim["status"]["allocation"]["allocationTimestamp"]
+    assert "allocationTimestamp" not in claim["status"]["allocation"]  # alpha-gated in 1.34
     assert claim["status"]["reservedFor"] == [
         {"resource": "pods", "name": "pod1", "uid": pod["metadata"]["uid"]}
     ]

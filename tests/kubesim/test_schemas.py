@@ -96,15 +96,16 @@ def test_it_serves_v1_objects_that_validate_against_1_34(kubesim_cluster: kubesi
         "Event",
         "Node",
     }
-    assert objects[0]["status"]["allocation"]["allocationTimestamp"]
+    # A default 1.34 scheduler writes no allocationTimestamp (recording 01-seed-claim-versions).
+    assert "allocationTimestamp" not in objects[0]["status"]["allocation"]
     assert_valid(objects, "1.34", "1.34")
 
 
-def test_it_serves_v1beta2_of_a_1_34_cluster_with_the_allocation_timestamp(
+def test_it_serves_v1beta2_of_a_1_34_cluster_without_the_allocation_timestamp(
     kubesim_cluster: kubesim.Handle,
 ) -> None:
     objects = served_objects(kubesim_cluster, "v1beta2", CLAIM_REQUEST_V1)
-    assert objects[0]["status"]["allocation"]["allocationTimestamp"]
+    assert "allocationTimestamp" not in objects[0]["status"]["allocation"]
     assert_valid(objects, "1.34", "1.34")
 
 

@@ -396,10 +396,11 @@ def test_it_serves_each_version_and_each_change_fresh_from_its_encoding_cache(
     base = f"/apis/resource.k8s.io/{{}}/namespaces/{namespace}/resourceclaims"
     for _ in range(2):
         as_beta = raw_request(kubesim_cluster, "GET", base.format("v1beta1") + "/gpu-claim").json()
-        as_v1 = raw_request(kubesim_cluster, "GET", base.format("v1")).json()["items"][0]
+        as_list = raw_request(kubesim_cluster, "GET", base.format("v1")).json()
+        as_v1 = as_list["items"][0]
         assert as_beta["apiVersion"] == "resource.k8s.io/v1beta1"
         assert "deviceClassName" in as_beta["spec"]["devices"]["requests"][0]
-        assert as_v1["apiVersion"] == "resource.k8s.io/v1"
+        assert as_list["apiVersion"] == "resource.k8s.io/v1" and "apiVersion" not in as_v1
         assert "exactly" in as_v1["spec"]["devices"]["requests"][0]
     beta.patch_namespaced_resource_claim(
         "gpu-claim", namespace, {"metadata": {"labels": {"a": "b"}}}
