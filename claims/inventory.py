@@ -52,6 +52,18 @@ def matches(expressions: list[str], device: dict[str, Any]) -> bool:
     return True
 
 
+def selector_holds(expression: str, device: dict[str, Any]) -> bool | None:
+    """Whether one expression holds for the device; None when it cannot be evaluated here."""
+    activation = {"device": celpy.json_to_cel(device_for_cel(device))}
+    try:
+        result = _program(expression).evaluate(activation)
+    except Exception as error:  # a compile or evaluation error: the caller decides
+        log.debug("CEL %r on %s: %s", expression, device.get("name"), error)
+        return None
+    # celpy returns some evaluation errors instead of raising them.
+    return None if isinstance(result, Exception) else bool(result)
+
+
 def device_counts(classes: list[dict[str, Any]], devices: list[dict[str, Any]]) -> dict[str, int]:
     return {
         dc["name"]: sum(1 for device in devices if matches(dc["selectors"], device))

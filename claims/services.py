@@ -16,7 +16,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, Validatio
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from claims import quota
+from claims import feasibility, quota
 from claims.kube import names
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 from claims.selectors import user_is_approver
@@ -164,6 +164,9 @@ def claim_request_submit(
         "selector": selector,
     }
     validate_claim_fields(cluster=ns.cluster, **fields)
+    feasibility.check_count(
+        cluster=ns.cluster, device_class=device_class, count=count, selector=selector
+    )
     asked = quota.devices_asked(
         cluster=ns.cluster, device_class=device_class, count=count, all_devices=all_devices
     )

@@ -17,7 +17,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers
 
-from claims import selectors
+from claims import feasibility, selectors
 from claims.api import examples
 from claims.models import AuditEvent, ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 
@@ -101,6 +101,16 @@ class NamespaceRequestOutput(DecidedRequestOutput):
         ]
 
 
+class FeasibilityOutput(serializers.Serializer):
+    possible = serializers.BooleanField(help_text="Some node can give this many, ever.")
+    max_on_one_node = serializers.IntegerField()
+    free_now_on_one_node = serializers.IntegerField()
+    free_now_in_cluster = serializers.IntegerField()
+    node = serializers.CharField(help_text="The node with the most free now.")
+    selector_evaluated = serializers.BooleanField()
+    summary = serializers.CharField()
+
+
 @extend_schema_serializer(examples=_example("A claim in use", examples.CLAIM_REQUEST))
 class ClaimRequestOutput(DecidedRequestOutput):
     cluster = serializers.IntegerField(source="namespace_request.cluster_id")
@@ -109,6 +119,11 @@ class ClaimRequestOutput(DecidedRequestOutput):
     allocation = serializers.JSONField(
         allow_null=True,
         help_text="The devices DRA allocated while a Pod uses the claim; null when none does.",
+    )
+    feasibility = serializers.SerializerMethodField(
+        help_text="While pending: can one node ever give this many devices of the class (and "
+        "selector), and how many are free now (not allocated to a claim the portal follows); "
+        "null once decided.",
     )
 
     class Meta:
@@ -130,9 +145,16 @@ class ClaimRequestOutput(DecidedRequestOutput):
             "applied_at",
             "node",
             "allocation",
+            "feasibility",
             "created",
             "updated",
         ]
+
+    @extend_schema_field(FeasibilityOutput(allow_null=True))
+    def get_feasibility(self, claim: ClaimRequest) -> dict[str, Any] | None:
+        if claim.state != ClaimRequest.State.PENDING:
+            return None
+        return feasibility.of_claim(claim).as_dict()
 
 
 class RunLogOutput(serializers.Serializer):
@@ -162,6 +184,7 @@ class VerificationRunOutput(serializers.ModelSerializer):
             "pod_name",
             "state",
             "state_message",
+            "log_error",
             "owner",
             "node",
             "devices",

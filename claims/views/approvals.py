@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
-from claims import selectors, services
+from claims import feasibility, selectors, services
 from claims.forms import RejectForm
 from claims.models import ClaimRequest, NamespaceRequest
 from claims.views.common import HtmxHttpRequest, login_required
@@ -32,8 +32,17 @@ def _require_approver(request: HtmxHttpRequest) -> None:
 @login_required
 def approvals(request: HtmxHttpRequest) -> HttpResponse:
     _require_approver(request)
-    context = {"nav": "approvals", **selectors.approval_queue(user=request.user)}
+    queue = selectors.approval_queue(user=request.user)
+    claims = [_with_feasibility(claim) for claim in queue["claims"]]
+    context = {"nav": "approvals", "namespaces": queue["namespaces"], "claims": claims}
     return render(request, "claims/approvals.html", context)
+
+
+def _with_feasibility(claim: ClaimRequest) -> ClaimRequest:
+    """The approver sees whether a pending claim can ever be met, and what is free now."""
+    if claim.state == ClaimRequest.State.PENDING:
+        claim.feasibility = feasibility.of_claim(claim)  # type: ignore[attr-defined]
+    return claim
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,8 @@ def _row(
             messages.error(request, f"{item.name}: {problem}")
         return redirect("approvals")
     template, name = ROWS[type(item)]
+    if isinstance(item, ClaimRequest):
+        _with_feasibility(item)
     context = {name: item, "reject_form": reject_form, "decision_error": decision_error}
     html = render_to_string(template, context, request=request)
     if isinstance(item, ClaimRequest):

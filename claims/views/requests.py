@@ -11,7 +11,7 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from claims import cluster_ops, selectors, services, validation
+from claims import cluster_ops, feasibility, selectors, services, validation
 from claims.forms import ClaimRequestForm, NamespaceRequestForm
 from claims.kube import manifests
 from claims.models import ClaimRequest, NamespaceRequest, VerificationRun
@@ -142,6 +142,7 @@ def _preview_context(form: ClaimRequestForm) -> dict[str, Any]:
         "preview_yaml": manifests.to_yaml(manifest),
         "preview_version": cluster.preferred_resource_version or "v1",
         "preview_cluster": cluster.name,
+        "preview_feasibility": feasibility.of_claim(unsaved),
         **validation.selector_preview(cluster, device_class, unsaved.selector),
     }
 

@@ -17,9 +17,12 @@ from tests.fixtures.portal import wait_until
 
 
 def applied_claims(
-    user: User, cluster: Cluster, how_many: int, count: int = 1
+    user: User, cluster: Cluster, how_many: int, count: int = 1, applied_count: int = 0
 ) -> list[ClaimRequest]:
-    """Claims applied to kubesim for real (the approval's messages are not sent: `db` only)."""
+    """Claims applied to kubesim for real (the approval's messages are not sent: `db` only).
+
+    applied_count: apply more devices than the portal accepts (a claim from before a node left).
+    """
     ns = services.namespace_request_submit(
         user=user, cluster=cluster, name=f"sync-{uuid.uuid4().hex[:6]}"
     )
@@ -36,6 +39,8 @@ def applied_claims(
         ns.refresh_from_db()
         if ns.state == "pending":
             transition(ns, to="approved", allowed=("pending",))
+        if applied_count:
+            ClaimRequest.objects.filter(pk=claim.pk).update(count=applied_count)
         claim.refresh_from_db()
         cluster_ops.apply_claim(claim)
         claims.append(claim)
@@ -137,7 +142,7 @@ def cluster_log(handle: Any, path: str) -> list[str]:
 
 def test_it_says_why_a_run_cannot_be_scheduled(alice: User, cluster: Cluster) -> None:
     # 5 GPUs exist in the cluster (8), but no node has 5 (4 each): the Pod stays Pending.
-    [claim] = applied_claims(alice, cluster, 1, count=5)
+    [claim] = applied_claims(alice, cluster, 1, count=4, applied_count=5)
     run = services.verification_run_start(user=alice, claim_request=claim)
     cluster_ops.start_run(run)
 

@@ -1,0 +1,170 @@
+"""Can a claim ever be satisfied, and how much of it is free now: per node, as DRA allocates.
+
+DRA gives one claim devices that are all reachable from the one node its Pod runs on: the
+devices a node publishes plus those published for every node (no node name). So a claim for
+3 GPUs cannot be met on a cluster of 2-GPU nodes, however many nodes it has.
+
+"Free now" counts the devices no claim the portal follows has allocated (from the last sync);
+claims made outside the portal are not seen, so the cluster may have fewer free.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import ValidationError
+
+from claims import inventory
+from claims.models import ClaimRequest, Cluster
+
+FREE_NOW_COUNTS = (
+    "free = not allocated to a claim the portal follows; claims made outside it are not seen"
+)
+
+
+@dataclass(frozen=True)
+class Feasibility:
+    device_class: str
+    matching: int  # devices of the class (and selector) in the cluster
+    max_on_one_node: int
+    best_node: str
+    free_on_best_node: int  # the most free matching devices on one node now
+    free_in_cluster: int
+    selector: str
+    selector_evaluated: bool  # False: counted by class only (the selector could not run here)
+    asked: int | None  # None for "all matching devices"
+
+    @property
+    def possible(self) -> bool:
+        return self.asked is None or self.asked <= self.max_on_one_node
+
+    @property
+    def fits_now(self) -> bool:
+        wanted = self.asked if self.asked is not None else 1
+        return wanted <= self.free_on_best_node
+
+    @property
+    def what(self) -> str:
+        matching = " matching the selector" if self.selector and self.selector_evaluated else ""
+        return f"devices of class {self.device_class}{matching}"
+
+    def refusal(self) -> str:
+        return (
+            f"At most {self.max_on_one_node} {self.what} sit on one node; "
+            f"this cluster cannot give {self.asked} to one claim."
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "possible": self.possible,
+            "max_on_one_node": self.max_on_one_node,
+            "free_now_on_one_node": self.free_on_best_node,
+            "free_now_in_cluster": self.free_in_cluster,
+            "node": self.best_node,
+            "selector_evaluated": self.selector_evaluated,
+            "summary": self.summary(),
+        }
+
+    def summary(self) -> str:
+        """One line for people: can it ever be met, and what is free now."""
+        if not self.possible:
+            head = f"Cannot be satisfied. {self.refusal()}"
+        else:
+            head = f"Can be satisfied: up to {self.max_on_one_node} {self.what} on one node."
+        where = f" on {self.best_node}" if self.best_node else ""
+        free = (
+            f" Free now: {self.free_on_best_node}{where}, {self.free_in_cluster} in the "
+            f"cluster ({FREE_NOW_COUNTS})."
+        )
+        skipped = (
+            ""
+            if self.selector_evaluated or not self.selector
+            else " The selector could not be evaluated here."
+        )
+        return head + free + skipped
+
+
+def of_claim(claim: ClaimRequest) -> Feasibility:
+    """Feasibility of a claim, saved or not (the form's preview), on its namespace's cluster."""
+    cluster = claim.namespace_request.cluster
+    return assess(
+        cluster=cluster,
+        device_class=claim.device_class,
+        count=None if claim.all_devices else claim.count or 1,
+        selector=claim.selector,
+    )
+
+
+def assess(*, cluster: Cluster, device_class: str, count: int | None, selector: str) -> Feasibility:
+    devices, evaluated = _matching_devices(cluster.inventory, device_class, selector)
+    per_node = _per_node(devices)
+    free_devices = _free(cluster, devices)
+    free = _per_node(free_devices)
+    best_node, most = per_node.most_common(1)[0] if per_node else ("", 0)
+    free_node, most_free = free.most_common(1)[0] if free else ("", 0)
+    return Feasibility(
+        device_class=device_class,
+        matching=len(devices),
+        max_on_one_node=most,
+        best_node=free_node or best_node,
+        free_on_best_node=most_free,
+        free_in_cluster=len(free_devices),
+        selector=selector,
+        selector_evaluated=evaluated,
+        asked=count,
+    )
+
+
+def check_count(*, cluster: Cluster, device_class: str, count: int | None, selector: str) -> None:
+    """A field error on count when no single node has that many devices for the claim."""
+    if count is None or not cluster.inventory.get("devices"):
+        return
+    found = assess(cluster=cluster, device_class=device_class, count=count, selector=selector)
+    if not found.possible:
+        raise ValidationError({"count": [found.refusal()]})
+
+
+def _matching_devices(
+    inv: dict[str, Any], device_class: str, selector: str
+) -> tuple[list[dict[str, Any]], bool]:
+    """Devices of the class, and of the selector when it can be evaluated on some device."""
+    classes = {dc["name"]: dc for dc in inv.get("device_classes", [])}
+    if device_class not in classes:
+        return [], True
+    class_selectors = classes[device_class]["selectors"]
+    of_class = [d for d in inv.get("devices", []) if inventory.matches(class_selectors, d)]
+    if not selector:
+        return of_class, True
+    outcomes = [(d, inventory.selector_holds(selector, d)) for d in of_class]
+    if of_class and all(held is None for _, held in outcomes):
+        return of_class, False
+    # Where it fails on one device only, the scheduler would not allocate that device either.
+    return [d for d, held in outcomes if held], True
+
+
+def _per_node(devices: list[dict[str, Any]]) -> Counter[str]:
+    """Devices reachable from each node: its own plus those published for every node."""
+    own = Counter(d["node"] for d in devices if d.get("node"))
+    everywhere = sum(1 for d in devices if not d.get("node"))
+    if not own:
+        return Counter({"": everywhere}) if everywhere else Counter()
+    return Counter({node: count + everywhere for node, count in own.items()})
+
+
+def _free(cluster: Cluster, devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    taken = _allocated(cluster)
+    return [d for d in devices if (d["driver"], d["pool"], d["name"]) not in taken]
+
+
+def _allocated(cluster: Cluster) -> set[tuple[str, str, str]]:
+    """Devices the claims the portal follows hold, as the last sync saw them."""
+    allocations = ClaimRequest.objects.filter(
+        namespace_request__cluster=cluster, allocation__isnull=False
+    ).values_list("allocation", flat=True)
+    return {
+        (d.get("driver", ""), d.get("pool", ""), d.get("device", ""))
+        for allocation in allocations
+        for d in (allocation or {}).get("devices", [])
+    }
