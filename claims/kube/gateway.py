@@ -369,7 +369,11 @@ class ClusterGateway:
     def preflight(self) -> list[PreflightCheck]:
         """The seed's prerequisites, each with a plain-words detail."""
         info = self.discover()
-        checks = [preflight.check_server_version(info), preflight.check_dra_served(info)]
+        checks = [
+            preflight.check_server_version(info),
+            preflight.check_dra_served(info),
+            preflight.check_scheduler_dra(info),
+        ]
         if info.preferred_resource_version is None:
             return checks + preflight.skipped_without_dra()
         devices = self.list_devices()

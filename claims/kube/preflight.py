@@ -31,6 +31,43 @@ def check_dra_served(info: ClusterInfo) -> PreflightCheck:
     )
 
 
+# The resource.k8s.io version kube-scheduler and the kubelet of each release read DRA objects
+# through: 1.32 and 1.33 use v1beta1 (their dynamicresources plugin imports
+# k8s.io/api/resource/v1beta1; v1beta2 came in 1.33 for clients only), 1.34 and later use v1
+# (DRA GA, kubernetes/kubernetes#132706). With that version turned off they allocate nothing.
+SCHEDULER_DRA_VERSIONS = {(1, 32): "v1beta1", (1, 33): "v1beta1"}
+FIRST_V1_SCHEDULER = (1, 34)
+
+
+def scheduler_dra_version(version: tuple[int, int] | None) -> str | None:
+    if version is None:
+        return None
+    if version >= FIRST_V1_SCHEDULER:
+        return "v1"
+    return SCHEDULER_DRA_VERSIONS.get(version)
+
+
+def check_scheduler_dra(info: ClusterInfo) -> PreflightCheck:
+    """The portal may talk any served version, but the scheduler needs its own one."""
+    name = "DRA version the scheduler uses"
+    version = server_version_tuple(info.server_version)
+    needed = scheduler_dra_version(version)
+    release = ".".join(map(str, version)) if version else info.server_version or "unknown"
+    if needed is None:
+        return PreflightCheck(
+            name, False, f"Kubernetes {release} has no scheduler the portal knows"
+        )
+    served = ", ".join(info.resource_versions) or "nothing"
+    if needed in info.resource_versions:
+        return PreflightCheck(name, True, f"{needed} (Kubernetes {release}), served")
+    detail = (
+        f"Kubernetes {release}'s scheduler and kubelet use resource.k8s.io/{needed}, which the "
+        f"cluster does not serve (it serves {served}): no claim can be allocated. "
+        f"Turn it on with --runtime-config=resource.k8s.io/{needed}=true."
+    )
+    return PreflightCheck(name, False, detail)
+
+
 def check_device_classes(classes: list[DeviceClassInfo]) -> PreflightCheck:
     names = ", ".join(c.name for c in classes)
     detail = names or "no DeviceClass exists (is the NVIDIA DRA driver installed?)"

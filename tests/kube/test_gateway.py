@@ -350,7 +350,7 @@ def test_it_passes_the_seeds_preflight_checks(gateway: ClusterGateway) -> None:
     checks = gateway.preflight()
 
     assert [c.name for c in checks if not c.ok] == []
-    assert len(checks) == 5
+    assert len(checks) == 6
 
 
 def test_it_fails_preflight_on_a_cluster_older_than_1_33() -> None:
@@ -363,3 +363,15 @@ def test_it_fails_preflight_on_a_cluster_older_than_1_33() -> None:
     failed = [c for c in checks if not c.ok]
     assert [c.name for c in failed] == ["Kubernetes version"]
     assert failed[0].detail == "v1.32.3 (needs 1.33 or newer)"
+
+
+def test_it_fails_preflight_when_the_scheduler_cannot_read_the_served_dra_versions() -> None:
+    handle = kubesim.start(speed=20, served_versions=("v1beta1", "v1beta2"), k8s_version="1.34.1")
+    try:
+        checks = ClusterGateway(kubeconfig_path=handle.kubeconfig).preflight()
+    finally:
+        handle.stop()
+
+    failed = [c for c in checks if not c.ok]
+    assert [c.name for c in failed] == ["DRA version the scheduler uses"]
+    assert "use resource.k8s.io/v1, which the cluster does not serve" in failed[0].detail

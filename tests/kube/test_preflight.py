@@ -41,3 +41,18 @@ def test_it_counts_only_existing_nodes_with_gpus() -> None:
 
     assert check.ok and check.detail == "1: n1"
     assert not preflight.check_gpu_nodes(devices, ["cpu-node"]).ok
+
+
+def test_it_checks_the_scheduler_can_read_the_served_dra_version() -> None:
+    no_v1 = preflight.check_scheduler_dra(ClusterInfo("v1.34.1", ["v1beta2", "v1beta1"], "v1beta2"))
+    seed = preflight.check_scheduler_dra(ClusterInfo("v1.33.5", ["v1beta1"], "v1beta1"))
+    only_beta2 = preflight.check_scheduler_dra(ClusterInfo("v1.33.5", ["v1beta2"], "v1beta2"))
+    ga = preflight.check_scheduler_dra(ClusterInfo("v1.35.0", ["v1"], "v1"))
+
+    assert (no_v1.ok, seed.ok, only_beta2.ok, ga.ok) == (False, True, False, True)
+    assert no_v1.detail == (
+        "Kubernetes 1.34's scheduler and kubelet use resource.k8s.io/v1, which the cluster does "
+        "not serve (it serves v1beta2, v1beta1): no claim can be allocated. "
+        "Turn it on with --runtime-config=resource.k8s.io/v1=true."
+    )
+    assert seed.detail == "v1beta1 (Kubernetes 1.33), served"
