@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-import dracel
+from claims.kube import dracel
 from claims.models import Cluster
 
 DNS_LABEL_MAX = 63

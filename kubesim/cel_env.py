@@ -4,7 +4,14 @@
 selector the portal accepts is one kubesim, like kube-apiserver 1.34, accepts.
 """
 
-from dracel import CelError, compile_error, device_activation, expand_bind, matches, parse_quantity
+from claims.kube.dracel import (
+    CelError,
+    compile_error,
+    device_activation,
+    expand_bind,
+    matches,
+    parse_quantity,
+)
 
 __all__ = [
     "CelError",

@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import functools
 
-from dracel.checker import Checker
-from dracel.evaluate import CelError, device_activation, expand_bind, matches, parse_quantity
-from dracel.source import SyntaxIssue, display, parse
-from dracel.types import ANY, BOOL, device_fields
+from claims.kube.dracel.checker import Checker
+from claims.kube.dracel.evaluate import (
+    CelError,
+    device_activation,
+    expand_bind,
+    matches,
+    parse_quantity,
+)
+from claims.kube.dracel.source import SyntaxIssue, display, parse
+from claims.kube.dracel.types import ANY, BOOL, device_fields
 
 __all__ = [
     "CelError",

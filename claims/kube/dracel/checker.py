@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 from lark import Token, Tree
 
-from dracel import types as t
-from dracel.source import Issue
-from dracel.types import CelType, Overload
+from claims.kube.dracel import types as t
+from claims.kube.dracel.source import Issue
+from claims.kube.dracel.types import CelType, Overload
 
 _BINARY = {
     "relation_lt": "_<_",
