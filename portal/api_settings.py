@@ -10,7 +10,8 @@ API_APPS = ["claims.api"]
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "knox.auth.TokenAuthentication",
+        # knox's, with failed tokens counted toward the login lockout (portal/lockout.py).
+        "portal.lockout.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -24,6 +25,8 @@ REST_FRAMEWORK = {
         "claims.api.throttling.UserThrottle",
         "claims.api.throttling.AnonThrottle",
     ],
+    # Clients are told apart by address: the peer's, or the one this many proxies report.
+    "NUM_PROXIES": int(os.getenv("TRUSTED_PROXY_COUNT", "0")),
     "DEFAULT_THROTTLE_RATES": {
         "user": os.getenv("API_THROTTLE_USER", "1200/minute"),
         "anon": os.getenv("API_THROTTLE_ANON", "120/minute"),

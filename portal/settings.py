@@ -5,9 +5,12 @@ Every variable is documented in .env.example.
 
 import os
 import secrets
+import sys
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.getenv("PORTAL_VAR_DIR", BASE_DIR / "var"))
@@ -38,11 +41,46 @@ def local_secret_key() -> str:
     return path.read_text().strip()
 
 
-SECRET_KEY = os.getenv("SECRET_KEY") or local_secret_key()
-DEBUG = envbool("DEBUG", "True")
+def secret_key(debug: bool) -> str:
+    if os.getenv("SECRET_KEY"):
+        return os.environ["SECRET_KEY"]
+    # mypy's Django plugin imports these settings to read the models; it serves nothing.
+    if debug or "mypy" in sys.modules:
+        return local_secret_key()
+    raise ImproperlyConfigured(
+        "SECRET_KEY is not set. With DEBUG off the portal needs a secret key from the "
+        "environment (50+ random characters, the same for web, worker and beat); "
+        "set DEBUG=True for local development only (docs/deploy.md)."
+    )
+
+
+def proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """("HTTP_X_FORWARDED_PROTO", "https") from "X-Forwarded-Proto"; None when unset."""
+    header = os.getenv(name, "").strip()
+    if not header:
+        return None
+    return "HTTP_" + header.upper().replace("-", "_"), "https"
+
+
+# Off unless asked: `make run` and the test command set what they need themselves.
+DEBUG = envbool("DEBUG", "False")
+SECRET_KEY = secret_key(DEBUG)
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 SITE_NAME = os.getenv("SITE_NAME", "GPU claims portal")
+
+# --- Behind HTTPS in production (docs/deploy.md); all off by default for plain-HTTP local use.
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", "False")
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", "0")
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", "False")
+SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", "False")
+SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", "False")
+CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", "False")
+# Trust the scheme a TLS-terminating proxy reports only when told which header it sets.
+SECURE_PROXY_SSL_HEADER = proxy_ssl_header("SECURE_PROXY_SSL_HEADER")
+# Proxies in front of the portal that append to X-Forwarded-For; 0 = use the peer address.
+# The login lockout and the API throttles both count per client address from this.
+TRUSTED_PROXY_COUNT = envint("TRUSTED_PROXY_COUNT", "0")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -58,6 +96,7 @@ INSTALLED_APPS = [
     "knox",
     "drf_spectacular",
     "django_filters",
+    "axes",
     "claims",
 ]
 
@@ -71,6 +110,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a lockout into the page that says so.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -112,6 +153,21 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# django-axes checks every login (site and admin) for a lockout before the password.
+AUTHENTICATION_BACKENDS = [
+    "portal.lockout.LockoutBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Failed logins and failed API tokens, counted per client address in the database (so every
+# web process sees them); this many within the cool-off locks that address out for it.
+AXES_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", "10")
+AXES_COOLOFF_TIME = timedelta(minutes=envint("LOGIN_COOLOFF_MINUTES", "15"))
+AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+AXES_CLIENT_IP_CALLABLE = "portal.lockout.client_ip"
+AXES_LOCKOUT_CALLABLE = "portal.lockout.lockout_response"
+# A success does not wipe the count: a guesser with an account of their own could otherwise
+# log in between guesses to start again.
+AXES_RESET_ON_SUCCESS = False
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
@@ -213,9 +269,18 @@ ACCESS_USER_PREFIX = os.getenv("ACCESS_USER_PREFIX", "")
 ACCESS_GRANT_USER = envbool("ACCESS_GRANT_USER", "True")
 # Lifetime of the token in a downloaded kubeconfig (TokenRequest expirationSeconds).
 ACCESS_TOKEN_SECONDS = envint("ACCESS_TOKEN_SECONDS", "28800")
+# Work the cluster did not answer within a task's retries waits this long, doubling each
+# round up to the maximum, then the reconciler tries again (seconds).
+CLUSTER_WAIT_FIRST_SECONDS = envint("CLUSTER_WAIT_FIRST_SECONDS", "30")
+CLUSTER_WAIT_MAX_SECONDS = envint("CLUSTER_WAIT_MAX_SECONDS", "600")
 # Client-side rate limit of each cluster connection, as client-go's defaults.
 KUBE_CLIENT_QPS = float(os.getenv("KUBE_CLIENT_QPS", "5"))
 KUBE_CLIENT_BURST = envint("KUBE_CLIENT_BURST", "10")
+
+# --- Limits on what a request may carry (claims/limits.py has the per-field caps) ---
+# Body bytes Django (forms) and the API read; the largest legitimate request, a claim with
+# every field at its cap, is under 190 KiB. A larger API body gets 413, a larger form 400.
+DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", "262144")
 
 # The REST API keeps its own settings next to it.
 from portal.api_settings import *  # noqa: E402, F403

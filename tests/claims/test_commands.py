@@ -81,6 +81,7 @@ def wait_for_output(process: subprocess.Popen, log: Path, needle: str, timeout: 
 def test_it_runs_the_whole_demo_and_stops_it_all(tmp_path: Path) -> None:
     port, log = free_port(), tmp_path / "demo.log"
     env = {**os.environ, "PORTAL_VAR_DIR": str(tmp_path), "DATABASE_URL": "", "REDIS_URL": ""}
+    env["DEBUG"] = "True"  # as `make run`: the demo logins are made only then
     env.pop("KUBECONFIG", None)
     env.pop("KUBESIM_SPEED", None)
     with log.open("w") as out:

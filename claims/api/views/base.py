@@ -8,7 +8,6 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django_filters.rest_framework import DjangoFilterBackend
-from knox.auth import TokenAuthentication
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.filters import OrderingFilter
 from rest_framework.generics import GenericAPIView
@@ -23,6 +22,7 @@ from rest_framework.views import APIView
 from claims.api.pagination import PageNumberPagination
 from claims.api.schema import ApiSchema
 from claims.api.throttling import AnonThrottle, UserThrottle
+from portal.lockout import TokenAuthentication  # knox's, counted by the login lockout
 
 
 class NoActionsMetadata(SimpleMetadata):

@@ -1,7 +1,8 @@
 """Run the whole product on this machine: kubesim, a Celery worker and beat, the web server.
 
-Ctrl-C (or SIGTERM) stops every child. With KUBECONFIG set, that cluster is used instead of
-starting kubesim.
+A worker or beat that dies is started again (after a back-off that grows while it keeps
+dying); kubesim or the web server dying stops the demo. Ctrl-C (or SIGTERM) stops every
+child. With KUBECONFIG set, that cluster is used instead of starting kubesim.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,24 +26,77 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 PYTHON = sys.executable
 
 
-class Children:
-    """The subprocesses of the demo, stopped together in reverse order."""
+# Children that are started again when they die; the others stop the demo.
+RESTARTABLE = ("worker", "beat")
+# Restart back-off: doubled after each quick death, reset once a child has stayed up a while.
+BACKOFF_FIRST_SECONDS = 1.0
+BACKOFF_MAX_SECONDS = 60.0
+STABLE_SECONDS = 60.0
 
-    def __init__(self) -> None:
-        self.processes: list[tuple[str, subprocess.Popen]] = []
+
+@dataclass
+class Child:
+    name: str
+    args: list[str]
+    env: dict[str, str]
+    process: subprocess.Popen
+    started: float = field(default_factory=time.monotonic)
+    backoff: float = 0.0
+    restart_at: float | None = None
+
+
+class Children:
+    """The subprocesses of the demo: a dead worker or beat is restarted, the rest stop together."""
+
+    def __init__(self, say: Callable[[str], Any] = print) -> None:
+        self.children: list[Child] = []
+        self.say = say
 
     def start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
-        process = subprocess.Popen(args, cwd=settings.BASE_DIR, env=env or os.environ.copy())
-        self.processes.append((name, process))
+        env = env or os.environ.copy()
+        self.children.append(Child(name, args, env, self.spawn(args, env)))
+
+    def spawn(self, args: list[str], env: dict[str, str]) -> subprocess.Popen:
+        return subprocess.Popen(args, cwd=settings.BASE_DIR, env=env)
 
     def first_exited(self) -> str | None:
-        return next((name for name, p in self.processes if p.poll() is not None), None)
+        return next((c.name for c in self.children if c.process.poll() is not None), None)
+
+    def supervise(self) -> None:
+        """Restart what is due; raise CommandError when a child that is not restarted died."""
+        now = time.monotonic()
+        for child in self.children:
+            if child.restart_at is not None:
+                if now >= child.restart_at:
+                    self.restart(child, now)
+            elif child.process.poll() is not None:
+                if child.name not in RESTARTABLE:
+                    raise CommandError(f"{child.name} stopped unexpectedly; stopping the rest.")
+                self.schedule_restart(child, now)
+
+    def schedule_restart(self, child: Child, now: float) -> None:
+        ran = now - child.started
+        quick = ran < STABLE_SECONDS and child.backoff
+        child.backoff = (
+            min(child.backoff * 2, BACKOFF_MAX_SECONDS) if quick else BACKOFF_FIRST_SECONDS
+        )
+        child.restart_at = now + child.backoff
+        self.say(
+            f"{child.name} exited (code {child.process.returncode}) after {ran:.0f} s; "
+            f"restarting it in {child.backoff:g} s."
+        )
+
+    def restart(self, child: Child, now: float) -> None:
+        child.process = self.spawn(child.args, child.env)
+        child.started, child.restart_at = now, None
+        self.say(f"{child.name} restarted (pid {child.process.pid}).")
 
     def stop(self) -> None:
-        for _, process in reversed(self.processes):
+        processes = [child.process for child in reversed(self.children)]
+        for process in processes:
             if process.poll() is None:
                 process.terminate()
-        for _, process in reversed(self.processes):
+        for process in processes:
             try:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -90,9 +146,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
-        self.stdout.write("Demo logins:")
-        call_command("seed_demo_users", stdout=self.stdout)
-        children = Children()
+        self.seed_demo_users()
+        children = Children(say=self.stdout.write)
         signal.signal(signal.SIGTERM, stop_on_signal)
         try:
             self.start_cluster(children, options)
@@ -103,6 +158,14 @@ class Command(BaseCommand):
             self.stdout.write("\nStopping...")
         finally:
             children.stop()
+
+    def seed_demo_users(self) -> None:
+        # Known passwords: only on a developer's machine, never in a deployment.
+        if not settings.DEBUG:
+            self.stdout.write("No demo logins: they are made only with DEBUG=True (make run).")
+            return
+        self.stdout.write("Demo logins:")
+        call_command("seed_demo_users", stdout=self.stdout)
 
     def start_cluster(self, children: Children, options: dict[str, Any]) -> None:
         if settings.KUBECONFIG or settings.KUBE_IN_CLUSTER:
@@ -158,7 +221,5 @@ class Command(BaseCommand):
 
     def wait(self, children: Children) -> None:
         while True:
-            exited = children.first_exited()
-            if exited:
-                raise CommandError(f"{exited} stopped unexpectedly; stopping the rest.")
+            children.supervise()
             time.sleep(0.5)
