@@ -39,7 +39,7 @@ def end(run: Any) -> None:
     running = [name for name, state in run.states.items() if "running" in state]
     for name in running:
         run.event("Normal", "Killing", f"Stopping container {name}")
-    _stop(run, running)
+    stop(run, running, _grace_seconds(run))
     for name, state in run.states.items():
         if "terminated" not in state:
             run.states[name] = pod_status.unknown_terminated()
@@ -54,13 +54,13 @@ def _grace_seconds(run: Any) -> float:
     return max(grace, 1) / run.kubelet.speed
 
 
-def _stop(run: Any, running: list[str]) -> None:
+def stop(run: Any, running: list[str], grace_seconds: float) -> None:
     """SIGTERM, which a CUDA sample as PID 1 ignores: each process runs on until it exits
-    by itself or the grace period ends with SIGKILL."""
+    by itself or the grace period (wall-clock seconds) ends with SIGKILL."""
     if not running:
         return
     now = time.monotonic()
-    killed_at = now + _grace_seconds(run)
+    killed_at = now + grace_seconds
     ends = {name: run.ends.get(name, now) for name in running}
     run.kubelet.wait(max(min(max(ends.values()), killed_at) - now, 0.0))
     for name in running:

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kubesim import errors, patch, tables
+from kubesim import errors, graceful, patch, tables
 from kubesim.admission import (
     api_version_of,
     check_name,
@@ -296,7 +296,11 @@ def delete_one(api: Any, request: Request, target: Any) -> dict[str, Any]:
         return old
     if target.kind.plural == "namespaces":
         return api.terminate_namespace(target.name)
-    return api.store.delete(target.kind, target.namespace, target.name)
+    grace = None
+    if target.kind.plural == "pods":
+        query = request.query.get("gracePeriodSeconds")
+        grace = graceful.pod_grace_seconds(old, graceful.with_query(options, query))
+    return api.store.delete(target.kind, target.namespace, target.name, grace=grace)
 
 
 def delete(api: Any, request: Request, target: Any) -> Response:

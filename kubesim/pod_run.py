@@ -11,7 +11,7 @@ import math
 import time
 from typing import Any
 
-from kubesim import cuda, deadline, images, pod_status
+from kubesim import cuda, deadline, images, pod_status, pod_termination
 from kubesim.errors import ApiError
 from kubesim.kinds import kind_for
 from kubesim.reservations import (
@@ -79,10 +79,13 @@ class PodRun:
             return
 
     def sleep(self, seconds: float) -> None:
-        """Simulated time passing; past the pod's active deadline it raises deadline.Exceeded."""
+        """Simulated time passing; past the pod's active deadline it raises deadline.Exceeded,
+        once the pod is deleted pod_termination.Deleted."""
         end = time.monotonic() + seconds / self.kubelet.speed
         while True:
-            due = deadline.due(self._pod(copy=False), self.started, self.kubelet.speed)
+            pod = self._pod(copy=False)
+            pod_termination.check(pod)
+            due = deadline.due(pod, self.started, self.kubelet.speed)
             now = time.monotonic()
             if due is not None and now >= due:
                 raise deadline.Exceeded
@@ -98,6 +101,8 @@ class PodRun:
             self._sync()
         except deadline.Exceeded:
             deadline.end(self)
+        except pod_termination.Deleted:
+            pod_termination.end(self)
 
     def _sync(self) -> None:
         failed = self._pull_round(self.containers)

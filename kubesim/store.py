@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from kubesim import errors
+from kubesim import errors, graceful
 from kubesim.selectors import Matcher
 
 HISTORY_SIZE = 10_000
@@ -156,7 +156,7 @@ class Store:
                 meta["generation"] = old["metadata"].get("generation", 1) + 1
             if _without_volatile(old) == _without_volatile(obj):
                 return clone(old)
-            if meta.get("deletionTimestamp") and not _finalizers(obj):
+            if _deletion_complete(obj):
                 stored = self._remove(ref, key, obj)
                 event = "DELETED"
             else:
@@ -165,22 +165,25 @@ class Store:
         self._notify(event, ref, stored)
         return stored
 
-    def delete(self, ref: Any, namespace: str | None, name: str) -> dict[str, Any]:
+    def delete(
+        self, ref: Any, namespace: str | None, name: str, grace: int | None = None
+    ) -> dict[str, Any]:
+        """Remove the object, or mark it deleted while finalizers or a grace period (`grace`
+        seconds, for kinds with graceful deletion) hold it; see kubesim.graceful."""
         key = (namespace or "", name)
         with self._lock:
             old = self._bucket(ref).get(key)
             if old is None:
                 raise errors.not_found(ref.group, ref.plural, name)
-            if _finalizers(old):
-                if old["metadata"].get("deletionTimestamp"):
-                    return clone(old)
-                obj = clone(old)
-                obj["metadata"]["deletionTimestamp"] = now_rfc3339()
-                obj["metadata"]["deletionGracePeriodSeconds"] = 0
+            obj = clone(old)
+            action = graceful.mark(obj, grace, pending_finalizers=bool(_finalizers(old)))
+            if action == "keep":
+                return obj
+            if action == "update":
                 stored = self._commit(ref, key, obj, "MODIFIED")
                 event = "MODIFIED"
             else:
-                stored = self._remove(ref, key, clone(old))
+                stored = self._remove(ref, key, obj)
                 event = "DELETED"
         self._notify(event, ref, stored)
         return stored
@@ -313,6 +316,16 @@ def _finalizers(obj: dict[str, Any]) -> list[str]:
     return pending
 
 
+def _deletion_complete(obj: dict[str, Any]) -> bool:
+    """Marked deleted, no finalizer left and no grace period running (ShouldDeleteDuringUpdate)."""
+    meta = obj.get("metadata", {})
+    return (
+        bool(meta.get("deletionTimestamp"))
+        and not _finalizers(obj)
+        and not meta.get("deletionGracePeriodSeconds")
+    )
+
+
 def _selected(obj: dict[str, Any], labels: Matcher | None, fields: Matcher | None) -> bool:
     return (labels is None or labels(obj)) and (fields is None or fields(obj))
 
@@ -331,7 +344,7 @@ def _spec_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
     ignored = ("metadata", "status", "apiVersion", "kind")
     old_rest = {k: v for k, v in old.items() if k not in ignored}
     new_rest = {k: v for k, v in new.items() if k not in ignored}
-    return old_rest != new_rest
     for rest in (old_rest, new_rest):  # a binding sets spec.nodeName, generation stays
         if isinstance(rest.get("spec"), dict):
             rest["spec"] = {k: v for k, v in rest["spec"].items() if k != "nodeName"}
+    return old_rest != new_rest

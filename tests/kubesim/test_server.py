@@ -173,8 +173,8 @@ def test_it_returns_the_deleted_pod_and_claim(kubesim_cluster, core, namespace):
     beta.create_namespaced_resource_claim(namespace, CLAIM_V1BETA1)
     claim = beta.delete_namespaced_resource_claim("gpu-claim", namespace)
     assert claim.metadata.name == "gpu-claim"
-    with pytest.raises(client.ApiException):
-        core.read_namespaced_pod("p1", namespace)
+    # A bound Pod stays until its kubelet has stopped it and confirms (graceful deletion).
+    wait_until(lambda: pod_names(core, namespace) == [], timeout=30)
 
 
 def test_it_keeps_an_object_with_finalizers_until_they_are_removed(core, namespace):
@@ -185,6 +185,8 @@ def test_it_keeps_an_object_with_finalizers_until_they_are_removed(core, namespa
     assert marked.metadata.deletion_timestamp is not None
     assert core.read_namespaced_pod("held", namespace).metadata.deletion_timestamp
     core.patch_namespaced_pod("held", namespace, {"metadata": {"finalizers": None}})
+    # Without its finalizer the Pod goes once its kubelet confirms the graceful deletion.
+    wait_until(lambda: pod_names(core, namespace) == [], timeout=30)
     with pytest.raises(client.ApiException) as caught:
         core.read_namespaced_pod("held", namespace)
     assert caught.value.status == 404
@@ -215,7 +217,11 @@ def test_it_deletes_a_collection_by_label(core, namespace):
     for name, team in (("a", "red"), ("b", "red"), ("c", "blue")):
         core.create_namespaced_pod(namespace, pod_manifest(name, labels={"team": team}))
     core.delete_collection_namespaced_pod(namespace, label_selector="team=red")
-    assert [p.metadata.name for p in core.list_namespaced_pod(namespace).items] == ["c"]
+    wait_until(lambda: pod_names(core, namespace) == ["c"], timeout=30)
+
+
+def pod_names(core: client.CoreV1Api, namespace: str) -> list[str]:
+    return [p.metadata.name for p in core.list_namespaced_pod(namespace).items]
 
 
 def test_it_lists_by_label_selector_including_set_based(core, namespace):
