@@ -8,7 +8,7 @@ from typing import Any, cast
 from django import forms
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 
-from claims import selectors
+from claims import limits, selectors
 from claims.models import Cluster, NamespaceRequest
 
 NAME_HELP = "Lower-case letters, digits and '-', at most 63 characters (a DNS-1123 label)."
@@ -38,10 +38,11 @@ class SubmissionTokenMixin(forms.Form):
 
 class NamespaceRequestForm(SubmissionTokenMixin):
     cluster = forms.ModelChoiceField(queryset=Cluster.objects.none(), empty_label=None)
-    name = forms.CharField(max_length=100, help_text=NAME_HELP)
+    name = forms.CharField(max_length=limits.NAME_MAX_CHARS, help_text=NAME_HELP)
     purpose = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}),
         required=False,
+        max_length=limits.PURPOSE_MAX_CHARS,
         help_text="What the GPUs are for; it helps the approver decide.",
     )
 
@@ -59,9 +60,13 @@ class ClaimRequestForm(SubmissionTokenMixin):
     namespace_request = NamespaceChoiceField(
         queryset=NamespaceRequest.objects.none(), label="Namespace", empty_label=None
     )
-    name = forms.CharField(max_length=100, label="Claim name", help_text=NAME_HELP)
+    name = forms.CharField(
+        max_length=limits.NAME_MAX_CHARS, label="Claim name", help_text=NAME_HELP
+    )
     # Free text behind a select, so an unknown class gets the service's explanation.
-    device_class = forms.CharField(label="Device class", widget=forms.Select)
+    device_class = forms.CharField(
+        label="Device class", widget=forms.Select, max_length=limits.DEVICE_CLASS_MAX_CHARS
+    )
     count = forms.IntegerField(required=False, initial=1, help_text="How many devices.")
     all_devices = forms.BooleanField(
         required=False, label="All matching devices (allocationMode: All)"
@@ -72,7 +77,11 @@ class ClaimRequestForm(SubmissionTokenMixin):
         label="Device selector",
         help_text=SELECTOR_HELP,
     )
-    purpose = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    purpose = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        required=False,
+        max_length=limits.PURPOSE_MAX_CHARS,
+    )
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -96,6 +105,6 @@ def device_class_choices(namespaces: Any) -> list[tuple[str, str]]:
 class RejectForm(forms.Form):
     reason = forms.CharField(
         required=True,
-        max_length=1000,
+        max_length=limits.REASON_MAX_CHARS,
         error_messages={"required": "Say why, so the requester knows what to change."},
     )

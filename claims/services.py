@@ -173,14 +173,17 @@ def claim_request_submit(
     duplicate = {"name": [f"A claim named {name!r} already exists in namespace {ns.name}."]}
     with transaction.atomic():
         # Decided under the team's row lock: parallel submits cannot all fit the last unit.
-        team = quota.locked_team_of(user)
+        team = quota.locked_team_of(ns.owner)
         if problem := quota.quota_problem(team, asked):
             raise ValidationError({"count": [problem]})
         auto_approve = quota.approves_itself(team, asked)
+        # The claim is the namespace owner's, even when an approver made it for them: they
+        # hold the namespace's access, run its verifications and are charged its quota.
         claim = _create_pending(
             ClaimRequest,
             user=user,
             duplicate=duplicate,
+            owner=ns.owner,
             namespace_request=ns,
             purpose=(purpose or "").strip(),
             **fields,
@@ -201,7 +204,7 @@ def _create_pending(model: Any, *, user: User, duplicate: dict, **fields: Any) -
     """Insert a new request; the database's unique constraint turns a double submit away."""
     try:
         with transaction.atomic():
-            obj = model.objects.create(owner=user, **fields)
+            obj = model.objects.create(**{"owner": user, **fields})
             transition(obj, to="pending", actor=user, message=AWAITING_APPROVAL, initial=True)
     except IntegrityError:
         raise ValidationError(duplicate) from None
@@ -221,14 +224,17 @@ def _approve_claim(claim: ClaimRequest, actor: User | None, message: str) -> Non
         team = quota.locked_team_of(claim.owner)
         if problem := quota.quota_problem(team, 0):
             raise ValidationError({NON_FIELD_ERRORS: [f"Over the quota now: {problem}"]})
-        ns = claim.namespace_request
-        if ns.state == NS.PENDING:
-            _approve_namespace(ns, actor, message)
-        elif ns.state not in (NS.APPROVED, NS.ACTIVE):
+        # Locked, so approvals racing over one pending namespace approve it once, and the
+        # loser of a race over this claim hears about the claim rather than its namespace.
+        ns = NamespaceRequest.objects.select_for_update().get(pk=claim.namespace_request_id)
+        claim.namespace_request = ns
+        if ns.state not in (NS.PENDING, NS.APPROVED, NS.ACTIVE):
             raise ValidationError(
                 {NON_FIELD_ERRORS: [f"Namespace {ns.name} is {ns.state}; fix it first."]}
             )
         _decide(claim, to=CS.APPROVED, actor=actor, message=message)
+        if ns.state == NS.PENDING:
+            _approve_namespace(ns, actor, message)
         enqueue("claims.tasks.apply_claim", claim.pk)
 
 

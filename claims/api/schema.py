@@ -30,6 +30,7 @@ ERRORS = {
     403: "Not allowed (e.g. approving without being an approver), or CSRF missing.",
     404: "No such object (or page), or it belongs to someone else.",
     409: StateConflict.default_detail,
+    413: "The body is larger than DATA_UPLOAD_MAX_MEMORY_SIZE allows.",
     422: IdempotencyKeyReused.default_detail,
     429: "Too many requests; wait as long as the Retry-After header says.",
 }
@@ -56,6 +57,8 @@ class ApiSchema(AutoSchema):
             codes.append(404)
         if self.method in ("POST", "DELETE"):
             codes.append(409)
+        if self.method == "POST":
+            codes.append(413)
         if self.method == "POST" and getattr(self.view, "replays_idempotency_key", True):
             codes.append(422)
         return codes

@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
-from claims import feasibility, selectors, services
+from claims import feasibility, limits, selectors, services
 from claims.forms import RejectForm
 from claims.models import ClaimRequest, NamespaceRequest
 from claims.views.common import HtmxHttpRequest, login_required
@@ -33,8 +33,16 @@ def _require_approver(request: HtmxHttpRequest) -> None:
 def approvals(request: HtmxHttpRequest) -> HttpResponse:
     _require_approver(request)
     queue = selectors.approval_queue(user=request.user)
-    claims = [_with_feasibility(claim) for claim in queue["claims"]]
-    context = {"nav": "approvals", "namespaces": queue["namespaces"], "claims": claims}
+    # The oldest few of each kind: a flood of requests must not make a page of megabytes.
+    shown = limits.APPROVALS_SHOWN
+    claims = [_with_feasibility(claim) for claim in queue["claims"][:shown]]
+    context = {
+        "nav": "approvals",
+        "namespaces": queue["namespaces"][:shown],
+        "claims": claims,
+        "namespace_total": queue["namespaces"].count(),
+        "claim_total": queue["claims"].count(),
+    }
     return render(request, "claims/approvals.html", context)
 
 

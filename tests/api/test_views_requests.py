@@ -244,3 +244,14 @@ def test_it_accepts_the_browser_session_only_with_csrf(
     csrf = client.cookies["csrftoken"].value
     accepted = client.post("/api/v1/claims/", body, format="json", HTTP_X_CSRFTOKEN=csrf)
     assert accepted.status_code == 201
+
+
+def test_it_lets_the_owner_see_a_claim_an_approver_made_in_her_namespace(
+    api: Any, namespace: NamespaceRequest
+) -> None:
+    body = {"namespace_request": namespace.pk, "name": "for-alice", "device_class": GPU}
+    made = api("carol").post("/api/v1/claims/", body, format="json")
+    assert made.status_code == 201
+    assert made.json()["owner"] == "alice"
+    listed = api("alice").get("/api/v1/claims/").json()["results"]
+    assert [claim["name"] for claim in listed] == ["for-alice"]

@@ -232,6 +232,30 @@ def test_it_lets_only_one_of_two_approvals_win(
     assert AuditEvent.objects.filter(object_kind="claim_request", to_state="approved").count() == 1
 
 
+def test_it_names_the_claim_when_an_approval_race_is_lost(
+    namespace: NamespaceRequest, alice: User, carol: User
+) -> None:
+    claim = submit_claim(alice, namespace)
+    stale_copy = ClaimRequest.objects.select_related("namespace_request").get(pk=claim.pk)
+    services.claim_request_approve(user=carol, claim_request=claim)
+    with pytest.raises(ValidationError) as excinfo:
+        services.claim_request_approve(user=carol, claim_request=stale_copy)
+    assert errors_of(excinfo)[NON_FIELD_ERRORS] == [f"{claim.name} is already approved."]
+    assert AuditEvent.objects.filter(to_state="approved").count() == 2  # namespace, claim
+
+
+def test_it_gives_a_claim_an_approver_makes_to_the_namespaces_owner(
+    namespace: NamespaceRequest, alice: User, carol: User
+) -> None:
+    """The owner holds the namespace's access and runs its verifications: what is in it is
+    hers, whoever typed it in. The audit trail says who did."""
+    claim = submit_claim(carol, namespace)
+    assert claim.owner == alice
+    assert list(ClaimRequest.objects.filter(owner=alice)) == [claim]
+    event = AuditEvent.objects.get(object_kind="claim_request", object_id=claim.pk)
+    assert (event.actor, event.owner) == (carol, alice)
+
+
 def test_it_requires_a_reason_to_reject(namespace: NamespaceRequest, carol: User) -> None:
     with pytest.raises(ValidationError) as excinfo:
         services.namespace_request_reject(user=carol, namespace_request=namespace, reason="  ")

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
 
-from claims import services
+from claims import limits, services
 from claims.models import ClaimRequest, NamespaceRequest
 from tests.claims.test_views import *  # noqa: F403 (shared fixtures)
 from tests.claims.test_views import client_for, htmx_client_for
@@ -153,3 +153,29 @@ def test_it_answers_a_malformed_reason_next_to_the_field(
 def test_it_answers_404_for_a_malformed_id(charlie: User, name: str) -> None:
     url = reverse(name, args=[1]).replace("/1/", "/99999999999999999999/")
     assert client_for(charlie).post(url, {"reason": "No"}).status_code == 404
+
+
+def pending_claims(namespace: NamespaceRequest, how_many: int) -> None:
+    ClaimRequest.objects.bulk_create(
+        ClaimRequest(
+            namespace_request=namespace,
+            owner=namespace.owner,
+            name=f"c{i}",
+            device_class="gpu.nvidia.com",
+            count=1,
+            purpose="p" * 5000,
+        )
+        for i in range(how_many)
+    )
+
+
+def test_it_lists_only_the_oldest_requests_when_many_wait(
+    namespace: NamespaceRequest, charlie: User
+) -> None:
+    pending_claims(namespace, 1500)
+    response = client_for(charlie).get(reverse("approvals"))
+    content = response.content.decode()
+    assert content.count('<tr id="claim-request-') == limits.APPROVALS_SHOWN
+    assert f"Showing the oldest {limits.APPROVALS_SHOWN} of 1500 waiting" in content
+    # Each purpose is cut short here (the claim's page shows all of it).
+    assert len(response.content) < 500_000

@@ -15,6 +15,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from claims import limits
 from claims.api.errors import call_service
 from claims.api.longpoll import wait_for_state_change, wait_params
 from claims.api.permissions import IsApprover
@@ -23,7 +24,7 @@ from claims.api.views.base import ApiView
 WAIT_PARAMETERS = [
     OpenApiParameter(
         "wait",
-        int,
+        {"type": "integer", "minimum": 0},
         description="Long-poll: wait up to this many seconds (max 60) for a state other "
         "than `state`; the answer comes as soon as it changes.",
     ),
@@ -35,7 +36,9 @@ WAIT_PARAMETERS = [
     examples=[OpenApiExample("Why not", value={"reason": "Use team-a's namespace."})]
 )
 class ReasonInput(serializers.Serializer):
-    reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
+    reason = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=limits.REASON_MAX_CHARS
+    )
 
 
 class ObjectApi(ApiView):

@@ -13,6 +13,7 @@ from rest_framework.filters import OrderingFilter
 from rest_framework.generics import GenericAPIView
 from rest_framework.metadata import SimpleMetadata
 from rest_framework.pagination import BasePagination
+from rest_framework.parsers import BaseParser, FormParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -20,6 +21,7 @@ from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
 from claims.api.pagination import PageNumberPagination
+from claims.api.parsers import BoundedJSONParser, check_body_size
 from claims.api.schema import ApiSchema
 from claims.api.throttling import AnonThrottle, UserThrottle
 from portal.lockout import TokenAuthentication  # knox's, counted by the login lockout
@@ -39,6 +41,7 @@ class ApiView(GenericAPIView):
     permission_classes = [IsAuthenticated]
     throttle_classes = [UserThrottle, AnonThrottle]
     pagination_class: type[BasePagination] | None = PageNumberPagination
+    parser_classes: list[type[BaseParser]] = [BoundedJSONParser, FormParser, MultiPartParser]
     filter_backends = [DjangoFilterBackend, OrderingFilter]
     schema = ApiSchema()
     metadata_class = NoActionsMetadata
@@ -46,6 +49,11 @@ class ApiView(GenericAPIView):
     # The model and the permission-scoped selector of list views.
     model: type[Model]
     list_selector: Callable[..., QuerySet]
+
+    def initial(self, request: Request, *args: object, **kwargs: object) -> None:
+        # First: authentication may read a form body already.
+        check_body_size(request)
+        super().initial(request, *args, **kwargs)
 
     def get_queryset(self) -> QuerySet:
         if getattr(self, "swagger_fake_view", False):

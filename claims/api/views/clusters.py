@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import django_filters
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from claims import inventory, selectors
+from claims.api.filters import StrictFilterSet, TextFilter, TrueFalseFilter
 from claims.api.serializers import ClusterOutput, DeviceClassOutput, DeviceOutput, MeOutput
 from claims.api.views.base import ApiView
 from claims.models import Cluster
@@ -18,7 +18,10 @@ from claims.models import Cluster
 TAG = ["clusters"]
 
 
-class ClusterFilter(django_filters.FilterSet):
+class ClusterFilter(StrictFilterSet):
+    name = TextFilter()
+    simulated = TrueFalseFilter()
+
     class Meta:
         model = Cluster
         fields = ["name", "simulated"]

@@ -8,7 +8,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from claims import selectors, services
+from claims import limits, selectors, services
 from claims.api import examples
 from claims.api.errors import call_service
 from claims.api.filters import ClaimRequestFilter, NamespaceRequestFilter
@@ -35,8 +35,12 @@ class NamespaceRequestListApi(ApiView):
 
     class NamespaceRequestInput(serializers.Serializer):
         cluster = serializers.PrimaryKeyRelatedField(queryset=Cluster.objects.all())
-        name = serializers.CharField(help_text="A DNS-1123 label, e.g. team-vision.")
-        purpose = serializers.CharField(required=False, allow_blank=True, max_length=5000)
+        name = serializers.CharField(
+            max_length=limits.NAME_MAX_CHARS, help_text="A DNS-1123 label, e.g. team-vision."
+        )
+        purpose = serializers.CharField(
+            required=False, allow_blank=True, max_length=limits.PURPOSE_MAX_CHARS
+        )
 
     @extend_schema(tags=NS_TAG, responses=NamespaceRequestOutput(many=True))
     def get(self, request: Request) -> Response:
@@ -130,14 +134,24 @@ class ClaimListApi(ApiView):
 
     class ClaimRequestInput(serializers.Serializer):
         namespace_request = serializers.IntegerField(help_text="Id of your namespace request.")
-        name = serializers.CharField(help_text="A DNS-1123 label, e.g. gpu-claim.")
-        device_class = serializers.CharField(help_text="e.g. gpu.nvidia.com")
+        name = serializers.CharField(
+            max_length=limits.NAME_MAX_CHARS, help_text="A DNS-1123 label, e.g. gpu-claim."
+        )
+        device_class = serializers.CharField(
+            max_length=limits.DEVICE_CLASS_MAX_CHARS, help_text="e.g. gpu.nvidia.com"
+        )
         count = serializers.IntegerField(required=False, allow_null=True, default=1)
         all_devices = serializers.BooleanField(required=False, default=False)
         selector = serializers.CharField(
-            required=False, allow_blank=True, default="", help_text="Optional CEL expression."
+            required=False,
+            allow_blank=True,
+            default="",
+            max_length=limits.SELECTOR_MAX_BYTES,
+            help_text="Optional CEL expression (at most 10 KiB, the cluster's limit).",
         )
-        purpose = serializers.CharField(required=False, allow_blank=True, max_length=5000)
+        purpose = serializers.CharField(
+            required=False, allow_blank=True, max_length=limits.PURPOSE_MAX_CHARS
+        )
 
     @extend_schema(tags=CLAIM_TAG, responses=ClaimRequestOutput(many=True))
     def get(self, request: Request) -> Response:

@@ -92,7 +92,7 @@ class RunLogApi(ObjectApi):
         parameters=[
             OpenApiParameter(
                 "since",
-                int,
+                {"type": "integer", "minimum": 0},
                 description="Characters already read (the X-Next-Since of the last answer).",
             )
         ],
