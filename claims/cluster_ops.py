@@ -18,7 +18,13 @@ from claims import observations
 from claims.kube import manifests
 from claims.kube.gateway import ClusterGateway, PermanentKubeError, TransientKubeError
 from claims.kube.ownership import NotOwnedError, create_or_adopt, delete_owned, owns, uid_of
-from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
+from claims.models import (
+    ClaimRequest,
+    Cluster,
+    NamespaceRequest,
+    VerificationRun,
+    managed_labels,
+)
 from claims.transitions import enqueue
 
 NS = NamespaceRequest.State
@@ -75,7 +81,7 @@ def apply_namespace(ns: NamespaceRequest) -> bool:
     gateway = gateway_for(ns.cluster)
     manifest = manifests.namespace_manifest(name=ns.name, labels=ns.labels())
     try:
-        uid = uid_of(create_or_adopt(gateway, manifest, uid=ns.kube_uid))
+        uid = uid_of(create_or_adopt(gateway, manifest, uid=ns.kube_uid, kin=managed_labels()))
     except PermanentKubeError as error:
         observations.namespace_failed(namespace_request=ns, message=error.message)
         return False
@@ -121,7 +127,7 @@ def apply_claim(claim: ClaimRequest) -> None:
     gateway = gateway_for(ns.cluster)
     try:
         manifest = claim_manifest(claim, gateway.claim_api_version())
-        applied = create_or_adopt(gateway, manifest, uid=claim.kube_uid)
+        applied = create_or_adopt(gateway, manifest, uid=claim.kube_uid, kin=managed_labels())
     except NotOwnedError as error:
         observations.claim_failed(claim_request=claim, message=error.message)
         return
@@ -211,15 +217,12 @@ def delete_claim(claim: ClaimRequest) -> None:
         _delete_pod(gateway, run)
     # Whatever version it was applied in: the gateway uses one the cluster serves now.
     api_version = claim.applied_api_version or gateway.claim_api_version()
-    delete_owned(
-        gateway,
-        api_version,
-        "ResourceClaim",
-        claim.namespace,
-        claim.name,
-        uid=claim.kube_uid,
-        labels=claim.labels(),
-    )
+    target = (api_version, "ResourceClaim", claim.namespace, claim.name)
+    delete_owned(gateway, *target, uid=claim.kube_uid, labels=claim.labels())
+    remaining = gateway.read(*target)
+    if remaining is not None and _is_ours(remaining, claim):
+        # Held by its finalizer while a Pod that used it terminates: not cleaned up yet.
+        raise TransientKubeError(f"ResourceClaim {claim.name} is still being deleted.")
     observations.claim_cleaned_up(claim_request=claim)
 
 
@@ -242,3 +245,8 @@ def delete_namespace(ns: NamespaceRequest) -> None:
 
 def _owned_uid(obj: dict, ns: NamespaceRequest) -> str | None:
     return uid_of(obj) if owns(obj, ns.labels()) else None
+
+
+def _is_ours(obj: dict, claim: ClaimRequest) -> bool:
+    """The very object we made (by the uid recorded), else one with our labels."""
+    return uid_of(obj) == claim.kube_uid if claim.kube_uid else owns(obj, claim.labels())

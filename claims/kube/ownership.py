@@ -52,13 +52,17 @@ def _target(manifest: Obj) -> tuple[str, str, str | None, str]:
     return manifest["apiVersion"], manifest["kind"], metadata.get("namespace"), metadata["name"]
 
 
-def create_or_adopt(gateway: Gateway, manifest: Obj, *, uid: str = "") -> Obj:
+def create_or_adopt(
+    gateway: Gateway, manifest: Obj, *, uid: str = "", kin: dict[str, str] | None = None
+) -> Obj:
     """Absent → create; present and ours → adopt (apply); anything else → NotOwnedError.
 
     Ours means it carries the manifest's labels, or it is the very object we created (`uid`,
     when recorded: its labels were changed outside the portal, and the apply restores them).
     A namespace or object of ours that is being deleted is waited for (transient): creating
-    into it would be refused, and adopting it would lose it a moment later.
+    into it would be refused, and adopting it would lose it a moment later. So is one of
+    another request of this portal (it carries the `kin` labels): the portal is removing it.
+    Anyone else's that is being deleted is refused: it may never go.
     """
     existing = gateway.read(*_target(manifest))
     if existing is None:
@@ -70,6 +74,8 @@ def create_or_adopt(gateway: Gateway, manifest: Obj, *, uid: str = "") -> Obj:
             existing = gateway.read(*_target(manifest))  # made meanwhile: by whom?
             if existing is None:
                 raise TransientKubeError(f"{describe(manifest)}: {error.message}") from error
+    if is_terminating(existing) and kin and owns(existing, kin):
+        raise TransientKubeError(f"{describe(manifest)} is still being deleted; waiting.")
     if not (uid and uid_of(existing) == uid):
         _check_ours(existing, manifest)
     if is_terminating(existing):
@@ -81,6 +87,9 @@ def _check_ours(existing: Obj, manifest: Obj) -> None:
     labels = manifest["metadata"].get("labels") or {}
     if not owns(existing, labels):
         found = (existing.get("metadata") or {}).get("labels") or {}
+        if is_terminating(existing):
+            message = f"{describe(manifest)} is still being deleted; try again when it is gone."
+            raise NotOwnedError(message, found)
         raise NotOwnedError(
             f"{describe(manifest)} already exists and is not managed by this portal "
             "(or belongs to another of its requests); nothing was changed.",
