@@ -86,21 +86,39 @@ class Feasibility:
         return head + free + skipped
 
 
-def of_claim(claim: ClaimRequest) -> Feasibility:
-    """Feasibility of a claim, saved or not (the form's preview), on its namespace's cluster."""
+Taken = dict[int, set[tuple[str, str, str]]]
+
+
+def of_claim(claim: ClaimRequest, taken: Taken | None = None) -> Feasibility:
+    """Feasibility of a claim, saved or not (the form's preview), on its namespace's cluster.
+
+    `taken` caches the allocated devices per cluster across the rows of one page (one query
+    per cluster, not one per claim)."""
     cluster = claim.namespace_request.cluster
+    taken = {} if taken is None else taken
+    if cluster.pk not in taken:
+        taken[cluster.pk] = _allocated(cluster)
     return assess(
         cluster=cluster,
         device_class=claim.device_class,
         count=None if claim.all_devices else claim.count or 1,
         selector=claim.selector,
+        allocated=taken[cluster.pk],
     )
 
 
-def assess(*, cluster: Cluster, device_class: str, count: int | None, selector: str) -> Feasibility:
+def assess(
+    *,
+    cluster: Cluster,
+    device_class: str,
+    count: int | None,
+    selector: str,
+    allocated: set[tuple[str, str, str]] | None = None,
+) -> Feasibility:
     devices, evaluated = _matching_devices(cluster.inventory, device_class, selector)
     per_node = _per_node(devices)
-    free_devices = _free(cluster, devices)
+    taken = _allocated(cluster) if allocated is None else allocated
+    free_devices = [d for d in devices if (d["driver"], d["pool"], d["name"]) not in taken]
     free = _per_node(free_devices)
     best_node, most = per_node.most_common(1)[0] if per_node else ("", 0)
     free_node, most_free = free.most_common(1)[0] if free else ("", 0)
@@ -151,11 +169,6 @@ def _per_node(devices: list[dict[str, Any]]) -> Counter[str]:
     if not own:
         return Counter({"": everywhere}) if everywhere else Counter()
     return Counter({node: count + everywhere for node, count in own.items()})
-
-
-def _free(cluster: Cluster, devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    taken = _allocated(cluster)
-    return [d for d in devices if (d["driver"], d["pool"], d["name"]) not in taken]
 
 
 def _allocated(cluster: Cluster) -> set[tuple[str, str, str]]:

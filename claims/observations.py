@@ -150,6 +150,10 @@ def claim_drifted(*, claim_request: ClaimRequest, message: str) -> bool:
     return changed
 
 
+def claim_relabelled(*, claim_request: ClaimRequest, message: str) -> None:
+    record_event(claim_request, message)
+
+
 def claim_failed(*, claim_request: ClaimRequest, message: str) -> bool:
     allowed = (CS.APPROVED, CS.APPLYING, CS.WAITING, CS.IN_USE)
     return transition(claim_request, to=CS.FAILED, allowed=allowed, message=message)

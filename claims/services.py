@@ -60,6 +60,11 @@ def namespace_request_submit(
     name = (name or "").strip()
     validate_namespace_name(name)
     duplicate = {"name": [f"Namespace {name!r} is already requested on {cluster}."]}
+    if NamespaceRequest.objects.filter(cluster=cluster, name=name, state=NS.DELETING).exists():
+        # The cluster is still removing it: a new request would meet a terminating namespace.
+        duplicate = {
+            "name": [f"Namespace {name} is still being deleted; try again when it is gone."]
+        }
     with transaction.atomic():
         ns = _create_pending(
             NamespaceRequest,

@@ -18,9 +18,10 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from claims import inventory, observations, run_follower
+from claims import cluster_ops, inventory, observations, run_follower
 from claims.cluster_ops import gateway_for
 from claims.kube.gateway import ClaimState, ClusterGateway, KubeError
+from claims.kube.ownership import uid_of
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, managed_selector
 from claims.run_follower import GONE_GRACE, Allocations
 
@@ -147,7 +148,7 @@ def _sync_claims(cluster: Cluster, gateway: ClusterGateway) -> Allocations:
     for claim in claims:
         state = observed.get((claim.namespace, claim.name))
         if state is None:
-            _claim_missing(claim, listed_at)
+            _claim_missing(claim, listed_at, gateway)
             continue
         allocation = _allocation(cluster, state)
         allocations[claim.pk] = (allocation, claim.allocation)
@@ -155,11 +156,20 @@ def _sync_claims(cluster: Cluster, gateway: ClusterGateway) -> Allocations:
     return allocations
 
 
-def _claim_missing(claim: ClaimRequest, listed_at: Any) -> None:
-    """Deleted (or relabelled) outside the portal: apply it again (docs/operations.md)."""
-    if claim.applied_at and claim.applied_at < listed_at - GONE_GRACE:
-        message = "The ResourceClaim was deleted or changed outside the portal."
-        observations.claim_drifted(claim_request=claim, message=message)
+def _claim_missing(claim: ClaimRequest, listed_at: Any, gateway: ClusterGateway) -> None:
+    """Not in the labelled list: relabelled (our uid: put the labels back) or deleted outside
+    the portal (apply it again); docs/operations.md."""
+    if not claim.applied_at or claim.applied_at >= listed_at - GONE_GRACE:
+        return
+    api_version = claim.applied_api_version or gateway.claim_api_version()
+    found = gateway.read(api_version, "ResourceClaim", claim.namespace, claim.name)
+    if found and claim.kube_uid and uid_of(found) == claim.kube_uid:
+        gateway.apply(claim.applied_manifest or cluster_ops.claim_manifest(claim, api_version))
+        message = "The ResourceClaim's labels were changed outside the portal; restored."
+        observations.claim_relabelled(claim_request=claim, message=message)
+        return
+    message = "The ResourceClaim was deleted outside the portal."
+    observations.claim_drifted(claim_request=claim, message=message)
 
 
 def _allocation(cluster: Cluster, state: ClaimState) -> dict[str, Any] | None:

@@ -239,7 +239,7 @@ def start(
     server = ApiServer((host, port), api, api.authenticator, bundle)
     url = _url(server, api)
     scheduler, api.kubelet = _controllers(store, cluster, speed, k8s_version, kubelet)
-    finalizer = NamespaceFinalizer(store, KINDS)
+    finalizer = NamespaceFinalizer(store, KINDS, speed=speed)
     finalizer.start()
     accounts = ServiceAccountsController(store, KINDS).start()
     stoppables = [scheduler, *([api.kubelet] if api.kubelet else []), finalizer, accounts]

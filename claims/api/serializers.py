@@ -154,7 +154,8 @@ class ClaimRequestOutput(DecidedRequestOutput):
     def get_feasibility(self, claim: ClaimRequest) -> dict[str, Any] | None:
         if claim.state != ClaimRequest.State.PENDING:
             return None
-        return feasibility.of_claim(claim).as_dict()
+        taken = self.context.setdefault("allocated_by_cluster", {})
+        return feasibility.of_claim(claim, taken).as_dict()
 
 
 class RunLogOutput(serializers.Serializer):

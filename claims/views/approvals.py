@@ -35,7 +35,8 @@ def approvals(request: HtmxHttpRequest) -> HttpResponse:
     queue = selectors.approval_queue(user=request.user)
     # The oldest few of each kind: a flood of requests must not make a page of megabytes.
     shown = limits.APPROVALS_SHOWN
-    claims = [_with_feasibility(claim) for claim in queue["claims"][:shown]]
+    taken: feasibility.Taken = {}
+    claims = [_with_feasibility(claim, taken) for claim in queue["claims"][:shown]]
     context = {
         "nav": "approvals",
         "namespaces": queue["namespaces"][:shown],
@@ -46,10 +47,10 @@ def approvals(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, "claims/approvals.html", context)
 
 
-def _with_feasibility(claim: ClaimRequest) -> ClaimRequest:
+def _with_feasibility(claim: ClaimRequest, taken: feasibility.Taken | None = None) -> ClaimRequest:
     """The approver sees whether a pending claim can ever be met, and what is free now."""
     if claim.state == ClaimRequest.State.PENDING:
-        claim.feasibility = feasibility.of_claim(claim)  # type: ignore[attr-defined]
+        claim.feasibility = feasibility.of_claim(claim, taken)  # type: ignore[attr-defined]
     return claim
 
 

@@ -6,7 +6,6 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
@@ -134,7 +133,7 @@ def test_it_reapplies_a_claim_deleted_outside_the_portal(
     sync.sync_cluster(cluster)
     claim.refresh_from_db()
     assert claim.state == "approved"
-    assert "deleted or changed outside the portal" in claim.state_message
+    assert "deleted outside the portal" in claim.state_message
     cluster_ops.apply_claim(claim)
     claim.refresh_from_db()
     assert claim.state == "waiting"
@@ -178,11 +177,6 @@ def test_it_grants_access_again_when_its_rolebinding_is_removed_outside(
     assert {"kind": "ServiceAccount", "name": "gpu-portal-alice", "namespace": ns.name} in subjects
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Relabelled by uid, but sync._claim_missing cannot tell a relabel from a delete "
-    "(it lists by label only) and reports 'deleted or changed', flipping the claim to approved",
-)
 def test_it_relabels_a_claim_whose_labels_were_removed_and_does_not_call_it_deleted(
     alice: User, cluster: Cluster, kubesim_cluster: Any
 ) -> None:
