@@ -168,6 +168,7 @@ AXES_LOCKOUT_CALLABLE = "portal.lockout.lockout_response"
 # A success does not wipe the count: a guesser with an account of their own could otherwise
 # log in between guesses to start again.
 AXES_RESET_ON_SUCCESS = False
+AXES_VERBOSE = False  # no banner from every process; failures and lockouts are still logged
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
