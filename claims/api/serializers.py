@@ -6,7 +6,7 @@ HackSoftware style guide: they shape input, the services decide what is allowed.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
@@ -154,7 +154,9 @@ class ClaimRequestOutput(DecidedRequestOutput):
     def get_feasibility(self, claim: ClaimRequest) -> dict[str, Any] | None:
         if claim.state != ClaimRequest.State.PENDING:
             return None
-        taken = self.context.setdefault("allocated_by_cluster", {})
+        # One read of the allocations per cluster for a whole page of claims.
+        context = cast(dict[str, Any], self.context)
+        taken = context.setdefault("allocated_by_cluster", {})
         return feasibility.of_claim(claim, taken).as_dict()
 
 

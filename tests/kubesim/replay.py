@@ -3,7 +3,8 @@
 `replay(scenario)` starts kubesim in the recordings' shape (topology reference-1.34.yaml, no
 kubelet), sends every step of the scenario file in order (waiting where the step says so),
 normalises kubesim's answers like the recordings and returns, per step id, None (same
-answer) or what differs. The recordings and their rules: ../shared/reference/apiserver-1.34/.
+answer) or what differs. The recordings and their rules: tests/kubesim/data/apiserver-1.34/
+(a copy of ../shared/reference/apiserver-1.34/).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from tests.kubesim.replay_normalise import Normaliser, bind, difference
 from tests.kubesim.replay_waits import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = ROOT.parent / "shared" / "reference" / "apiserver-1.34"
+# A copy of ../shared/reference/apiserver-1.34 in the repository: CI's clean clone has no ../shared.
+REFERENCE = ROOT / "tests" / "kubesim" / "data" / "apiserver-1.34"
 TOPOLOGY = ROOT / "kubesim" / "topologies" / "reference-1.34.yaml"
 USER_AGENT = "reference-client/1.0"
 

@@ -14,7 +14,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.fixtures.kubesim import api_client, create_namespace
 
-RECORDINGS = Path(__file__).resolve().parents[3] / "shared/reference/apiserver-1.34"
+RECORDINGS = Path(__file__).resolve().parent / "data" / "apiserver-1.34"
 FIELD = "spec.devices.requests[0].exactly.selectors[0].cel.expression"
 ACCEPTED = [
     "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
