@@ -24,6 +24,7 @@ from claims.models import (
     NamespaceRequest,
     VerificationRun,
     managed_labels,
+    managed_selector,
 )
 from claims.transitions import enqueue
 
@@ -213,7 +214,11 @@ def delete_claim(claim: ClaimRequest) -> None:
     if claim.state != CS.RELEASED or claim.cleaned_up_at:
         return
     gateway = gateway_for(claim.cluster)
-    for run in claim.runs.exclude(pod_name="").select_related("claim__namespace_request"):
+    # One list of the claim's Pods, not a delete per run it ever had (most Pods are long gone).
+    selector = f"{managed_selector()},gpu-portal.io/claim-request={claim.pk}"
+    present = {pod.name for pod in gateway.list_pods(selector)}
+    for run in claim.runs.filter(pod_name__in=present):
+        run.claim = claim
         _delete_pod(gateway, run)
     # Whatever version it was applied in: the gateway uses one the cluster serves now.
     api_version = claim.applied_api_version or gateway.claim_api_version()

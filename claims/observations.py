@@ -95,9 +95,9 @@ def namespace_access_lost(*, namespace_request: NamespaceRequest, message: str) 
     enqueue("claims.tasks.grant_namespace_access", namespace_request.pk)
 
 
-def namespace_relabelled(*, namespace_request: NamespaceRequest, message: str) -> None:
-    """The labels of our namespace were changed outside the portal and put back."""
-    record_event(namespace_request, message)
+def labels_restored(*, obj: NamespaceRequest | ClaimRequest, message: str) -> None:
+    """The labels of an object of ours were changed outside the portal and put back."""
+    record_event(obj, message)
 
 
 def namespace_uid_seen(*, namespace_request: NamespaceRequest, uid: str) -> None:
@@ -148,10 +148,6 @@ def claim_drifted(*, claim_request: ClaimRequest, message: str) -> bool:
     if changed:
         enqueue("claims.tasks.apply_claim", claim_request.pk)
     return changed
-
-
-def claim_relabelled(*, claim_request: ClaimRequest, message: str) -> None:
-    record_event(claim_request, message)
 
 
 def claim_failed(*, claim_request: ClaimRequest, message: str) -> bool:

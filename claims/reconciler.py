@@ -148,7 +148,7 @@ def _namespace_drifted(ns: NamespaceRequest, gateway: ClusterGateway) -> None:
             message = (
                 f"The labels of namespace {ns.name} were changed outside the portal; restored."
             )
-            observations.namespace_relabelled(namespace_request=ns, message=message)
+            observations.labels_restored(obj=ns, message=message)
     else:
         message = (
             f"Namespace {ns.name} was replaced outside the portal by one it does not manage; "

@@ -166,7 +166,7 @@ def _claim_missing(claim: ClaimRequest, listed_at: Any, gateway: ClusterGateway)
     if found and claim.kube_uid and uid_of(found) == claim.kube_uid:
         gateway.apply(claim.applied_manifest or cluster_ops.claim_manifest(claim, api_version))
         message = "The ResourceClaim's labels were changed outside the portal; restored."
-        observations.claim_relabelled(claim_request=claim, message=message)
+        observations.labels_restored(obj=claim, message=message)
         return
     message = "The ResourceClaim was deleted outside the portal."
     observations.claim_drifted(claim_request=claim, message=message)

@@ -12,14 +12,14 @@ from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 import kubesim
-from claims import access, cluster_ops, services
+from claims import cluster_ops
 from claims.models import AuditEvent, Cluster, NamespaceRequest
 from tests.api.test_schema import (
     RESPONSE_CHECKS,
     keep_test_connection,  # noqa: F401 (a fixture)
     schema,
 )
-from tests.fixtures.portal import register_cluster
+from tests.fixtures.portal import granted_namespace, register_cluster
 
 Api = Callable[[str], APIClient]
 PATH = "/api/v1/namespace-requests/{id}/kubeconfig/"
@@ -29,19 +29,9 @@ def url(ns: NamespaceRequest) -> str:
     return PATH.format(id=ns.pk)
 
 
-def granted(ns: NamespaceRequest, approver: User) -> NamespaceRequest:
-    """Approved, created in kubesim, with the owner's ServiceAccount and RoleBinding."""
-    services.namespace_request_approve(user=approver, namespace_request=ns)
-    assert cluster_ops.apply_namespace(ns)
-    access.grant_access(ns)
-    ns.refresh_from_db()
-    return ns
-
-
 @pytest.fixture
 def ready(namespace_name: str, alice: User, carol: User, cluster: Cluster) -> NamespaceRequest:
-    ns = services.namespace_request_submit(user=alice, cluster=cluster, name=namespace_name)
-    return granted(ns, carol)
+    return granted_namespace(cluster, alice, carol, namespace_name)
 
 
 @pytest.mark.parametrize(
@@ -100,8 +90,7 @@ def test_it_answers_503_when_the_cluster_does_not_answer(
 ) -> None:
     cluster = register_cluster(kubesim_private, name="flaky")
     try:
-        ns = services.namespace_request_submit(user=alice, cluster=cluster, name="flaky-ml")
-        granted(ns, carol)
+        ns = granted_namespace(cluster, alice, carol, "flaky-ml")
         fault = {"path": "/token$", "error_rate": 1.0, "error_codes": [503]}
         kubesim_private.admin("POST", "/_kubesim/faults", json=fault)
         response = api("alice").post(url(ns))

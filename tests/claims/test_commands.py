@@ -78,10 +78,11 @@ def wait_for_output(process: subprocess.Popen, log: Path, needle: str, timeout: 
         time.sleep(0.2)
 
 
-def test_it_runs_the_whole_demo_and_stops_it_all(tmp_path: Path) -> None:
-    port, log = free_port(), tmp_path / "demo.log"
-    env = {**os.environ, "PORTAL_VAR_DIR": str(tmp_path), "DATABASE_URL": "", "REDIS_URL": ""}
-    env["DEBUG"] = "True"  # as `make run`: the demo logins are made only then
+def start_demo(folder: Path) -> tuple[subprocess.Popen, int, Path]:
+    """`manage.py rundemo` as `make run` starts it, in its own var folder; (process, port, log)."""
+    port, log = free_port(), folder / "demo.log"
+    env = {**os.environ, "PORTAL_VAR_DIR": str(folder), "DATABASE_URL": "", "REDIS_URL": ""}
+    env.update({"DEBUG": "True", "PYTHONUNBUFFERED": "1"})  # as `make run`: demo logins
     env.pop("KUBECONFIG", None)
     env.pop("KUBESIM_SPEED", None)
     with log.open("w") as out:
@@ -92,6 +93,11 @@ def test_it_runs_the_whole_demo_and_stops_it_all(tmp_path: Path) -> None:
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+    return demo, port, log
+
+
+def test_it_runs_the_whole_demo_and_stops_it_all(tmp_path: Path) -> None:
+    demo, port, log = start_demo(tmp_path)
     try:
         wait_for_output(demo, log, "The portal is at", timeout=60)
         printed = log.read_text()

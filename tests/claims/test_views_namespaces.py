@@ -11,11 +11,11 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 
 import kubesim
-from claims import access, cluster_ops, observations, services
+from claims import cluster_ops, observations, services
 from claims.models import ClaimRequest, NamespaceRequest
 from tests.claims.test_views import *  # noqa: F403 (shared fixtures)
 from tests.claims.test_views import client_for, htmx_client_for
-from tests.fixtures.portal import register_cluster
+from tests.fixtures.portal import granted_namespace, register_cluster
 
 
 def page(user: User, ns: NamespaceRequest) -> str:
@@ -49,19 +49,9 @@ def live_cluster(db: None, kubesim_cluster: kubesim.Handle) -> Iterator[Any]:
     cluster_ops.forget_gateways()
 
 
-def granted_in(cluster: Any, owner: User, approver: User, name: str) -> NamespaceRequest:
-    """A namespace created in kubesim with its owner's ServiceAccount and RoleBinding."""
-    ns = services.namespace_request_submit(user=owner, cluster=cluster, name=name)
-    services.namespace_request_approve(user=approver, namespace_request=ns)
-    assert cluster_ops.apply_namespace(ns)
-    access.grant_access(ns)
-    ns.refresh_from_db()
-    return ns
-
-
 @pytest.fixture
 def in_kubesim(live_cluster: Any, alice: User, charlie: User, namespace_name: str) -> Any:
-    return granted_in(live_cluster, alice, charlie, namespace_name)
+    return granted_namespace(live_cluster, alice, charlie, namespace_name)
 
 
 def test_it_sends_anonymous_visitors_to_login(namespace: NamespaceRequest) -> None:
@@ -206,7 +196,7 @@ def test_it_asks_to_try_again_when_the_cluster_does_not_answer(
 ) -> None:
     cluster = register_cluster(kubesim_private, name="flaky")
     try:
-        ns = granted_in(cluster, alice, charlie, "flaky-ml")
+        ns = granted_namespace(cluster, alice, charlie, "flaky-ml")
         fault = {"path": "/token$", "error_rate": 1.0, "error_codes": [503]}
         kubesim_private.admin("POST", "/_kubesim/faults", json=fault)
         content = download(alice, ns).content.decode()

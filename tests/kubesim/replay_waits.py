@@ -8,9 +8,10 @@ controllers write what the recordings show together with the state the condition
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from typing import Any
+
+from tests.fixtures.kubesim import wait_until
 
 TIMEOUT = 15.0
 
@@ -93,9 +94,8 @@ def wait_for(replay: Any, step: dict) -> bool:
     check = _condition(replay, step)
     if check is None:
         return True
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return False
+    try:
+        wait_until(check, timeout=TIMEOUT, interval=0.05)
+    except AssertionError:
+        return False
+    return True

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -17,8 +16,8 @@ from django.contrib.auth.models import User
 from django.core.management.base import CommandError
 
 from claims.management.commands import rundemo
-from tests.claims.test_commands import free_port, wait_for_output
-from tests.fixtures.portal import ROOT
+from tests.claims.test_commands import start_demo, wait_for_output
+from tests.fixtures.kubesim import wait_until
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 CRASHER = [sys.executable, "-c", "raise SystemExit(3)"]
@@ -36,11 +35,13 @@ def said(children: rundemo.Children) -> Said:
 def supervise_until(
     children: rundemo.Children, done: Callable[[], bool], timeout: float = 10
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, "not done in time"
+    def done_else_supervise() -> bool:
+        if done():
+            return True
         children.supervise()
-        time.sleep(0.05)
+        return False
+
+    wait_until(done_else_supervise, timeout=timeout, interval=0.05)
 
 
 @pytest.fixture
@@ -94,18 +95,7 @@ def worker_pid(demo: subprocess.Popen) -> int:
 
 
 def test_a_running_demo_brings_back_a_killed_worker(tmp_path: Path) -> None:
-    port, log = free_port(), tmp_path / "demo.log"
-    env = {**os.environ, "PORTAL_VAR_DIR": str(tmp_path), "DATABASE_URL": "", "REDIS_URL": ""}
-    env.update({"DEBUG": "True", "PYTHONUNBUFFERED": "1"})
-    env.pop("KUBECONFIG", None)
-    with log.open("w") as out:
-        demo = subprocess.Popen(
-            [sys.executable, "manage.py", "rundemo", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    demo, _, log = start_demo(tmp_path)
     try:
         wait_for_output(demo, log, "The portal is at", timeout=60)
         killed = worker_pid(demo)
