@@ -70,7 +70,15 @@ def test_it_mounts_the_service_account_token_on_create_only(kubesim_cluster, nam
         "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
     }
     assert created["spec"]["containers"][0]["volumeMounts"] == [mount]
-    current = raw_request(kubesim_cluster, "GET", f"{path}/p1").json()
+    # The scheduler binds meanwhile; a PUT of the unbound spec would unset nodeName (422).
+    current = wait_until(
+        lambda: (
+            (pod := raw_request(kubesim_cluster, "GET", f"{path}/p1").json())["spec"].get(
+                "nodeName"
+            )
+            and pod
+        )
+    )
     del current["metadata"]["resourceVersion"]  # the kubelet writes meanwhile
     replaced = raw_request(kubesim_cluster, "PUT", f"{path}/p1", current)
     assert replaced.status == 200
