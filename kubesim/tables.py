@@ -7,15 +7,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubesim.server import Request
+from kubesim.validation import DEFAULT_K8S_VERSION, schema_release, upstream_definitions
 
-Column = tuple[str, str, int, Callable[[dict[str, Any]], Any]]
-NAME_DESCRIPTION = (
-    "Name must be unique within a namespace. Is required when creating resources, although "
-    "some resources may allow a client to request the generation of an appropriate name "
-    "automatically. Name is primarily intended for creation idempotence and configuration "
-    "definition. Cannot be updated."
-)
+# A description is upstream's own text, or (definition, field): the SwaggerDoc of that field,
+# which is its description in the OpenAPI schemas.
+Description = str | tuple[str, str]
+Column = tuple[str, str, int, Description, Callable[[dict[str, Any]], Any]]
+META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+CORE = "io.k8s.api.core.v1."
+RESOURCE = "io.k8s.api.resource.v1."
 NONE = "<none>"
+UNKNOWN = "<unknown>"  # printNode's word for an empty kernel version or OS image
 
 
 def wanted(request: Request) -> bool:
@@ -116,6 +118,14 @@ def _event_last_seen(event: dict[str, Any]) -> str:
     return age({"metadata": {"creationTimestamp": stamp[:19] + "Z"}}) if stamp else NONE
 
 
+def _node_info(name: str, field: str, priority: int, empty: str = NONE) -> Column:
+    def read(node: dict[str, Any]) -> str:
+        info = (node.get("status") or {}).get("nodeInfo") or {}
+        return info.get(field) or empty
+
+    return (name, "", priority, (CORE + "NodeSystemInfo", field), read)
+
+
 def _path(*keys: str) -> Callable[[dict[str, Any]], Any]:
     def read(obj: dict[str, Any]) -> Any:
         value: Any = obj
@@ -126,65 +136,105 @@ def _path(*keys: str) -> Callable[[dict[str, Any]], Any]:
     return read
 
 
-NAME: Column = ("Name", "name", 0, _name)
-AGE: Column = ("Age", "", 0, age)
+NAME: Column = ("Name", "name", 0, (META, "name"), _name)
+AGE: Column = ("Age", "", 0, (META, "creationTimestamp"), age)
 COLUMNS: dict[str, list[Column]] = {
     "pods": [
         NAME,
-        ("Ready", "", 0, _pod_ready),
-        ("Status", "", 0, _pod_status),
-        ("Restarts", "", 0, _pod_restarts),
+        (
+            "Ready",
+            "",
+            0,
+            "The aggregate readiness state of this pod for accepting traffic.",
+            _pod_ready,
+        ),
+        ("Status", "", 0, "The aggregate status of the containers in this pod.", _pod_status),
+        (
+            "Restarts",
+            "",
+            0,
+            "The number of times the containers in this pod have been restarted and when the "
+            "last container in this pod has restarted.",
+            _pod_restarts,
+        ),
         AGE,
-        ("IP", "", 1, _path("status", "podIP")),
-        ("Node", "", 1, _path("spec", "nodeName")),
-        ("Nominated Node", "", 1, _path("status", "nominatedNodeName")),
-        ("Readiness Gates", "", 1, lambda pod: NONE),
+        ("IP", "", 1, (CORE + "PodStatus", "podIP"), _path("status", "podIP")),
+        ("Node", "", 1, (CORE + "PodSpec", "nodeName"), _path("spec", "nodeName")),
+        (
+            "Nominated Node",
+            "",
+            1,
+            (CORE + "PodStatus", "nominatedNodeName"),
+            _path("status", "nominatedNodeName"),
+        ),
+        ("Readiness Gates", "", 1, (CORE + "PodSpec", "readinessGates"), lambda pod: NONE),
     ],
     "nodes": [
         NAME,
-        ("Status", "", 0, _node_status),
-        ("Roles", "", 0, lambda node: NONE),
+        ("Status", "", 0, "The status of the node", _node_status),
+        ("Roles", "", 0, "The roles of the node", lambda node: NONE),
         AGE,
-        ("Version", "", 0, _path("status", "nodeInfo", "kubeletVersion")),
-        ("Internal-IP", "", 1, _node_address("InternalIP")),
-        ("External-IP", "", 1, _node_address("ExternalIP")),
-        ("OS-Image", "", 1, _path("status", "nodeInfo", "osImage")),
-        ("Kernel-Version", "", 1, _path("status", "nodeInfo", "kernelVersion")),
-        ("Container-Runtime", "", 1, _path("status", "nodeInfo", "containerRuntimeVersion")),
+        _node_info("Version", "kubeletVersion", 0),
+        ("Internal-IP", "", 1, (CORE + "NodeStatus", "addresses"), _node_address("InternalIP")),
+        ("External-IP", "", 1, (CORE + "NodeStatus", "addresses"), _node_address("ExternalIP")),
+        _node_info("OS-Image", "osImage", 1, UNKNOWN),
+        _node_info("Kernel-Version", "kernelVersion", 1, UNKNOWN),
+        _node_info("Container-Runtime", "containerRuntimeVersion", 1),
     ],
-    "namespaces": [NAME, ("Status", "", 0, _path("status", "phase")), AGE],
+    "namespaces": [
+        NAME,
+        ("Status", "", 0, "The status of the namespace", _path("status", "phase")),
+        AGE,
+    ],
     "secrets": [
         NAME,
-        ("Type", "", 0, _path("type")),
-        ("Data", "", 0, lambda secret: len(secret.get("data") or {})),
+        ("Type", "", 0, (CORE + "Secret", "type"), _path("type")),
+        ("Data", "", 0, (CORE + "Secret", "data"), lambda secret: len(secret.get("data") or {})),
         AGE,
     ],
-    "resourceclaims": [NAME, ("State", "", 0, _claim_state), AGE],
+    "resourceclaims": [
+        NAME,
+        (
+            "State",
+            "",
+            0,
+            "A summary of the current state (allocated, pending, reserved, etc.).",
+            _claim_state,
+        ),
+        AGE,
+    ],
     "resourceslices": [
         NAME,
-        ("Node", "", 0, _path("spec", "nodeName")),
-        ("Driver", "", 0, _path("spec", "driver")),
-        ("Pool", "", 0, _path("spec", "pool", "name")),
+        ("Node", "", 0, (RESOURCE + "ResourceSliceSpec", "nodeName"), _path("spec", "nodeName")),
+        ("Driver", "", 0, (RESOURCE + "ResourceSliceSpec", "driver"), _path("spec", "driver")),
+        ("Pool", "", 0, (RESOURCE + "ResourcePool", "name"), _path("spec", "pool", "name")),
         AGE,
     ],
     "events": [
-        ("Last Seen", "", 0, _event_last_seen),
-        ("Type", "", 0, _path("type")),
-        ("Reason", "", 0, _path("reason")),
-        ("Object", "", 0, _event_object),
-        ("Message", "", 0, _path("message")),
+        ("Last Seen", "", 0, (CORE + "Event", "lastTimestamp"), _event_last_seen),
+        ("Type", "", 0, (CORE + "Event", "type"), _path("type")),
+        ("Reason", "", 0, (CORE + "Event", "reason"), _path("reason")),
+        ("Object", "", 0, (CORE + "Event", "involvedObject"), _event_object),
+        ("Message", "", 0, (CORE + "Event", "message"), _path("message")),
     ],
 }
 
 
+def _described(description: Description) -> str:
+    if isinstance(description, str):
+        return description
+    definition, field = description
+    definitions = upstream_definitions(schema_release("v1", DEFAULT_K8S_VERSION))
+    return definitions[definition]["properties"][field].get("description", "")
+
+
 def _definition(column: Column) -> dict[str, Any]:
-    name, format_, priority, _ = column
-    description = NAME_DESCRIPTION if format_ == "name" else name
+    name, format_, priority, description, _ = column
     return {
         "name": name,
         "type": "string",
         "format": format_,
-        "description": description,
+        "description": _described(description),
         "priority": priority,
     }
 
@@ -214,7 +264,7 @@ def table(
     include = request.query.get("includeObject", "Metadata")
     rows = []
     for obj in objs:
-        row: dict[str, Any] = {"cells": [column[3](obj) for column in columns]}
+        row: dict[str, Any] = {"cells": [column[4](obj) for column in columns]}
         row_object = _row_object(obj, include)
         if row_object is not None:
             row["object"] = row_object

@@ -72,6 +72,15 @@ def test_it_answers_a_list_with_a_table_of_named_columns(kubesim_cluster):
     assert first["object"]["metadata"]["name"] == "gpu-node-1"
 
 
+def test_it_describes_columns_with_upstreams_field_documentation(kubesim_cluster):
+    columns = get_table(kubesim_cluster, "/api/v1/pods")["columnDefinitions"]
+    described = {column["name"]: column["description"] for column in columns}
+    assert described["Name"].startswith("Name must be unique within a namespace.")
+    assert described["Age"].startswith("CreationTimestamp is a timestamp")
+    assert described["Status"] == "The aggregate status of the containers in this pod."
+    assert described["IP"].startswith("podIP address allocated to the pod.")
+
+
 def test_it_shows_a_claims_state(kubesim_cluster, namespace_name):
     api = api_client(kubesim_cluster)
     client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace_name}})
