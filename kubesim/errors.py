@@ -86,6 +86,22 @@ def invalid(group: str, kind: str, name: str, field_errors: list[Any]) -> ApiErr
     return ApiError(422, "Invalid", message, details)
 
 
+@dataclass
+class GenericError(ApiError):
+    """apierrors.NewGenericServerResponse, go-restful's answer for a path or method inside an
+    API group it has no route for: its Status always carries `details`, empty or not."""
+
+    def status(self) -> dict[str, Any]:
+        body = super().status()
+        body.setdefault("details", {})
+        body["code"] = body.pop("code")
+        return body
+
+
+def resource_not_found() -> ApiError:
+    return GenericError(404, "NotFound", "the server could not find the requested resource")
+
+
 def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 
@@ -96,7 +112,7 @@ def unauthorized() -> ApiError:
 
 def method_not_allowed() -> ApiError:
     message = "the server does not allow this method on the requested resource"
-    return ApiError(405, "MethodNotAllowed", message)
+    return GenericError(405, "MethodNotAllowed", message)
 
 
 def unsupported_media_type(content_type: str) -> ApiError:

@@ -123,7 +123,7 @@ def handle(api: Any, request: Request, group: str, parts: list[str]) -> Response
     """/apis/<group>/v1/<plural>: only POST of the reviews served."""
     kind = RESOURCES[group].get(parts[0]) if len(parts) == 1 else None
     if kind is None:
-        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+        raise errors.resource_not_found()
     if request.method != "POST":
         raise errors.method_not_allowed()
     body = _body(request, group, kind)

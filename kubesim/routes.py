@@ -46,10 +46,6 @@ def deprecation_warning(target: Target, k8s_version: str) -> str | None:
     )
 
 
-def _resource_not_found() -> errors.ApiError:
-    return errors.ApiError(404, "NotFound", "the server could not find the requested resource")
-
-
 class Api:
     """Everything a request can reach: store, kinds, faults, the kubelet for logs."""
 
@@ -149,8 +145,10 @@ class Api:
         if not parts:
             return json_response(200, discovery.api_group_list(groups))
         versions = groups.get(parts[0])
-        if not versions or (len(parts) > 1 and parts[1] not in versions):
+        if not versions:  # recording 04: an unknown group gets the plain page
             return NOT_FOUND_PAGE
+        if len(parts) > 1 and parts[1] not in versions:
+            raise errors.resource_not_found()
         if len(parts) == 1:
             return json_response(200, discovery.api_group(parts[0], versions))
         if parts[0] in reviews.RESOURCES:
@@ -176,11 +174,11 @@ class Api:
             or len(parts) > 3
             or (kind.namespaced and namespace is None and len(parts) > 1)
         ):
-            raise _resource_not_found()
+            raise errors.resource_not_found()
         name = parts[1] if len(parts) > 1 else None
         subresource = parts[2] if len(parts) > 2 else None
         if subresource and subresource not in (*kind.subresources, "finalize"):
-            raise _resource_not_found()
+            raise errors.resource_not_found()
         return Target(kind, version, namespace, name, subresource, self.k8s_version)
 
     def _resource(

@@ -351,11 +351,11 @@ def test_it_answers_413_above_3_mib(kubesim_cluster, namespace):
     assert raw_request(kubesim_cluster, "GET", "/version").status == 200
 
 
-def test_it_answers_a_plain_404_page_for_an_unserved_group_version(kubesim_v1beta1_cluster):
+def test_it_answers_a_404_status_for_an_unserved_group_version(kubesim_v1beta1_cluster):
     response = raw_request(kubesim_v1beta1_cluster, "GET", "/apis/resource.k8s.io/v1/deviceclasses")
     assert response.status == 404
-    assert response.body == b"404 page not found\n"
-    assert response.headers["Content-Type"].startswith("text/plain")
+    assert response.json()["message"] == "the server could not find the requested resource"
+    assert response.json()["details"] == {}
     api = client.ResourceV1beta1Api(api_client(kubesim_v1beta1_cluster))
     assert api.list_device_class().items
 
