@@ -24,6 +24,12 @@ class Cluster(models.Model):
     last_synced_at = models.DateTimeField(null=True, blank=True)
     # Held while one worker syncs this cluster, so overlapping beats do not sync twice.
     sync_started_at = models.DateTimeField(null=True, blank=True)
+    # The follower process that watches this cluster (claims/follower.py), and until when
+    # its lease runs: one follows, a second copy waits and takes over when this one dies.
+    follower = models.CharField(max_length=200, blank=True)
+    follower_lease_until = models.DateTimeField(null=True, blank=True)
+    # The last sync that listed from the cluster itself (beat's; a safety net when followed).
+    polled_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     # Name of a docker-registry Secret in each namespace, for clusters pulling from a
     # private mirror (air-gapped); the portal references it, it does not create it.

@@ -18,7 +18,7 @@ from django.utils import timezone
 from claims import observations
 from claims.kube.gateway import ClusterGateway, KubeError, PodState
 from claims.kube.ownership import delete_owned
-from claims.models import Cluster, RunLog, VerificationRun, managed_selector
+from claims.models import Cluster, RunLog, VerificationRun
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +48,6 @@ def runs_awaiting_logs(cluster: Cluster) -> list[VerificationRun]:
             claim__namespace_request__cluster=cluster, log_retry_until__isnull=False
         ).select_related("claim__namespace_request")
     )
-
-
-def list_pods(gateway: ClusterGateway) -> Pods:
-    return {(p.namespace, p.name): p for p in gateway.list_pods(managed_selector())}
 
 
 def follow_runs(

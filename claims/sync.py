@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import asdict
-from datetime import timedelta
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any, Generic, Protocol, TypeVar
 
 from django.conf import settings
 from django.db.models import Q
@@ -20,7 +21,7 @@ from django.utils import timezone
 
 from claims import cluster_ops, inventory, observations, run_follower
 from claims.cluster_ops import gateway_for
-from claims.kube.gateway import ClaimState, ClusterGateway, KubeError
+from claims.kube.gateway import ClaimState, ClusterGateway, KubeError, PodState
 from claims.kube.ownership import uid_of
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, managed_selector
 from claims.run_follower import GONE_GRACE, Allocations
@@ -32,6 +33,36 @@ SYNC_LEASE = timedelta(seconds=30)
 NS = NamespaceRequest.State
 CS = ClaimRequest.State
 FOLLOWED_CLAIMS = (CS.WAITING, CS.IN_USE)
+S = TypeVar("S")
+
+
+@dataclass
+class Listed(Generic[S]):
+    """The objects of one kind the cluster held, and when it held exactly those."""
+
+    items: list[S]
+    at: datetime
+
+
+class ClusterLists(Protocol):
+    def claims(self) -> Listed[ClaimState]: ...
+
+    def pods(self) -> Listed[PodState]: ...
+
+
+class LiveLists:
+    """Straight from the API server: one list call per kind (the periodic sync)."""
+
+    def __init__(self, gateway: ClusterGateway) -> None:
+        self.gateway = gateway
+
+    def claims(self) -> Listed[ClaimState]:
+        at = timezone.now()
+        return Listed(self.gateway.list_claims(managed_selector()), at)
+
+    def pods(self) -> Listed[PodState]:
+        at = timezone.now()
+        return Listed(self.gateway.list_pods(managed_selector()), at)
 
 
 def sync_cluster(cluster: Cluster, *, follow_for: float = 0) -> bool:
@@ -41,26 +72,43 @@ def sync_cluster(cluster: Cluster, *, follow_for: float = 0) -> bool:
     for up to follow_for seconds: a short Pod holds its GPU only briefly, and the person
     watching the run should see that allocation.
     """
+    deadline = time.monotonic() + follow_for
+    with _sync_lease(cluster) as held:
+        if held:
+            Cluster.objects.filter(pk=cluster.pk).update(polled_at=timezone.now())
+            while _sync_cycle(cluster) and time.monotonic() < deadline:
+                time.sleep(settings.RUN_FOLLOW_INTERVAL_SECONDS)
+    return held
+
+
+def sync_from(cluster: Cluster, lists: ClusterLists) -> bool | None:
+    """One pass over what lists hold (the follower's caches): True while runs are under way,
+    None when another worker holds the sync."""
+    with _sync_lease(cluster) as held:
+        return _sync_cycle(cluster, lists) if held else None
+
+
+@contextmanager
+def _sync_lease(cluster: Cluster) -> Iterator[bool]:
     started = timezone.now()
     free = Q(sync_started_at__isnull=True) | Q(sync_started_at__lt=started - SYNC_LEASE)
     if not Cluster.objects.filter(free, pk=cluster.pk).update(sync_started_at=started):
-        return False
-    deadline = time.monotonic() + follow_for
+        yield False
+        return
     try:
-        while _sync_cycle(cluster) and time.monotonic() < deadline:
-            time.sleep(settings.RUN_FOLLOW_INTERVAL_SECONDS)
+        yield True
     finally:
         Cluster.objects.filter(pk=cluster.pk, sync_started_at=started).update(sync_started_at=None)
-    return True
 
 
-def _sync_cycle(cluster: Cluster) -> bool:
+def _sync_cycle(cluster: Cluster, lists: ClusterLists | None = None) -> bool:
     """One pass over claims and runs; True while runs are still under way.
 
     Each part stands alone: a list that fails, a log that cannot be read or one broken run is
     recorded (on the cluster or the run) and the other parts go on.
     """
     gateway = gateway_for(cluster)
+    lists = lists or LiveLists(gateway)
     problems: list[str] = []
     if _inventory_is_stale(cluster):
         _attempt(problems, "inventory", lambda: refresh_inventory(cluster, gateway))
@@ -68,16 +116,16 @@ def _sync_cycle(cluster: Cluster) -> bool:
     awaiting = run_follower.runs_awaiting_logs(cluster)
     # Pods first, claims right after: a Pod seen bound still holds its allocation then,
     # so the devices of a run are recorded in the first cycle that sees its Pod scheduled.
-    pods_listed_at = timezone.now()
     pods = (
-        _attempt(problems, "Pods", lambda: run_follower.list_pods(gateway))
-        if runs or awaiting
-        else {}
+        _attempt(problems, "Pods", lists.pods) if runs or awaiting else Listed([], timezone.now())
     )
-    allocations = _attempt(problems, "ResourceClaims", lambda: _sync_claims(cluster, gateway))
+    allocations = _attempt(
+        problems, "ResourceClaims", lambda: _sync_claims(cluster, gateway, lists)
+    )
     if pods is not None:
-        problems += run_follower.follow_runs(runs, pods, pods_listed_at, gateway, allocations or {})
-        problems += run_follower.retry_logs(awaiting, pods, gateway)
+        by_name = {(pod.namespace, pod.name): pod for pod in pods.items}
+        problems += run_follower.follow_runs(runs, by_name, pods.at, gateway, allocations or {})
+        problems += run_follower.retry_logs(awaiting, by_name, gateway)
     _record_outcome(cluster, problems)
     return not problems and any(not run.is_final for run in runs)
 
@@ -133,7 +181,7 @@ def refresh_inventory(cluster: Cluster, gateway: ClusterGateway | None = None) -
     )
 
 
-def _sync_claims(cluster: Cluster, gateway: ClusterGateway) -> Allocations:
+def _sync_claims(cluster: Cluster, gateway: ClusterGateway, lists: ClusterLists) -> Allocations:
     """Follow allocation of every applied claim; returns claim id → (now, before)."""
     claims = list(
         ClaimRequest.objects.filter(
@@ -142,13 +190,13 @@ def _sync_claims(cluster: Cluster, gateway: ClusterGateway) -> Allocations:
     )
     if not claims:
         return {}
-    listed_at = timezone.now()
-    observed = {(c.namespace, c.name): c for c in gateway.list_claims(managed_selector())}
+    listed = lists.claims()
+    observed = {(c.namespace, c.name): c for c in listed.items}
     allocations: Allocations = {}
     for claim in claims:
         state = observed.get((claim.namespace, claim.name))
         if state is None:
-            _claim_missing(claim, listed_at, gateway)
+            _claim_missing(claim, listed.at, gateway)
             continue
         allocation = _allocation(cluster, state)
         allocations[claim.pk] = (allocation, claim.allocation)

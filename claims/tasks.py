@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db.models import Model
 from django.utils import timezone
 
-from claims import access, cluster_ops, observations, reconciler, sync
+from claims import access, cluster_ops, follower, observations, reconciler, sync
 from claims.kube.gateway import TransientKubeError
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 
@@ -127,8 +127,13 @@ def _follow_for() -> float:
 
 @shared_task
 def sync_all_clusters() -> None:
-    """One task per cluster, so a slow or unreachable cluster delays no other."""
-    for pk in Cluster.objects.values_list("pk", flat=True):
+    """One task per cluster, so a slow or unreachable cluster delays no other. A cluster
+    that a follower watches is synced only as a safety net, every SAFETY_NET_SYNC_SECONDS."""
+    followed = follower.followed_clusters()
+    safety_net = timezone.now() - timedelta(seconds=settings.SAFETY_NET_SYNC_SECONDS)
+    for pk, polled_at in Cluster.objects.values_list("pk", "polled_at"):
+        if pk in followed and polled_at and polled_at > safety_net:
+            continue
         sync_cluster.apply_async(args=(pk,), expires=settings.SYNC_INTERVAL_SECONDS * 2)
 
 

@@ -210,6 +210,12 @@ CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", "False")
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 SYNC_INTERVAL_SECONDS = float(os.getenv("SYNC_INTERVAL_SECONDS", "1"))
 RECONCILE_INTERVAL_SECONDS = float(os.getenv("RECONCILE_INTERVAL_SECONDS", "20"))
+# A cluster that a follower process watches (manage.py follow_clusters) is synced by beat only
+# this often, as a safety net; the follower's lease runs this long unless renewed.
+SAFETY_NET_SYNC_SECONDS = float(os.getenv("SAFETY_NET_SYNC_SECONDS", "300"))
+FOLLOWER_LEASE_SECONDS = float(os.getenv("FOLLOWER_LEASE_SECONDS", "15"))
+# How long one watch request lasts before the follower resumes it (servers cap it too).
+FOLLOWER_WATCH_SECONDS = envint("FOLLOWER_WATCH_SECONDS", "300")
 CELERY_BEAT_SCHEDULE = {
     "sync-clusters": {
         "task": "claims.tasks.sync_all_clusters",

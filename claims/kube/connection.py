@@ -10,7 +10,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlencode
 
@@ -139,6 +139,54 @@ class Connection:
                 raise
         self.reload()
         return self._send(method, path, query, **kwargs)
+
+    def stream(
+        self,
+        path: str,
+        query: Obj,
+        read_timeout: float,
+        on_open: Callable[[Callable[[], None]], None] | None = None,
+    ) -> Iterator[bytes]:
+        """GET a streamed body (a watch, a followed log) and yield it line by line.
+
+        A stream that stays silent for read_timeout seconds raises TransientKubeError, so a
+        connection that died without a FIN is noticed. on_open receives a function that ends
+        the stream from another thread."""
+        self._reload_if_changed()
+        self.limiter.acquire()
+        api_client = self.api_client
+        _, url, headers, _, _ = api_client.param_serialize(
+            method="GET",
+            resource_path=path + "?" + urlencode(query),
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = api_client.rest_client.pool_manager.request(
+                "GET",
+                url,
+                headers=headers,
+                preload_content=False,
+                timeout=urllib3.Timeout(connect=self.timeout[0], read=read_timeout),
+            )
+        except urllib3.exceptions.HTTPError as e:
+            raise TransientKubeError(f"cannot reach the cluster: {e}") from e
+        if on_open is not None:
+            on_open(response.shutdown)
+        try:
+            if not 200 <= response.status <= 299:
+                raise error_for_response(response.status, response.data, response.reason or "")
+            pending = b""
+            for chunk in response.stream(amt=None, decode_content=False):
+                lines = (pending + chunk).split(b"\n")
+                pending = lines.pop()
+                yield from (line for line in lines if line.strip())
+            if pending.strip():
+                yield pending
+        except urllib3.exceptions.HTTPError as e:
+            raise TransientKubeError(f"the stream broke: {e}") from e
+        finally:
+            response.release_conn()
 
     def _send(
         self,

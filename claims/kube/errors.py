@@ -13,6 +13,10 @@ class TransientKubeError(KubeError):
     """The cluster could not be reached or was overloaded: trying again may work."""
 
 
+class ResourceVersionExpired(KubeError):
+    """410 Gone: the resourceVersion a watch resumes from is too old; list again."""
+
+
 class PermanentKubeError(KubeError):
     """The cluster refused the request; `message` is the cluster's own explanation."""
 

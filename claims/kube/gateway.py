@@ -4,9 +4,10 @@ Responses are handled as plain JSON dicts rather than the client's generated mod
 differ between client versions and reject some of what the servers send (reference dra.md §8).
 """
 
+import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -16,7 +17,9 @@ from claims.kube.connection import Connection, json_object
 from claims.kube.errors import (
     KubeError,
     PermanentKubeError,
+    ResourceVersionExpired,
     TransientKubeError,
+    error_for_response,
 )
 from claims.kube.parsing import (
     ClaimState,
@@ -40,6 +43,7 @@ __all__ = [
     "PermanentKubeError",
     "PodState",
     "PreflightCheck",
+    "ResourceVersionExpired",
     "TransientKubeError",
 ]
 
@@ -268,6 +272,52 @@ class ClusterGateway:
             return self._list(_object_path(version, kind, None), label_selector)
 
         return self._versioned(self._resource_version(), attempt)
+
+    def _collection_path(self, kind: str) -> str:
+        """Every namespace's objects of kind, at the version this cluster prefers."""
+        version = self._resource_version() if kind in RESOURCE_KINDS else "v1"
+        return _object_path(version, kind, None)
+
+    def list_with_version(self, kind: str, label_selector: str) -> tuple[list[Obj], str]:
+        """Matching objects and the list's resourceVersion, where a watch carries on."""
+        query = {"labelSelector": label_selector} if label_selector else None
+        listed = self._get_json(self._collection_path(kind), query)
+        return listed.get("items") or [], listed.get("metadata", {}).get("resourceVersion", "")
+
+    def watch(
+        self,
+        kind: str,
+        label_selector: str,
+        resource_version: str,
+        timeout_seconds: int,
+        on_open: Callable[[Callable[[], None]], None] | None = None,
+        silence_seconds: float | None = None,
+    ) -> Iterator[tuple[str, Obj]]:
+        """(type, object) of each change after resource_version, bookmarks included, until
+        the server ends the watch (about timeout_seconds). ResourceVersionExpired when the
+        version is too old to resume from (list again). on_open: as Connection.stream.
+        A stream silent for silence_seconds (default: well past the server's own timeout,
+        bookmarks keep a healthy one talking) is taken for dead: TransientKubeError."""
+        query = {
+            "watch": "1",
+            "labelSelector": label_selector,
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        silence = silence_seconds or timeout_seconds + 30
+        lines = self.connection.stream(
+            self._collection_path(kind), query, read_timeout=silence, on_open=on_open
+        )
+        for line in lines:
+            event = json_object(line)
+            kind_of_event, obj = event.get("type", ""), event.get("object") or {}
+            if kind_of_event == "ERROR":
+                if obj.get("code") == 410:
+                    raise ResourceVersionExpired(obj.get("message") or "resourceVersion expired")
+                status = int(obj.get("code") or 500)
+                raise error_for_response(status, json.dumps(obj).encode(), obj.get("reason", ""))
+            yield kind_of_event, obj
 
     def list_device_classes(self) -> list[DeviceClassInfo]:
         classes = self._list_resources("DeviceClass")

@@ -63,7 +63,7 @@ def health_command(service: str, **replace: str) -> list[str]:
 
 def test_it_restarts_every_service_and_checks_its_health() -> None:
     services = compose_services()
-    assert set(services) == {"postgres", "redis", "kubesim", "web", "worker", "beat"}
+    assert set(services) == {"postgres", "redis", "kubesim", "web", "worker", "beat", "follower"}
     for name, service in services.items():
         assert service.get("restart") == "unless-stopped", name
         assert service["healthcheck"]["test"], name

@@ -1,6 +1,7 @@
-"""Run the whole product on this machine: kubesim, a Celery worker and beat, the web server.
+"""Run the whole product on this machine: kubesim, a Celery worker and beat, the cluster
+follower, the web server.
 
-A worker or beat that dies is started again (after a back-off that grows while it keeps
+A worker, beat or follower that dies is started again (after a back-off that grows while it keeps
 dying); kubesim or the web server dying stops the demo. Ctrl-C (or SIGTERM) stops every
 child. With KUBECONFIG set, that cluster is used instead of starting kubesim.
 """
@@ -27,7 +28,7 @@ PYTHON = sys.executable
 
 
 # Children that are started again when they die; the others stop the demo.
-RESTARTABLE = ("worker", "beat")
+RESTARTABLE = ("worker", "beat", "follower")
 # Restart back-off: doubled after each quick death, reset once a child has stayed up a while.
 BACKOFF_FIRST_SECONDS = 1.0
 BACKOFF_MAX_SECONDS = 60.0
@@ -212,6 +213,8 @@ class Command(BaseCommand):
             ],
         )
         children.start("beat", [*celery, "beat", "-l", "warning"])
+        # Watches the cluster; beat's sync is then only a safety net (SAFETY_NET_SYNC_SECONDS).
+        children.start("follower", [PYTHON, "manage.py", "follow_clusters"])
 
     def start_web(self, children: Children, host: str, port: int) -> None:
         children.start("web", [PYTHON, "manage.py", "runserver", f"{host}:{port}", "--noreload"])

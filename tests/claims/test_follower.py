@@ -1,0 +1,177 @@
+"""The follower: informers (list once, then watch) and one active follower per cluster."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import override_settings
+from django.utils import timezone
+
+import kubesim
+from claims import cluster_ops, follower, services, tasks
+from claims.kube import parsing
+from claims.kube.gateway import ClusterGateway
+from claims.kube.informer import Informer
+from claims.models import Cluster
+from tests.claims.test_sync import api_calls, applied_claims
+from tests.fixtures.kubesim import create_namespace
+from tests.fixtures.portal import wait_until
+
+SELECTOR = "app=followed"
+
+
+def pod(namespace: str, name: str, app: str = "followed") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": app}},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]},
+    }
+
+
+@pytest.fixture
+def gateway(kubesim_private: kubesim.Handle) -> Iterator[ClusterGateway]:
+    with ClusterGateway(kubesim_private.kubeconfig, qps=100, burst=100) as gateway:
+        yield gateway
+
+
+def start_informer(gateway: ClusterGateway, **options: Any) -> Informer:
+    informer = Informer(gateway, "Pod", SELECTOR, parsing.pod_state, lambda: None, **options)
+    return informer.start()
+
+
+def cached_names(informer: Informer) -> set[str]:
+    return {state.name for state in informer.snapshot()[0]}
+
+
+def test_the_informer_lists_once_then_follows_each_change_by_watching(
+    kubesim_private: kubesim.Handle, gateway: ClusterGateway
+) -> None:
+    namespace = create_namespace(kubesim_private)
+    gateway.create(pod(namespace, "before"))
+    kubesim_private.admin("POST", "/_kubesim/counters/reset")
+    informer = start_informer(gateway)
+    try:
+        wait_until(lambda: cached_names(informer) == {"before"})
+        for manifest in (pod(namespace, "p1"), pod(namespace, "p2"), pod(namespace, "x", "other")):
+            gateway.create(manifest)
+        gateway.delete("v1", "Pod", namespace, "before")
+        wait_until(lambda: cached_names(informer) == {"p1", "p2"})
+        calls = api_calls(kubesim_private)
+        assert (informer.lists, calls.get("list pods")) == (1, 1)
+        assert calls.get("watch pods") == 1
+    finally:
+        informer.stop()
+
+
+def test_the_informer_lists_again_when_its_version_was_compacted(
+    kubesim_private: kubesim.Handle, gateway: ClusterGateway
+) -> None:
+    namespace = create_namespace(kubesim_private)
+    kubesim_private.admin("POST", "/_kubesim/faults", {"path": "/pods", "watch": "drop"})
+    informer = start_informer(gateway)
+    try:
+        wait_until(lambda: informer.current_at is not None)
+        gateway.create(pod(namespace, "after-compaction"))  # unseen: every watch ends at once
+        kubesim_private.admin("POST", "/_kubesim/compact")
+        kubesim_private.admin("DELETE", "/_kubesim/faults")
+        wait_until(lambda: informer.lists == 2, timeout=30)
+        wait_until(lambda: cached_names(informer) == {"after-compaction"})
+    finally:
+        informer.stop()
+
+
+def test_the_informer_takes_a_silent_stream_for_dead_and_resumes(
+    kubesim_private: kubesim.Handle, gateway: ClusterGateway
+) -> None:
+    namespace = create_namespace(kubesim_private)
+    kubesim_private.admin("POST", "/_kubesim/faults", {"path": "/pods", "watch": "silent"})
+    informer = start_informer(gateway, watch_seconds=60, silence_seconds=1)
+    try:
+        wait_until(lambda: "stream broke" in informer.error, timeout=30)
+        kubesim_private.admin("DELETE", "/_kubesim/faults")
+        gateway.create(pod(namespace, "after-silence"))
+        wait_until(lambda: cached_names(informer) == {"after-silence"}, timeout=30)
+        assert informer.lists == 1  # resumed from where it was, not listed again
+    finally:
+        informer.stop()
+
+
+def run_follower(cluster: Cluster, holder: str = "") -> Callable[[], None]:
+    """Start a follower in a thread; returns what stops it."""
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=follower.ClusterFollower(cluster.pk, stop, holder=holder).run, daemon=True
+    )
+    thread.start()
+
+    def stopped() -> None:
+        stop.set()
+        thread.join(timeout=30)
+
+    return stopped
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_follower_follows_a_run_to_its_end_without_polling(
+    alice: User, cluster: Cluster, kubesim_cluster: kubesim.Handle
+) -> None:
+    [claim] = applied_claims(alice, cluster, 1)
+    kubesim_cluster.admin("POST", "/_kubesim/counters/reset")
+    stop = run_follower(cluster)
+    try:
+        run = services.verification_run_start(user=alice, claim_request=claim)
+        cluster_ops.start_run(run)
+        wait_until(lambda: run.refresh_from_db() or run.is_final, timeout=60)
+        assert run.state == "succeeded", run.state_message
+        assert "Result = PASS" in run.logs.get(container="ctr1").text
+        wait_until(lambda: claim.refresh_from_db() or claim.state == "waiting", timeout=30)
+        calls = api_calls(kubesim_cluster)
+        assert (calls.get("list pods"), calls.get("list resourceclaims")) == (1, 1)
+    finally:
+        stop()
+    assert Cluster.objects.get(pk=cluster.pk).follower == ""  # the lease let go
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(FOLLOWER_LEASE_SECONDS=1.5)
+def test_a_second_follower_waits_and_takes_over_when_the_holder_dies(cluster: Cluster) -> None:
+    assert follower.take_lease(cluster.pk, "a-follower-that-dies")  # and never renews
+    stop = run_follower(cluster, holder="standby")
+    try:
+        assert Cluster.objects.get(pk=cluster.pk).follower == "a-follower-that-dies"
+        wait_until(lambda: Cluster.objects.get(pk=cluster.pk).follower == "standby", timeout=30)
+        # ... and keeps it: a renewed lease outlives the first one.
+        first_until = Cluster.objects.get(pk=cluster.pk).follower_lease_until
+        wait_until(lambda: Cluster.objects.get(pk=cluster.pk).follower_lease_until > first_until)
+        assert not follower.take_lease(cluster.pk, "a-third-copy")
+    finally:
+        stop()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_beat_leaves_a_followed_cluster_to_its_follower_but_for_the_safety_net(
+    cluster: Cluster, kubesim_cluster: kubesim.Handle
+) -> None:
+    assert follower.take_lease(cluster.pk, "a-follower")
+    Cluster.objects.filter(pk=cluster.pk).update(polled_at=timezone.now())
+    with override_settings(CELERY_TASK_ALWAYS_EAGER=True):
+        tasks.sync_all_clusters.apply()
+    assert Cluster.objects.get(pk=cluster.pk).last_synced_at is None
+    Cluster.objects.filter(pk=cluster.pk).update(polled_at=None)
+    with override_settings(CELERY_TASK_ALWAYS_EAGER=True):
+        tasks.sync_all_clusters.apply()
+    assert Cluster.objects.get(pk=cluster.pk).last_synced_at is not None
+
+
+def test_the_health_check_fails_while_a_cluster_has_no_live_follower(cluster: Cluster) -> None:
+    with pytest.raises(CommandError, match="no live follower for: kubesim"):
+        call_command("follow_clusters", "--check")
+    assert follower.take_lease(cluster.pk, "a-follower")
+    call_command("follow_clusters", "--check")
