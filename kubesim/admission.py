@@ -9,8 +9,9 @@ import re
 import secrets
 from typing import Any
 
-from kubesim import errors, patch
+from kubesim import errors, gojson, patch
 from kubesim.apply import record_update
+from kubesim.kinds import find_kind
 from kubesim.server import Request
 
 NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -50,36 +51,89 @@ def encoded(target: Any, stored: dict[str, Any], *, list_item: bool = False) -> 
     return cached
 
 
-def decode_body(request: Request, target: Any) -> dict[str, Any]:
-    try:
-        obj = patch.decode_yaml_or_json(request.body) if request.body else None
-    except errors.ApiError:
-        obj = None
-    if not isinstance(obj, dict):
-        kind = target.kind.kind
-        raise errors.bad_request(
-            f"the object provided is unrecognized (must be of type {kind}): "
-            "couldn't get version/kind; json parse error"
+# The media types a create or update body may come in (negotiation.NegotiateInputSerializer).
+BODY_MEDIA_TYPES = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
+LEGACY_SCHEME = "pkg/api/legacyscheme/scheme.go:30"
+
+
+def body_media_type(request: Request) -> str:
+    """The Content-Type of a create or update body (JSON when none is given); 415 otherwise."""
+    media_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+    if media_type and media_type not in BODY_MEDIA_TYPES:
+        raise errors.ApiError(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: "
+            + ", ".join(BODY_MEDIA_TYPES),
         )
+    return media_type or "application/json"
+
+
+def decode_body(request: Request, target: Any) -> dict[str, Any]:
+    media_type = body_media_type(request)
+    obj: Any = None
+    if media_type == "application/json":
+        try:
+            obj = gojson.loads(request.body, duplicates=request.duplicate_fields)
+        except gojson.GoJsonError as error:
+            raise _unrecognized(target, f"json parse error: {error}", request.body) from None
+    elif request.body:
+        try:
+            obj = patch.decode_yaml_or_json(request.body)
+        except errors.ApiError:
+            obj = None
+    if not isinstance(obj, dict):
+        raise _unrecognized(target, "json parse error", request.body)
     check_type(obj, target)
     return obj
+
+
+def _unrecognized(target: Any, problem: str, body: bytes) -> errors.ApiError:
+    """transformDecodeError's words for a body whose kind could not be read."""
+    return errors.bad_request(
+        f"the object provided is unrecognized (must be of type {target.kind.kind}): "
+        f"couldn't get version/kind; {problem} ({_summary(body)})"
+    )
+
+
+def _summary(body: bytes, limit: int = 30) -> str:
+    """The start of a body as summarizeData quotes it in a decoding error."""
+    if not body:
+        return "<empty>"
+    if body[:1] == b"{":
+        text = body[:limit].decode("utf-8", "replace")
+        return text + " ..." if len(body) > limit else text
+    return body[:limit].hex() + (" ..." if len(body) > limit else "")
 
 
 def check_type(obj: dict[str, Any], target: Any) -> None:
     expected = api_version_of(target)
     sent = obj.setdefault("apiVersion", expected)
+    kind = obj.setdefault("kind", target.kind.kind)
+    _must_be_registered(str(sent), str(kind), target)
     if sent != expected:
         raise errors.bad_request(
             f"the API version in the data ({sent}) does not match the expected API version "
             f"({expected})"
         )
-    kind = obj.setdefault("kind", target.kind.kind)
     if kind != target.kind.kind:
         raise errors.bad_request(
             f"the kind in the data ({kind}) does not match the expected kind ({target.kind.kind})"
         )
     if not isinstance(obj.setdefault("metadata", {}), dict):
         raise errors.bad_request("metadata: must be an object")
+
+
+def _must_be_registered(api_version: str, kind: str, target: Any) -> None:
+    """The scheme decodes only kinds it knows in the version the data names."""
+    group, _, version = api_version.rpartition("/")
+    known_version = version == "v1" if not group else bool(version)
+    if known_version and find_kind(group, kind.removesuffix("List")) is not None:
+        return
+    raise errors.bad_request(
+        f'{kind} in version "{version}" cannot be handled as a {target.kind.kind}: no kind '
+        f'"{kind}" is registered for version "{api_version}" in scheme "{LEGACY_SCHEME}"'
+    )
 
 
 def field_validation(request: Request, obj: dict[str, Any], target: Any) -> list[str]:
@@ -93,9 +147,11 @@ def field_validation(request: Request, obj: dict[str, Any], target: Any) -> list
     unknown = target.kind.unknown_fields(obj, target.version, target.k8s_version)
     for path in unknown:
         _drop_path(obj, path)
-    if not unknown or mode == "Ignore":
+    duplicates = request.duplicate_fields
+    if not (unknown or duplicates) or mode == "Ignore":
         return []
-    messages = [f'unknown field "{path}"' for path in unknown]
+    messages = [f'duplicate field "{path}"' for path in duplicates]
+    messages += [f'unknown field "{path}"' for path in unknown]
     if mode == "Strict":
         kind, version = target.kind.kind, api_version_of(target).rpartition("/")[2]
         raise errors.bad_request(

@@ -25,10 +25,12 @@ EXACT_FIELDS = (
 
 
 def request_to_v1(request: dict) -> dict:
-    """A v1beta1 DeviceRequest in the v1 shape (`exactly:` unless it lists firstAvailable)."""
+    """A v1beta1 DeviceRequest in the v1 shape: `exactly:` when any of its fields is set to
+    something other than Go's zero value (upstream's hasAnyMainRequestFieldsSet), so a request
+    with neither a class nor firstAvailable is refused as having neither."""
     converted = {key: value for key, value in request.items() if key not in EXACT_FIELDS}
     exact = {key: request[key] for key in EXACT_FIELDS if key in request}
-    if exact or not request.get("firstAvailable"):
+    if any(value not in ("", 0, None) or value is False for value in exact.values()):
         converted["exactly"] = exact
     return converted
 

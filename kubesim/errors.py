@@ -39,7 +39,7 @@ def qualified(group: str, plural: str) -> str:
 
 
 def _details(group: str, kind: str, name: str) -> dict[str, Any]:
-    details: dict[str, Any] = {"name": name}
+    details: dict[str, Any] = {"name": name} if name else {}  # Go's omitempty
     if group:
         details["group"] = group
     details["kind"] = kind
@@ -115,13 +115,15 @@ def method_not_allowed() -> ApiError:
     return GenericError(405, "MethodNotAllowed", message)
 
 
-def unsupported_media_type(content_type: str) -> ApiError:
-    message = (
-        f"the body of the request was in an unknown format ({content_type}) - accepted media "
-        "types include: application/json-patch+json, application/merge-patch+json, "
-        "application/apply-patch+yaml, application/strategic-merge-patch+json"
-    )
-    return ApiError(415, "UnsupportedMediaType", message)
+def unsupported_media_type() -> ApiError:
+    """go-restful's answer to a Content-Type the route does not consume (a PATCH's)."""
+    return GenericError(415, "UnsupportedMediaType", "415: Unsupported Media Type")
+
+
+def not_acceptable(produces: tuple[str, ...]) -> ApiError:
+    """go-restful's answer to an Accept header the route cannot produce."""
+    message = "406: Not Acceptable\n\nAvailable representations: " + ", ".join(produces)
+    return GenericError(406, "NotAcceptable", message)
 
 
 def too_large() -> ApiError:

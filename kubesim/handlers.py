@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import base64
 import copy
 import json
 import time
 from collections.abc import Callable
 from typing import Any
 
-from kubesim import errors, graceful, patch, tables
+from kubesim import errors, gojson, graceful, patch, tables
 from kubesim.admission import (
     api_version_of,
     check_name,
@@ -31,9 +30,35 @@ from kubesim.admission import (
 from kubesim.apply import server_side_apply
 from kubesim.selectors import field_matcher, label_matcher
 from kubesim.server import Request, Response, json_response
+from kubesim.validation import FORBIDDEN, REQUIRED, FieldError
 
 # Kinds whose DELETE answers with the object rather than a Status (registry ReturnDeletedObject).
 RETURNS_DELETED_OBJECT = {"pods", "resourceclaims", "namespaces"}
+# What a route produces (installer.go): every verb the serializers' media types, a list (which
+# also watches) their streaming forms too.
+PRODUCES = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
+LIST_PRODUCES = (
+    *PRODUCES,
+    "application/json;stream=watch",
+    "application/vnd.kubernetes.protobuf;stream=watch",
+)
+
+
+def _media_types(header: str) -> list[str]:
+    return [part.split(";")[0].strip() for part in header.split(",")]
+
+
+def negotiate(request: Request, verb: str) -> None:
+    """go-restful's route selection after path and method: a PATCH route consumes only the
+    patch types (415), every route produces only its media types (406)."""
+    if request.method == "PATCH":
+        content_type = request.headers.get("Content-Type") or "application/octet-stream"
+        if not set(_media_types(content_type)) & set(patch.PATCH_TYPES):
+            raise errors.unsupported_media_type()
+    produces = LIST_PRODUCES if verb in ("list", "watch") else PRODUCES
+    accepted = _media_types(request.headers.get("Accept") or "*/*")
+    if "*/*" not in accepted and not set(accepted) & set(produces):
+        raise errors.not_acceptable(produces)
 
 
 def create(api: Any, request: Request, target: Any) -> Response:
@@ -61,14 +86,38 @@ def get(api: Any, request: Request, target: Any) -> Response:
 
 def _continue_token(rv: int, last_key: tuple[str, str]) -> str:
     raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": "/".join(last_key) + "\x00"})
-    return base64.urlsafe_b64encode(raw.encode()).decode()
+    return gojson.raw_url_b64encode(raw.encode())
 
 
 def _continue_start(token: str) -> str:
+    """The key a continue token starts at; 400 with storage.DecodeContinue's words."""
     try:
-        return json.loads(base64.urlsafe_b64decode(token.encode()))["start"]
-    except (ValueError, KeyError, TypeError):
-        raise errors.bad_request("continue key is not valid: illegal base64 data") from None
+        decoded = gojson.loads(gojson.raw_url_b64decode(token))
+    except ValueError as error:
+        raise _invalid_continue(str(error)) from None
+    if not isinstance(decoded, dict):
+        raise _invalid_continue(
+            "json: cannot unmarshal into Go value of type storage.continueToken"
+        )
+    if decoded.get("v") != "meta.k8s.io/v1":
+        version = json.dumps(decoded.get("v") or "")
+        raise _invalid_continue(f"server does not recognize this encoded version {version}")
+    if not decoded.get("rv"):
+        raise _invalid_continue("incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+    if not decoded.get("start"):
+        raise _invalid_continue("encoded start key empty (version meta.k8s.io/v1)")
+    return str(decoded["start"])
+
+
+def _invalid_continue(problem: str) -> errors.ApiError:
+    return errors.bad_request(f"invalid continue token: continue key is not valid: {problem}")
+
+
+def _limit(request: Request) -> int:
+    try:
+        return gojson.parse_int(request.query.get("limit", "0"))
+    except ValueError as error:
+        raise errors.bad_request(str(error)) from None
 
 
 def selected_items(api: Any, request: Request, target: Any) -> tuple[list[dict[str, Any]], int]:
@@ -89,11 +138,12 @@ def _page(request: Request, items: list[dict[str, Any]], rv: int) -> tuple[list,
         begin = _continue_start(start)
         items = [item for item in items if _key(item) >= begin]
     meta: dict[str, Any] = {"resourceVersion": str(rv)}
-    limit = int(request.query.get("limit") or 0) if request.query.get("limit", "0").isdigit() else 0
+    limit = _limit(request)
     if limit and len(items) > limit:
         last = items[limit - 1]["metadata"]
         meta["continue"] = _continue_token(rv, (last.get("namespace") or "", last["name"]))
-        meta["remainingItemCount"] = len(items) - limit
+        if not (request.query.get("labelSelector") or request.query.get("fieldSelector")):
+            meta["remainingItemCount"] = len(items) - limit  # etcd counts only unfiltered lists
         items = items[:limit]
     return items, meta
 
@@ -149,19 +199,13 @@ def _patch_options(request: Request, content_type: str) -> tuple[str, bool]:
     if content_type == patch.APPLY_PATCH:
         manager = request.query.get("fieldManager")
         if not manager:
-            raise errors.ApiError(
-                422,
-                "Invalid",
-                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
-                "is required for apply patch",
-            )
+            required = FieldError(REQUIRED, "fieldManager", detail="is required for apply patch")
+            raise errors.invalid("meta.k8s.io", "PatchOptions", "", [required])
         return manager, request.flag("force")
     if force is not None:
-        raise errors.ApiError(
-            422,
-            "Invalid",
-            'PatchOptions.meta.k8s.io "" is invalid: force: Forbidden: may not be specified '
-            "for non-apply patch",
+        detail = "may not be specified for non-apply patch"
+        raise errors.invalid(
+            "meta.k8s.io", "PatchOptions", "", [FieldError(FORBIDDEN, "force", detail=detail)]
         )
     return manager_name(request), False
 
@@ -169,7 +213,7 @@ def _patch_options(request: Request, content_type: str) -> tuple[str, bool]:
 def patch_object(api: Any, request: Request, target: Any) -> Response:
     content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
     if content_type not in patch.PATCH_TYPES:
-        raise errors.unsupported_media_type(content_type)
+        raise errors.unsupported_media_type()
     manager, force = _patch_options(request, content_type)
     body = patch.decode_patch(content_type, request.body)
     if content_type == patch.APPLY_PATCH:

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from kubesim import goprint
 from kubesim.cel_env import compile_error
 from kubesim.validation import (
     DUPLICATE,
@@ -12,6 +13,7 @@ from kubesim.validation import (
     TOO_MANY,
     UNSUPPORTED,
     FieldError,
+    Printed,
     dns_label_errors,
     dns_subdomain_errors,
     metadata_name_errors,
@@ -208,7 +210,8 @@ def claim_spec_errors(spec: Any, path: str) -> list[FieldError]:
 def validate_claim(obj: dict, old: dict | None) -> list[FieldError]:
     errors = metadata_name_errors(obj)
     if old is not None and obj.get("spec") != old.get("spec"):
-        return [*errors, FieldError(INVALID, "spec", obj.get("spec"), "field is immutable")]
+        spec = Printed(goprint.claim_spec(obj.get("spec")))
+        return [*errors, FieldError(INVALID, "spec", spec, "field is immutable")]
     return errors + claim_spec_errors(obj.get("spec"), "spec")
 
 

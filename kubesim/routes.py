@@ -186,6 +186,8 @@ class Api:
     ) -> Response | Stream:
         target = self._target(group, version, parts)
         verb = self._verb(request, target)
+        if verb != "log":
+            handlers.negotiate(request, verb)
         self.faults.count(verb, target.kind.plural)
         response = self._answer(request, target, verb)
         warning = deprecation_warning(target, self.k8s_version)

@@ -32,6 +32,9 @@ class Request:
     headers: Message
     body: bytes = b""
     user: Any = None  # the authenticated kubesim.auth.UserInfo
+    # Fields the JSON body names twice (the last one counts): refused or warned about as
+    # fieldValidation says, like the strict decoder's findings.
+    duplicate_fields: list[str] = field(default_factory=list)
 
     def flag(self, name: str) -> bool:
         """Booleans as the API server reads them: anything but 0/false is true."""

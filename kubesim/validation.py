@@ -39,8 +39,14 @@ class _Omit:
 OMIT: Any = _Omit()
 
 
+class Printed(str):
+    """A value already printed the way upstream prints it (e.g. a Go struct)."""
+
+
 def render_value(value: Any) -> str:
     """A bad value printed as Go's %v / %q would print it in a field error."""
+    if isinstance(value, Printed):
+        return str(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
