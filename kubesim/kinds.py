@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubesim import conversion, kinds_core, kinds_rbac, kinds_resource, kinds_secrets
+from kubesim import conversion, events, kinds_core, kinds_rbac, kinds_resource, kinds_secrets
 from kubesim.validation import (
     DEFAULT_K8S_VERSION,
     FieldError,
@@ -63,6 +63,14 @@ class Kind:
     validator: Callable[[dict, dict | None], list[FieldError]] = field(
         default=kinds_core.validate_named, repr=False
     )
+    # Another resource whose objects this one serves (group, plural), and the module that
+    # converts between the two forms (`to_storage`, `from_storage`): events.k8s.io Events.
+    shares_storage_of: tuple[str, str] | None = None
+    codec: Any = field(default=None, repr=False)
+
+    @property
+    def storage_key(self) -> tuple[str, str]:
+        return self.shares_storage_of or (self.group, self.plural)
 
     @property
     def version_storage(self) -> str:
@@ -83,10 +91,14 @@ class Kind:
 
     def to_storage(self, obj: dict, version: str) -> dict:
         """The storage form of a body the client sent in `version`."""
+        if self.codec:
+            return self.codec.to_storage(copy.deepcopy(obj))
         return self._converted(obj, version, conversion.to_storage)
 
     def from_storage(self, obj: dict, version: str) -> dict:
         """The stored object as served in `version`."""
+        if self.codec:
+            return self.codec.from_storage(copy.deepcopy(obj))
         return self._converted(obj, version, conversion.from_storage)
 
     def _converted(self, obj: dict, version: str, convert: Callable) -> dict:
@@ -150,7 +162,7 @@ _ALL = (
         "Namespace",
         False,
         short_names=("ns",),
-        subresources=("status",),
+        subresources=("finalize", "status"),
         field_selectors=("metadata.name", "status.phase"),
         defaulter=kinds_core.default_namespace,
         validator=kinds_core.validate_namespace,
@@ -173,6 +185,16 @@ _ALL = (
         True,
         short_names=("ev",),
         field_selectors=EVENT_FIELD_SELECTORS,
+    ),
+    Kind(
+        events.GROUP,
+        "events",
+        "event",
+        "Event",
+        True,
+        short_names=("ev",),
+        shares_storage_of=("", "events"),
+        codec=events,
     ),
     _core(
         "resourcequotas", "ResourceQuota", True, short_names=("quota",), subresources=("status",)

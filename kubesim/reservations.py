@@ -8,6 +8,7 @@ import threading
 import time
 from typing import Any
 
+from kubesim import events
 from kubesim.errors import ApiError
 from kubesim.kinds import kind_for
 from kubesim.store import now_rfc3339 as now
@@ -230,8 +231,9 @@ def mark_unschedulable(store: Any, pod: dict, message: str) -> None:
     }
     if not _set_condition(pod, condition):
         return
-    stored = store.update(PODS, pod)
-    record_event(store, stored, "Warning", "FailedScheduling", message)
+    event = _scheduler_event(pod, "Warning", "FailedScheduling", "Scheduling", message)
+    store.update(PODS, pod)
+    store.create(EVENTS, event)
 
 
 def bind(store: Any, pod: dict, node: str) -> None:
@@ -244,11 +246,18 @@ def bind(store: Any, pod: dict, node: str) -> None:
         "lastTransitionTime": now(),
     }
     _set_condition(pod, condition)
-    stored = store.update(PODS, pod)
     message = (
         f"Successfully assigned {pod['metadata']['namespace']}/{pod['metadata']['name']} to {node}"
     )
-    record_event(store, stored, "Normal", "Scheduled", message)
+    event = _scheduler_event(pod, "Normal", "Scheduled", "Binding", message)
+    store.update(PODS, pod)
+    store.create(EVENTS, event)
+
+
+def _scheduler_event(pod: dict, event_type: str, reason: str, action: str, note: str) -> dict:
+    """An Event as the scheduler's events.k8s.io recorder writes it, about the Pod as the
+    scheduler saw it (before its own write), named before the kubelet can record anything."""
+    return events.scheduler_event(_involved(pod), event_type, reason, action, note)
 
 
 def _involved(pod: dict) -> dict:

@@ -7,7 +7,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from kubesim import discovery, errors, escalation, handlers, openapi, reviews, streams
+from kubesim import discovery, errors, escalation, events, handlers, openapi, reviews, streams
 from kubesim.auth import impersonate
 from kubesim.faults import Faults, parse_fault
 from kubesim.namespaces import terminate
@@ -74,12 +74,34 @@ class Api:
         return terminate(self.store, self.namespace_kind, name)
 
     def group_versions(self) -> dict[str, list[str]]:
+        """The served groups, in the order upstream lists them (its group priorities)."""
         return {
-            RBAC_GROUP: ["v1"],
+            events.GROUP: ["v1"],
             reviews.AUTHENTICATION: ["v1"],
             reviews.AUTHORIZATION: ["v1"],
+            RBAC_GROUP: ["v1"],
             RESOURCE_GROUP: list(self.served_versions),
         }
+
+    def resource_list(self, group: str, version: str) -> dict[str, Any]:
+        if group in reviews.RESOURCES:
+            return reviews.resource_list(group)
+        group_version = f"{group}/{version}" if group else version
+        return discovery.resource_list(group_version, self.kinds_in(group), self.k8s_version)
+
+    def _aggregated(self, groups: dict[str, list[str]]) -> Response:
+        document = discovery.aggregated_list(
+            {
+                group: [
+                    discovery.aggregated_version(version, self.resource_list(group, version))
+                    for version in versions
+                ]
+                for group, versions in groups.items()
+            }
+        )
+        response = json_response(200, document)
+        response.content_type = discovery.AGGREGATED
+        return response
 
     def admit_write(self, request: Request, target: Target, obj: dict[str, Any]) -> None:
         """RBAC escalation prevention before a Role or binding is stored (403)."""
@@ -132,16 +154,20 @@ class Api:
         return NOT_FOUND_PAGE
 
     def _core(self, request: Request, parts: list[str]) -> Response | Stream:
+        if not parts and discovery.wants_aggregated(request.headers.get("Accept", "")):
+            return self._aggregated({"": ["v1"]})
         if not parts:
             return json_response(200, discovery.api_versions(self.server_address))
         if parts[0] != "v1":
             return NOT_FOUND_PAGE
         if len(parts) == 1:
-            return json_response(200, discovery.resource_list("v1", self.kinds_in("")))
+            return json_response(200, self.resource_list("", "v1"))
         return self._resource(request, "", "v1", parts[1:])
 
     def _groups(self, request: Request, parts: list[str]) -> Response | Stream:
         groups = self.group_versions()
+        if not parts and discovery.wants_aggregated(request.headers.get("Accept", "")):
+            return self._aggregated(groups)
         if not parts:
             return json_response(200, discovery.api_group_list(groups))
         versions = groups.get(parts[0])
@@ -151,13 +177,10 @@ class Api:
             raise errors.resource_not_found()
         if len(parts) == 1:
             return json_response(200, discovery.api_group(parts[0], versions))
-        if parts[0] in reviews.RESOURCES:
-            if len(parts) == 2:
-                return json_response(200, reviews.resource_list(parts[0]))
-            return reviews.handle(self, request, parts[0], parts[2:])
         if len(parts) == 2:
-            kinds = self.kinds_in(parts[0])
-            return json_response(200, discovery.resource_list("/".join(parts), kinds))
+            return json_response(200, self.resource_list(parts[0], parts[1]))
+        if parts[0] in reviews.RESOURCES:
+            return reviews.handle(self, request, parts[0], parts[2:])
         return self._resource(request, parts[0], parts[1], parts[2:])
 
     def _target(self, group: str, version: str, parts: list[str]) -> Target:
@@ -177,7 +200,7 @@ class Api:
             raise errors.resource_not_found()
         name = parts[1] if len(parts) > 1 else None
         subresource = parts[2] if len(parts) > 2 else None
-        if subresource and subresource not in (*kind.subresources, "finalize"):
+        if subresource and subresource not in kind.subresources:
             raise errors.resource_not_found()
         return Target(kind, version, namespace, name, subresource, self.k8s_version)
 
@@ -228,10 +251,13 @@ class Api:
                 "create": handlers.create,
                 "delete": handlers.delete_collection,
             }
-            if verb not in collection:
+            refused = verb == "delete" and "deletecollection" not in discovery.verbs(target.kind)
+            if verb not in collection or refused:
                 raise errors.method_not_allowed()
             return collection[verb]
         if target.subresource == "finalize":
+            if verb != "update":
+                raise errors.method_not_allowed()
             target.subresource = None
         single = {
             "get": handlers.get,

@@ -61,6 +61,11 @@ def _namespace_of(obj: dict[str, Any]) -> str:
     return obj.get("metadata", {}).get("namespace") or ""
 
 
+def storage_key(ref: Any) -> tuple[str, str]:
+    """Where a kind's objects live; events.k8s.io Events are the core Events."""
+    return getattr(ref, "storage_key", (ref.group, ref.plural))
+
+
 def _without_volatile(obj: dict[str, Any]) -> dict[str, Any]:
     meta = {k: v for k, v in obj.get("metadata", {}).items() if k != "resourceVersion"}
     return {**obj, "metadata": meta}
@@ -207,7 +212,7 @@ class Store:
         self, ref: Any, namespace: str | None, since_rv: int, tick: float = 1.0
     ) -> Iterator[Event | None]:
         """Yield events of one resource after since_rv; `None` every `tick` seconds of quiet."""
-        key = (ref.group, ref.plural)
+        key = storage_key(ref)
         last = since_rv
         while not self._closed:
             with self._lock:
@@ -238,7 +243,7 @@ class Store:
     # -- internals -------------------------------------------------------------------------
 
     def _bucket(self, ref: Any) -> dict[tuple[str, str], dict[str, Any]]:
-        key = (ref.group, ref.plural)
+        key = storage_key(ref)
         self._refs.setdefault(key, ref)
         return self._objects.setdefault(key, {})
 
@@ -250,14 +255,14 @@ class Store:
         rv = self._next_rv()
         obj["metadata"]["resourceVersion"] = str(rv)
         self._bucket(ref)[key] = obj
-        self._record(Event(rv, kind, (ref.group, ref.plural), obj))
+        self._record(Event(rv, kind, storage_key(ref), obj))
         return clone(obj)
 
     def _remove(self, ref: Any, key: tuple[str, str], obj: dict) -> dict[str, Any]:
         rv = self._next_rv()
         obj["metadata"]["resourceVersion"] = str(rv)
         self._bucket(ref).pop(key, None)
-        self._record(Event(rv, "DELETED", (ref.group, ref.plural), obj))
+        self._record(Event(rv, "DELETED", storage_key(ref), obj))
         return clone(obj)
 
     def _record(self, event: Event) -> None:

@@ -108,14 +108,20 @@ def _node_address(kind: str) -> Callable[[dict[str, Any]], str]:
     return read
 
 
+# The same columns for events.k8s.io/v1 Events, whose fields have other names.
 def _event_object(event: dict[str, Any]) -> str:
-    involved = event.get("involvedObject") or {}
+    involved = event.get("involvedObject") or event.get("regarding") or {}
     return f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}"
 
 
 def _event_last_seen(event: dict[str, Any]) -> str:
-    stamp = event.get("lastTimestamp") or event.get("eventTime") or ""
+    last = event.get("lastTimestamp") or event.get("deprecatedLastTimestamp")
+    stamp = last or event.get("eventTime") or ""
     return age({"metadata": {"creationTimestamp": stamp[:19] + "Z"}}) if stamp else NONE
+
+
+def _event_message(event: dict[str, Any]) -> str:
+    return event.get("message") or event.get("note") or NONE
 
 
 def _node_info(name: str, field: str, priority: int, empty: str = NONE) -> Column:
@@ -215,7 +221,7 @@ COLUMNS: dict[str, list[Column]] = {
         ("Type", "", 0, (CORE + "Event", "type"), _path("type")),
         ("Reason", "", 0, (CORE + "Event", "reason"), _path("reason")),
         ("Object", "", 0, (CORE + "Event", "involvedObject"), _event_object),
-        ("Message", "", 0, (CORE + "Event", "message"), _path("message")),
+        ("Message", "", 0, (CORE + "Event", "message"), _event_message),
     ],
 }
 

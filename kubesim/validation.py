@@ -170,6 +170,7 @@ DEFINITION_PACKAGES = {
     "rbac.authorization.k8s.io": "rbac",
     "authentication.k8s.io": "authentication",
     "authorization.k8s.io": "authorization",
+    "events.k8s.io": "events",
 }
 
 

@@ -86,9 +86,11 @@ class Normaliser:
             out[self._string(key)] = self._field(key, value, obj)
         if "columnDefinitions" in obj:
             _ages(out)
-        if obj.get("kind") == "Event" and isinstance(out.get("metadata"), dict):
-            name = out["metadata"].get("name", "")
-            out["metadata"]["name"] = re.sub(r"\.[0-9a-f]{10,}$", ".<suffix>", name)
+        if obj.get("kind") == "Event":
+            _event_name(out)
+        if obj.get("kind") == "EventList":  # the README: Event names wherever they appear
+            for item in out.get("items") or []:
+                _event_name(item)
         return out
 
     def _field(self, key: str, value: Any, owner: dict) -> Any:
@@ -180,3 +182,9 @@ def bind(recorded: Any, actual: Any, bindings: dict[str, str]) -> None:
             match = re.fullmatch(pattern, actual)
             if match:
                 bindings.setdefault(recorded, actual)
+
+
+def _event_name(event: Any) -> None:
+    if isinstance(event, dict) and isinstance(event.get("metadata"), dict):
+        name = event["metadata"].get("name", "")
+        event["metadata"]["name"] = re.sub(r"\.[0-9a-f]{10,}$", ".<suffix>", name)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import http.client
+import json
+import ssl
+from urllib.parse import urlsplit
+
 from kubernetes import client
 
 import kubesim
@@ -61,6 +66,70 @@ def test_it_lists_the_dra_resources_of_a_group_version(kubesim_cluster):
     }
     assert resources["resourceslices"]["namespaced"] is False
     assert resources["resourceclaims/status"]["verbs"] == ["get", "patch", "update"]
+
+
+def test_it_hashes_the_storage_version_as_upstream(kubesim_cluster, kubesim_v1beta1_cluster):
+    def hashes(cluster, path):
+        return {
+            r["name"]: r.get("storageVersionHash")
+            for r in raw_request(cluster, "GET", path).json()["resources"]
+        }
+
+    # 1.34 stores resource.k8s.io as v1beta2 (1.33 knows no v1); 1.33 stores v1beta1.
+    assert hashes(kubesim_cluster, "/apis/resource.k8s.io/v1")["resourceclaims"] == "EJAWH5WrAYg="
+    assert hashes(kubesim_cluster, "/api/v1")["events"] == "r2yiGXH7wu8="
+    seed = hashes(kubesim_v1beta1_cluster, "/apis/resource.k8s.io/v1beta1")
+    assert seed["resourceclaims"] == "RnQSwRxMnsw="
+    assert seed["resourceclaims/status"] is None
+
+
+AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def aggregated(cluster, path):
+    """What kubectl asks for first: the v2 document, else the legacy one."""
+    url = urlsplit(cluster.url)
+    context = ssl.create_default_context(cadata=cluster.ca_pem.decode())
+    connection = http.client.HTTPSConnection(url.hostname, url.port, context=context)
+    headers = {
+        "Authorization": f"Bearer {cluster.token}",
+        "Accept": f"{AGGREGATED},application/json",
+    }
+    connection.request("GET", path, headers=headers)
+    response = connection.getresponse()
+    assert response.headers["Content-Type"] == AGGREGATED
+    return json.loads(response.read())
+
+
+def test_it_serves_aggregated_discovery_of_every_group(kubesim_cluster):
+    document = aggregated(kubesim_cluster, "/apis")
+    assert document["kind"] == "APIGroupDiscoveryList"
+    groups = {item["metadata"]["name"]: item["versions"] for item in document["items"]}
+    assert [v["version"] for v in groups["resource.k8s.io"]] == ["v1", "v1beta2", "v1beta1"]
+    claims = next(
+        r for r in groups["resource.k8s.io"][0]["resources"] if r["resource"] == "resourceclaims"
+    )
+    assert claims["scope"] == "Namespaced"
+    assert claims["subresources"][0]["subresource"] == "status"
+    assert "events.k8s.io" in groups
+
+
+def test_it_serves_aggregated_discovery_of_the_core_group(kubesim_cluster):
+    [core] = aggregated(kubesim_cluster, "/api")["items"]
+    assert core["metadata"] == {}
+    resources = {r["resource"]: r for r in core["versions"][0]["resources"]}
+    namespaces = resources["namespaces"]
+    assert "deletecollection" not in namespaces["verbs"]
+    assert [s["subresource"] for s in namespaces["subresources"]] == ["finalize", "status"]
+    token = resources["serviceaccounts"]["subresources"][0]["responseKind"]
+    assert token == {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"}
+
+
+def test_it_refuses_what_discovery_does_not_list(kubesim_cluster):
+    assert raw_request(kubesim_cluster, "DELETE", "/api/v1/namespaces").status == 405
+    assert raw_request(kubesim_cluster, "GET", "/api/v1/namespaces/default/finalize").status == 405
+    path = "/api/v1/namespaces/default/pods/p/finalize"
+    assert raw_request(kubesim_cluster, "GET", path).status == 404
 
 
 def test_it_indexes_openapi_v3_documents_per_group_version(kubesim_cluster):
