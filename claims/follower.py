@@ -1,6 +1,7 @@
 """Follow each cluster by watching it, not by polling: claims/kube/informer.py keeps a cache
 of the portal's ResourceClaims and Pods current, and every change runs one sync pass over those
-caches through the same code (and observations) as the periodic sync.
+caches through the same code (and observations) as the periodic sync. The logs of running
+verification Pods come by follow=true streams (claims/log_streams.py).
 
 One follower is active per cluster: it holds a lease on the Cluster row and renews it; a second
 copy (another process, another machine) waits and takes over within a lease when the holder
@@ -21,14 +22,17 @@ from django.db import close_old_connections
 from django.db.models import Q
 from django.utils import timezone
 
-from claims import sync
+from claims import run_follower, sync
 from claims.cluster_ops import gateway_for
 from claims.kube import parsing
 from claims.kube.gateway import ClaimState, PodState
 from claims.kube.informer import Informer
+from claims.log_streams import LogStreams
 from claims.models import Cluster, managed_selector
 
 log = logging.getLogger(__name__)
+
+LOG_FLUSH_SECONDS = 0.2  # how often lines read by log streams are written
 
 
 def holder_name() -> str:
@@ -73,8 +77,10 @@ def unfollowed_clusters() -> list[str]:
 class CachedLists:
     """sync.ClusterLists from the informers' caches: no request to the cluster."""
 
-    def __init__(self, claims: Informer[ClaimState], pods: Informer[PodState]) -> None:
-        self._claims, self._pods = claims, pods
+    def __init__(
+        self, claims: Informer[ClaimState], pods: Informer[PodState], streams: LogStreams
+    ) -> None:
+        self._claims, self._pods, self._streams = claims, pods, streams
 
     def ready(self) -> bool:
         return self._claims.current_at is not None and self._pods.current_at is not None
@@ -89,6 +95,9 @@ class CachedLists:
         assert at is not None
         return sync.Listed(items, at)
 
+    def streamed_logs(self) -> frozenset[tuple[int, str]]:
+        return self._streams.streamed()
+
 
 class ClusterFollower:
     """Follows one cluster while it holds the lease; waits for the lease otherwise."""
@@ -99,6 +108,7 @@ class ClusterFollower:
         self.holder = holder or holder_name()
         self.changed = threading.Event()
         self.passes = 0
+        self.log_streams: LogStreams | None = None
 
     def run(self) -> None:
         try:
@@ -133,44 +143,64 @@ class ClusterFollower:
             self.changed.set,
             watch_seconds=watch_seconds,
         )
-        lists = CachedLists(claims, pods)
+        streams = self.log_streams = LogStreams(gateway)
+        lists = CachedLists(claims, pods, streams)
         claims.start()
         pods.start()
         try:
-            self._sync_on_change(cluster, lists)
+            self._sync_on_change(cluster, lists, streams)
         finally:
             claims.stop()
             pods.stop()
+            streams.stop()
 
-    def _sync_on_change(self, cluster: Cluster, lists: CachedLists) -> None:
-        """One pass per burst of changes; while runs are under way, also every
-        RUN_FOLLOW_INTERVAL_SECONDS (their logs grow without their Pod changing)."""
+    def _sync_on_change(self, cluster: Cluster, lists: CachedLists, streams: LogStreams) -> None:
+        """One pass per burst of changes, and a slow one while runs are under way (their
+        pending deadline); the logs of running containers come by stream and are written
+        every LOG_FLUSH_SECONDS."""
         renew_every = lease_seconds() / 3
         renew_at = time.monotonic() + renew_every
         runs_under_way = True  # until the first pass says otherwise
         while not self.stop.is_set():
-            wait = settings.RUN_FOLLOW_INTERVAL_SECONDS if runs_under_way else renew_every
+            wait = LOG_FLUSH_SECONDS if streams.streams else renew_every
             self.changed.wait(min(wait, max(renew_at - time.monotonic(), 0)))
+            streams.flush()
+            due = False
             if time.monotonic() >= renew_at:
                 if not take_lease(self.cluster_id, self.holder):
                     log.warning("lost the lease of cluster %s", self.cluster_id)
                     return
                 renew_at = time.monotonic() + renew_every
-            if not lists.ready() or not (self.changed.is_set() or runs_under_way):
+                due = runs_under_way
+            if not lists.ready() or not (self.changed.is_set() or due):
                 continue
             self.changed.clear()
-            cluster.refresh_from_db()
-            try:
-                outcome = sync.sync_from(cluster, lists)
-            except Exception:  # a bad pass must not end the follower; the next change retries
-                log.exception("following cluster %s", cluster)
-                outcome = True
+            outcome = self._pass(cluster, lists, streams)
             if outcome is None:  # the periodic sync holds the cluster: try again shortly
                 self.changed.set()
                 self.stop.wait(settings.RUN_FOLLOW_INTERVAL_SECONDS)
             else:
                 runs_under_way = outcome
                 self.passes += 1
+
+    def _pass(self, cluster: Cluster, lists: CachedLists, streams: LogStreams) -> bool | None:
+        cluster.refresh_from_db()
+        try:
+            # Streams first: a container that ended has its stream stopped and flushed, so
+            # the pass reads only what came after.
+            pods = {(pod.namespace, pod.name): pod for pod in lists.pods().items}
+            runs = run_follower.followed_runs(cluster)
+            streams.update(
+                [
+                    (run, pods[(run.claim.namespace, run.pod_name)])
+                    for run in runs
+                    if (run.claim.namespace, run.pod_name) in pods
+                ]
+            )
+            return sync.sync_from(cluster, lists)
+        except Exception:  # a bad pass must not end the follower; the next change retries
+            log.exception("following cluster %s", cluster)
+            return True
 
 
 def follow_all(stop: threading.Event) -> None:

@@ -31,6 +31,7 @@ FOLLOWED_RUNS = (RS.CREATING, RS.PENDING, RS.RUNNING)
 
 Pods = dict[tuple[str, str], PodState]
 Allocations = dict[int, tuple[dict | None, dict | None]]
+Streamed = frozenset[tuple[int, str]]
 
 
 def followed_runs(cluster: Cluster) -> list[VerificationRun]:
@@ -56,12 +57,16 @@ def follow_runs(
     listed_at: Any,
     gateway: ClusterGateway,
     allocations: Allocations,
+    streamed: Streamed = frozenset(),
 ) -> list[str]:
-    """Follow each run on its own; returns what went wrong, one line per broken run."""
+    """Follow each run on its own; returns what went wrong, one line per broken run.
+
+    streamed: (run id, container) whose log a follow stream is reading (claims/log_streams.py):
+    not read here as well."""
     problems = []
     for run in runs:
         try:
-            _follow_run(run, pods, listed_at, gateway, allocations)
+            _follow_run(run, pods, listed_at, gateway, allocations, streamed)
         except Exception as error:  # one broken run must not stop the others (nor the sync)
             log.exception("following run %s", run.pk)
             problems.append(f"run {run}: {getattr(error, 'message', None) or error}")
@@ -74,13 +79,14 @@ def _follow_run(
     listed_at: Any,
     gateway: ClusterGateway,
     allocations: Allocations,
+    streamed: Streamed,
 ) -> None:
     pod = pods.get((run.claim.namespace, run.pod_name))
     if pod is None:
         _pod_missing(run, listed_at)
         return
     now, before = allocations.get(run.claim_id, (None, None))
-    _follow_pod(run, pod, gateway, _devices_of(run, pod, now, before))
+    _follow_pod(run, pod, gateway, _devices_of(run, pod, now, before), streamed)
 
 
 def retry_logs(runs: list[VerificationRun], pods: Pods, gateway: ClusterGateway) -> list[str]:
@@ -129,7 +135,11 @@ def _pod_missing(run: VerificationRun, listed_at: Any) -> None:
 
 
 def _follow_pod(
-    run: VerificationRun, pod: PodState, gateway: ClusterGateway, devices: list | None
+    run: VerificationRun,
+    pod: PodState,
+    gateway: ClusterGateway,
+    devices: list | None,
+    streamed: Streamed,
 ) -> None:
     if pod.phase == "Pending" and _pending_too_long(run):
         _give_up_pending(run, pod, gateway)
@@ -144,7 +154,7 @@ def _follow_pod(
     )
     if pod.phase not in ("Running", "Succeeded", "Failed"):
         return
-    problem = _fetch_logs(run, pod, gateway)
+    problem = _fetch_logs(run, pod, gateway, streamed)
     observations.run_log_read(run=run, problem=problem)
     if pod.phase in ("Succeeded", "Failed"):
         observations.run_finished(
@@ -182,15 +192,18 @@ def _pending_reason(pod: PodState) -> str:
     return " ".join(part for part in (pod.reason, pod.message) if part)
 
 
-def _fetch_logs(run: VerificationRun, pod: PodState, gateway: ClusterGateway) -> str:
-    """Read what came after the last line kept, for containers that have started.
+def _fetch_logs(
+    run: VerificationRun, pod: PodState, gateway: ClusterGateway, streamed: Streamed = frozenset()
+) -> str:
+    """Read what came after the last line kept, for containers that have started and whose
+    log no stream is reading.
 
     Returns "" when every read worked, else the cluster's words for the first that failed.
     """
     started = {c.name for c in pod.containers if c.state in ("running", "terminated")}
     kept = {log.container: log.last_timestamp for log in RunLog.objects.filter(run=run)}
     for container in VerificationRun.CONTAINERS:
-        if container not in started:
+        if container not in started or (run.pk, container) in streamed:
             continue
         try:
             lines = gateway.read_log(

@@ -49,6 +49,10 @@ class ClusterLists(Protocol):
 
     def pods(self) -> Listed[PodState]: ...
 
+    def streamed_logs(self) -> frozenset[tuple[int, str]]:
+        """(run id, container) whose log a follow stream reads: not read by the sync."""
+        ...
+
 
 class LiveLists:
     """Straight from the API server: one list call per kind (the periodic sync)."""
@@ -63,6 +67,9 @@ class LiveLists:
     def pods(self) -> Listed[PodState]:
         at = timezone.now()
         return Listed(self.gateway.list_pods(managed_selector()), at)
+
+    def streamed_logs(self) -> frozenset[tuple[int, str]]:
+        return frozenset()
 
 
 def sync_cluster(cluster: Cluster, *, follow_for: float = 0) -> bool:
@@ -124,7 +131,9 @@ def _sync_cycle(cluster: Cluster, lists: ClusterLists | None = None) -> bool:
     )
     if pods is not None:
         by_name = {(pod.namespace, pod.name): pod for pod in pods.items}
-        problems += run_follower.follow_runs(runs, by_name, pods.at, gateway, allocations or {})
+        problems += run_follower.follow_runs(
+            runs, by_name, pods.at, gateway, allocations or {}, lists.streamed_logs()
+        )
         problems += run_follower.retry_logs(awaiting, by_name, gateway)
     _record_outcome(cluster, problems)
     return not problems and any(not run.is_final for run in runs)

@@ -144,21 +144,22 @@ class Connection:
         self,
         path: str,
         query: Obj,
-        read_timeout: float,
+        read_timeout: float | None,
         on_open: Callable[[Callable[[], None]], None] | None = None,
+        accept: str = "application/json",
     ) -> Iterator[bytes]:
         """GET a streamed body (a watch, a followed log) and yield it line by line.
 
-        A stream that stays silent for read_timeout seconds raises TransientKubeError, so a
-        connection that died without a FIN is noticed. on_open receives a function that ends
-        the stream from another thread."""
+        A stream that stays silent for read_timeout seconds (None: however long) raises
+        TransientKubeError, so a connection that died without a FIN is noticed. on_open
+        receives a function that ends the stream from another thread."""
         self._reload_if_changed()
         self.limiter.acquire()
         api_client = self.api_client
         _, url, headers, _, _ = api_client.param_serialize(
             method="GET",
             resource_path=path + "?" + urlencode(query),
-            header_params={"Accept": "application/json"},
+            header_params={"Accept": accept},
             auth_settings=["BearerToken"],
         )
         try:

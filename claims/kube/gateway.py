@@ -348,6 +348,27 @@ class ClusterGateway:
             ),
         }
 
+    def follow_log(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        *,
+        since: datetime | None = None,
+        on_open: Callable[[Callable[[], None]], None] | None = None,
+    ) -> Iterator[LogLine]:
+        """Log lines from `since` on (inclusive) as the container prints them, until it ends
+        (the server closes the stream) or on_open's function ends the stream."""
+        query: dict[str, Any] = {"container": container, "timestamps": "true", "follow": "true"}
+        if since is not None:
+            since = since if since.tzinfo else since.replace(tzinfo=UTC)
+            query["sinceSeconds"] = _since_seconds(since)
+        path = _object_path("v1", "Pod", namespace, pod) + "/log"
+        # A quiet container is no sign of a dead stream: no read timeout (the follower ends
+        # the stream when the Pod's status says the container ended).
+        for line in self.connection.stream(path, query, None, on_open=on_open, accept="*/*"):
+            yield from parsing.log_lines(line, since)
+
     def read_log(
         self,
         namespace: str,

@@ -19,7 +19,7 @@ from claims.kube import parsing
 from claims.kube.gateway import ClusterGateway
 from claims.kube.informer import Informer
 from claims.models import Cluster
-from tests.claims.test_sync import api_calls, applied_claims
+from tests.claims.test_sync import api_calls, applied_claims, cluster_log
 from tests.fixtures.kubesim import create_namespace
 from tests.fixtures.portal import wait_until
 
@@ -103,19 +103,22 @@ def test_the_informer_takes_a_silent_stream_for_dead_and_resumes(
         informer.stop()
 
 
-def run_follower(cluster: Cluster, holder: str = "") -> Callable[[], None]:
-    """Start a follower in a thread; returns what stops it."""
+def start_follower(cluster: Cluster, holder: str = "") -> tuple[Any, Callable[[], None]]:
+    """Start a follower in a thread; returns it and what stops it."""
     stop = threading.Event()
-    thread = threading.Thread(
-        target=follower.ClusterFollower(cluster.pk, stop, holder=holder).run, daemon=True
-    )
+    one = follower.ClusterFollower(cluster.pk, stop, holder=holder)
+    thread = threading.Thread(target=one.run, daemon=True)
     thread.start()
 
     def stopped() -> None:
         stop.set()
         thread.join(timeout=30)
 
-    return stopped
+    return one, stopped
+
+
+def run_follower(cluster: Cluster, holder: str = "") -> Callable[[], None]:
+    return start_follower(cluster, holder)[1]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -130,7 +133,11 @@ def test_the_follower_follows_a_run_to_its_end_without_polling(
         cluster_ops.start_run(run)
         wait_until(lambda: run.refresh_from_db() or run.is_final, timeout=60)
         assert run.state == "succeeded", run.state_message
-        assert "Result = PASS" in run.logs.get(container="ctr1").text
+        logs = {log.container: log.text for log in run.logs.all()}
+        path = f"/api/v1/namespaces/{claim.namespace}/pods/{run.pod_name}/log?container="
+        for container in ("ctr0", "ctr1"):  # each line once, whether streamed or read
+            assert logs[container].splitlines() == cluster_log(kubesim_cluster, path + container)
+        assert "Result = PASS" in logs["ctr1"]
         wait_until(lambda: claim.refresh_from_db() or claim.state == "waiting", timeout=30)
         calls = api_calls(kubesim_cluster)
         assert (calls.get("list pods"), calls.get("list resourceclaims")) == (1, 1)
@@ -175,3 +182,28 @@ def test_the_health_check_fails_while_a_cluster_has_no_live_follower(cluster: Cl
         call_command("follow_clusters", "--check")
     assert follower.take_lease(cluster.pk, "a-follower")
     call_command("follow_clusters", "--check")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_follower_streams_the_logs_of_each_running_container_until_it_ends(
+    alice: User, slow_cluster: Cluster, slow_kubesim: kubesim.Handle
+) -> None:
+    [claim] = applied_claims(alice, slow_cluster, 1)
+    one, stop = start_follower(slow_cluster)
+    try:
+        run = services.verification_run_start(user=alice, claim_request=claim)
+        cluster_ops.start_run(run)
+        streamed = wait_until(lambda: one.log_streams and one.log_streams.streamed(), timeout=60)
+        assert {container for run_id, container in streamed if run_id == run.pk} <= {
+            "ctr0",
+            "ctr1",
+        }
+        wait_until(lambda: run.refresh_from_db() or run.is_final, timeout=60)
+        wait_until(lambda: not one.log_streams.streams)  # ended with the Pod
+        assert run.state == "succeeded", run.state_message
+        path = f"/api/v1/namespaces/{claim.namespace}/pods/{run.pod_name}/log?container="
+        for container in ("ctr0", "ctr1"):
+            text = run.logs.get(container=container).text
+            assert text.splitlines() == cluster_log(slow_kubesim, path + container)
+    finally:
+        stop()
