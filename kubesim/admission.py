@@ -9,7 +9,7 @@ import re
 import secrets
 from typing import Any
 
-from kubesim import errors, gojson, patch
+from kubesim import errors, gojson, patch, protobuf
 from kubesim.apply import record_update
 from kubesim.kinds import find_kind
 from kubesim.server import Request
@@ -77,6 +77,11 @@ def decode_body(request: Request, target: Any) -> dict[str, Any]:
             obj = gojson.loads(request.body, duplicates=request.duplicate_fields)
         except gojson.GoJsonError as error:
             raise _unrecognized(target, f"json parse error: {error}", request.body) from None
+    elif media_type == protobuf.CONTENT_TYPE:
+        try:
+            obj = protobuf.decode_object(request.body)
+        except ValueError:
+            obj = None
     elif request.body:
         try:
             obj = patch.decode_yaml_or_json(request.body)
@@ -200,13 +205,8 @@ def namespace_must_accept(api: Any, target: Any, name: str) -> None:
         return
     namespace = api.store.get(api.namespace_kind, None, target.namespace)
     if namespace.get("metadata", {}).get("deletionTimestamp"):
-        raise errors.ApiError(
-            403,
-            "Forbidden",
-            f'{errors.qualified(target.kind.group, target.kind.plural)} "{name}" is forbidden: '
-            f"unable to create new content in namespace {target.namespace} because it is "
-            "being terminated",
-            {"name": name, "kind": target.kind.plural},
+        raise errors.namespace_terminating(
+            target.kind.group, target.kind.plural, name, target.namespace
         )
 
 

@@ -75,6 +75,34 @@ def uid_precondition_failed(group: str, kind: str, name: str, sent: str, stored:
     return ApiError(409, "Conflict", message, _details(group, kind, name))
 
 
+def namespace_terminating(group: str, plural: str, name: str, namespace: str) -> ApiError:
+    """A create in a terminating namespace, refused by NamespaceLifecycle admission (which
+    adds the NamespaceTerminating cause)."""
+    message = (
+        f'{qualified(group, plural)} "{name}" is forbidden: unable to create new content in '
+        f"namespace {namespace} because it is being terminated"
+    )
+    cause = {
+        "reason": "NamespaceTerminating",
+        "message": f"namespace {namespace} is being terminated",
+        "field": "metadata.namespace",
+    }
+    details = _details(group, plural, name) | {"causes": [cause]}
+    return ApiError(403, "Forbidden", message, details)
+
+
+def resource_version_precondition_failed(
+    group: str, kind: str, name: str, sent: str, stored: str
+) -> ApiError:
+    """A delete whose preconditions.resourceVersion is not the stored one (rest.BeforeDelete)."""
+    message = (
+        f'Operation cannot be fulfilled on {qualified(group, kind)} "{name}": the '
+        f"ResourceVersion in the precondition ({sent}) does not match the ResourceVersion in "
+        f"record ({stored}). The object might have been modified"
+    )
+    return ApiError(409, "Conflict", message, _details(group, kind, name))
+
+
 def invalid(group: str, kind: str, name: str, field_errors: list[Any]) -> ApiError:
     """422 Invalid from B's `FieldError`s (they render themselves as apimachinery does)."""
     rendered = [error.message() for error in field_errors]

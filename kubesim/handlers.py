@@ -30,6 +30,7 @@ from kubesim.admission import (
 from kubesim.apply import server_side_apply
 from kubesim.selectors import field_matcher, label_matcher
 from kubesim.server import Request, Response, json_response
+from kubesim.store import fill_system_fields
 from kubesim.validation import FORBIDDEN, REQUIRED, FieldError
 
 # Kinds whose DELETE answers with the object rather than a Status (registry ReturnDeletedObject).
@@ -70,6 +71,7 @@ def create(api: Any, request: Request, target: Any) -> Response:
     track_update(target, None, storage, manager_name(request))
     api.admit_write(request, target, storage)
     if dry_run(request):
+        fill_system_fields(target.kind, storage.setdefault("metadata", {}))
         return json_response(201, served(target, storage), warning_headers(warnings))
     stored = api.store.create(target.kind, storage)
     return json_response(201, served(target, stored), warning_headers(warnings))
@@ -325,17 +327,24 @@ def _success(target: Any, obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _check_preconditions(target: Any, preconditions: dict[str, Any], meta: dict[str, Any]) -> None:
+    """DeleteOptions.preconditions: the uid first, then the resourceVersion (rest.BeforeDelete)."""
+    group, kind = target.kind.group, target.kind.kind
+    expected_uid, stored_uid = preconditions.get("uid"), meta.get("uid", "")
+    if expected_uid and expected_uid != stored_uid:
+        raise errors.uid_precondition_failed(group, kind, target.name, expected_uid, stored_uid)
+    expected_rv, stored_rv = preconditions.get("resourceVersion"), meta.get("resourceVersion", "")
+    if expected_rv and expected_rv != stored_rv:
+        raise errors.resource_version_precondition_failed(
+            group, kind, target.name, expected_rv, stored_rv
+        )
+
+
 def delete_one(api: Any, request: Request, target: Any) -> dict[str, Any]:
     """Delete (or with finalizers, mark for deletion) one object; returns it."""
     options = _delete_options(request)
     old = api.store.get(target.kind, target.namespace, target.name)
-    expected_uid = (options.get("preconditions") or {}).get("uid")
-    stored_uid = old["metadata"].get("uid", "")
-    if expected_uid and expected_uid != stored_uid:
-        kind = target.kind
-        raise errors.uid_precondition_failed(
-            kind.group, kind.kind, target.name, expected_uid, stored_uid
-        )
+    _check_preconditions(target, options.get("preconditions") or {}, old["metadata"])
     if dry_run(request) or "All" in (options.get("dryRun") or []):
         return old
     if target.kind.plural == "namespaces":

@@ -13,16 +13,20 @@ NamespaceContentRemaining and NamespaceFinalizersRemaining. With nothing left it
 from __future__ import annotations
 
 import contextlib
+import copy
 import threading
 import time
 from collections import Counter
 from typing import Any
 
 from kubesim import errors, graceful
+from kubesim.apply import record_update
 from kubesim.store import Store, now_rfc3339
 
 DELETION_DELAY_SECONDS = 5.0  # the controller's namespaceDeletionGracePeriod
+FINALIZER_ESTIMATE_SECONDS = 15  # finalizerEstimateSeconds: content held by finalizers
 FINALIZER = "kubernetes"
+MANAGER = "kube-controller-manager"
 OK_CONDITIONS = (  # type, reason, message when nothing is wrong
     (
         "NamespaceDeletionDiscoveryFailure",
@@ -68,6 +72,16 @@ def remaining_conditions(resources: Counter[str], finalizers: Counter[str]) -> l
     return found
 
 
+def _pods_estimate(pods: list[dict[str, Any]]) -> int:
+    """estimateGracefulTerminationForPods: the longest grace period of the Pods not finished."""
+    periods = [
+        (pod.get("spec") or {}).get("terminationGracePeriodSeconds") or 0
+        for pod in pods
+        if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    ]
+    return max(periods, default=0)
+
+
 def _condition(kind: str, reason: str, message: str, status: str = "True") -> dict[str, Any]:
     return {
         "type": kind,
@@ -101,6 +115,11 @@ def updated_conditions(old: list[dict], failures: list[dict]) -> list[dict] | No
 
 
 class NamespaceFinalizer:
+    """The controller's loop: a delaying queue of namespace names. Every write to a
+    terminating namespace (its deletion, the conditions the controller writes itself) queues it
+    after the 5 s grace period; a pass that leaves content behind queues it again after half
+    the estimated time (ResourcesRemainingError). Changes of the content itself queue nothing."""
+
     def __init__(
         self,
         store: Store,
@@ -113,8 +132,9 @@ class NamespaceFinalizer:
         self.pods = kinds[("", "pods")]
         self.others = [k for k in kinds.values() if k.namespaced and k.plural != "pods"]
         self.interval = interval
-        self.delay = DELETION_DELAY_SECONDS / max(float(speed or 1.0), 0.001)
-        self._first_seen: dict[str, float] = {}  # namespace uid → when seen terminating
+        self.speed = max(float(speed or 1.0), 0.001)
+        self._due: dict[str, float] = {}  # namespace name → when the queue hands it out
+        self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kubesim-namespaces", daemon=True)
@@ -129,55 +149,72 @@ class NamespaceFinalizer:
         self._thread.join(timeout=2)
 
     def _on_event(self, event: str, kind: Any, obj: dict[str, Any]) -> None:
-        if kind.plural == "namespaces" and obj["metadata"].get("deletionTimestamp"):
-            self._wake.set()
+        meta = obj["metadata"]
+        if kind.plural == "namespaces" and event != "DELETED" and meta.get("deletionTimestamp"):
+            self._queue_after(meta["name"], DELETION_DELAY_SECONDS / self.speed)
+
+    def _queue_after(self, name: str, seconds: float) -> None:
+        """workqueue.AddAfter: an earlier time wins over a later one already queued."""
+        due = time.monotonic() + seconds
+        with self._lock:
+            self._due[name] = min(self._due.get(name, due), due)
+        self._wake.set()
+
+    def _next(self) -> tuple[str | None, float]:
+        """The namespace whose time has come, or how long to wait for one."""
+        with self._lock:
+            if not self._due:
+                return None, 1.0
+            name, due = min(self._due.items(), key=lambda item: item[1])
+            wait = due - time.monotonic()
+            if wait > 0:
+                return None, wait
+            del self._due[name]
+            return name, 0.0
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(1.0)
-            self._wake.clear()
-            while not self._stop.is_set() and self._finalize_all():
-                self._stop.wait(self.interval)
-
-    def _finalize_all(self) -> bool:
-        """Advance every terminating namespace; True while some are still waiting."""
-        namespaces, _ = self.store.list(self.namespace_kind)
-        waiting = False
-        now = time.monotonic()
-        for namespace in namespaces:
-            meta = namespace["metadata"]
-            if not meta.get("deletionTimestamp"):
-                continue
-            seen = self._first_seen.setdefault(meta["uid"], now)
-            if now < seen + self.delay:
-                waiting = True  # the controller's queue holds a new deletion back
+            name, wait = self._next()
+            if name is None:
+                self._wake.wait(wait)
+                self._wake.clear()
                 continue
             try:
-                waiting |= not self._finalize(meta["name"])
+                estimate = self._finalize(name)
             except errors.ApiError:
-                waiting = True  # a conflict or a vanished object: the next pass retries
-        return waiting
+                estimate = 0  # a conflict or a vanished object: AddRateLimited, soon again
+            if estimate is not None:
+                wait = (estimate // 2 + 1) / self.speed if estimate else self.interval
+                self._queue_after(name, wait)
 
-    def _finalize(self, name: str) -> bool:
-        """One pass of the namespace controller; True once the namespace is finalized."""
-        if self._delete_pods(name):
+    def _finalize(self, name: str) -> int | None:
+        """One pass of the namespace controller (Delete): None once the namespace is
+        finalized or gone, else the estimated seconds until its content is gone."""
+        try:
+            namespace = self.store.get(self.namespace_kind, None, name, copy=False)
+        except errors.ApiError:
+            return None
+        if not namespace["metadata"].get("deletionTimestamp"):
+            return None
+        pods = self._delete_pods(name)
+        if pods:
             self._write_conditions(name, [])  # the early return for Pods: no totals yet
-            return False
+            return _pods_estimate(pods)
         resources, finalizers = self._delete_content(name)
         self._write_conditions(name, remaining_conditions(resources, finalizers))
         if resources:
-            return False
+            return FINALIZER_ESTIMATE_SECONDS if finalizers else 0
         self._remove_finalizer(name)
-        return True
+        return None
 
-    def _delete_pods(self, namespace: str) -> int:
-        """Delete every Pod gracefully (each with its own grace period); how many remain."""
+    def _delete_pods(self, namespace: str) -> list[dict[str, Any]]:
+        """Delete every Pod gracefully (each with its own grace period); those that remain."""
         pods, _ = self.store.list(self.pods, namespace)
         for pod in pods:
             if not pod["metadata"].get("deletionTimestamp"):
                 grace = graceful.pod_grace_seconds(pod, {})
                 self._delete_quietly(self.pods, namespace, pod["metadata"]["name"], grace)
-        return len(self.store.list(self.pods, namespace, copy=False)[0])
+        return self.store.list(self.pods, namespace, copy=False)[0]
 
     def _delete_content(self, namespace: str) -> tuple[Counter[str], Counter[str]]:
         """Delete everything else; count what remains, by resource and by finalizer."""
@@ -194,19 +231,21 @@ class NamespaceFinalizer:
         return resources, finalizers
 
     def _write_conditions(self, name: str, failures: list[dict]) -> None:
-        namespace = self.store.get(self.namespace_kind, None, name)
-        status = namespace.setdefault("status", {})
-        conditions = updated_conditions(status.get("conditions") or [], failures)
-        if conditions is not None:
-            status["conditions"] = conditions
-            self.store.update(self.namespace_kind, namespace)
+        """The conditions as the controller's UpdateStatus writes them (namespaces/status)."""
+        old = self.store.get(self.namespace_kind, None, name)
+        conditions = updated_conditions((old.get("status") or {}).get("conditions") or [], failures)
+        if conditions is None:
+            return
+        namespace = copy.deepcopy(old)
+        namespace.setdefault("status", {})["conditions"] = conditions
+        record_update(old, namespace, manager=MANAGER, api_version="v1", subresource="status")
+        self.store.update(self.namespace_kind, namespace)
 
     def _remove_finalizer(self, name: str) -> None:
         namespace = self.store.get(self.namespace_kind, None, name)
         spec = namespace.setdefault("spec", {})
         spec["finalizers"] = [f for f in spec.get("finalizers") or [] if f != FINALIZER]
         self.store.update(self.namespace_kind, namespace)
-        self._first_seen.pop(namespace["metadata"]["uid"], None)
 
     def _delete_quietly(
         self, kind: Any, namespace: str | None, name: str, grace: int | None = None

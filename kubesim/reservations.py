@@ -223,6 +223,7 @@ def _set_condition(pod: dict, condition: dict) -> bool:
 def mark_unschedulable(store: Any, pod: dict, message: str) -> None:
     condition = {
         "type": "PodScheduled",
+        "observedGeneration": pod["metadata"].get("generation", 1),
         "status": "False",
         "lastProbeTime": None,
         "lastTransitionTime": now(),

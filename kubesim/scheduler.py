@@ -38,6 +38,9 @@ SLICES, CLASSES = (
 NODES = kind_for("", "nodes")
 CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_ON_NODE = "resourceclaim not available on the node"
+SELECTOR_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
+STILL_NOT_SCHEDULABLE = "still not schedulable"
+NO_CLAIMS_TO_DEALLOCATE = "no new claims to deallocate"
 TERMINAL = ("Succeeded", "Failed")
 
 
@@ -51,17 +54,27 @@ class Inventory(NamedTuple):
     nodes: list[str]
     devices: dict[str, list[Candidate]]
     classes: dict[str, dict]
+    labels: dict[str, dict[str, str]]
 
 
 def read_inventory(store: Any) -> Inventory:
-    nodes = [node["metadata"]["name"] for node in store.list(NODES, copy=False)[0]]
+    metas = [node["metadata"] for node in store.list(NODES, copy=False)[0]]
+    nodes = [meta["name"] for meta in metas]
+    labels = {meta["name"]: meta.get("labels") or {} for meta in metas}
     slices, _ = store.list(SLICES, copy=False)
     classes = {c["metadata"]["name"]: c for c in store.list(CLASSES, copy=False)[0]}
-    return Inventory(nodes, {node: candidates(slices, node) for node in nodes}, classes)
+    return Inventory(nodes, {node: candidates(slices, node) for node in nodes}, classes, labels)
 
 
-def fit_error(node_count: int, reasons: dict[str, int] | None = None, prefilter: str = "") -> str:
-    """The FailedScheduling message, built as the real scheduler's FitError.Error()."""
+def fit_error(
+    node_count: int,
+    reasons: dict[str, int] | None = None,
+    prefilter: str = "",
+    postfilter: str = STILL_NOT_SCHEDULABLE,
+) -> str:
+    """The FailedScheduling message, built as the real scheduler's FitError.Error();
+    `postfilter` is what the DRA plugin's PostFilter says (it has nothing to deallocate
+    for a Pod without claims)."""
     message = f"0/{node_count} nodes are available:"
     if prefilter:
         message += f" {prefilter}."
@@ -71,7 +84,7 @@ def fit_error(node_count: int, reasons: dict[str, int] | None = None, prefilter:
     preemption = (
         f"0/{node_count} nodes are available: {node_count} Preemption is not helpful for scheduling"
     )
-    return f"{message} still not schedulable, preemption: {preemption}."
+    return f"{message} {postfilter}, preemption: {preemption}."
 
 
 def _device_ids(results: list[dict]) -> set[DeviceId]:
@@ -233,16 +246,18 @@ class Scheduler:
             return  # PreEnqueue: the pod is not tried until its claims exist
         pod = self.store.get(PODS, *key)  # template claims may have been recorded on it
         try:
-            node, allocations = self._choose_node(claims, inventory)
+            node, allocations = self._choose_node(pod, claims, inventory)
         except Unschedulable as reason:
             mark_unschedulable(self.store, pod, str(reason))
             return
         self._commit(pod, node, claims, allocations)
 
     def _choose_node(
-        self, claims: list[dict], inventory: Inventory
+        self, pod: dict, claims: list[dict], inventory: Inventory
     ) -> tuple[str, dict[tuple[str, str], list[dict]]]:
         nodes = inventory.nodes
+        selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+        postfilter = STILL_NOT_SCHEDULABLE if claims else NO_CLAIMS_TO_DEALLOCATE
         for claim in claims:
             if claim["metadata"].get("deletionTimestamp"):
                 deleting = f'resourceclaim "{claim["metadata"]["name"]}" is being deleted'
@@ -250,6 +265,10 @@ class Scheduler:
         in_use = set().union(*self._in_use.values())
         reasons: dict[str, int] = {}
         for node in nodes:
+            labels = inventory.labels.get(node, {})
+            if any(labels.get(key) != value for key, value in selector.items()):
+                reasons[SELECTOR_MISMATCH] = reasons.get(SELECTOR_MISMATCH, 0) + 1
+                continue
             devices = inventory.devices[node]
             try:
                 return node, _fit_on_node(node, claims, devices, inventory.classes, in_use)
@@ -257,7 +276,7 @@ class Scheduler:
                 reasons[str(reason)] = reasons.get(str(reason), 0) + 1
             except ClassMissing as missing:
                 raise Unschedulable(fit_error(len(nodes), prefilter=str(missing))) from None
-        raise Unschedulable(fit_error(len(nodes), reasons))
+        raise Unschedulable(fit_error(len(nodes), reasons, postfilter=postfilter))
 
     def _commit(self, pod: dict, node: str, claims: list[dict], allocations: dict) -> None:
         try:

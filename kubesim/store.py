@@ -71,6 +71,17 @@ def _without_volatile(obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "metadata": meta}
 
 
+def fill_system_fields(ref: Any, meta: dict[str, Any]) -> None:
+    """What the API server sets on every new object, a dry-run create included (uid,
+    creationTimestamp, generation); a resourceVersion comes only with storing it."""
+    meta["uid"] = str(uuid.uuid4())
+    meta["creationTimestamp"] = now_rfc3339()
+    if ref.plural in GENERATION_KINDS:
+        meta["generation"] = 1
+    for transient in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+        meta.pop(transient, None)
+
+
 class Store:
     def __init__(self, state_path: str | None = None, history_size: int = HISTORY_SIZE) -> None:
         self._lock = threading.RLock()
@@ -135,12 +146,7 @@ class Store:
             bucket = self._bucket(ref)
             if key in bucket:
                 raise errors.already_exists(ref.group, ref.plural, key[1])
-            meta["uid"] = str(uuid.uuid4())
-            meta["creationTimestamp"] = now_rfc3339()
-            if ref.plural in GENERATION_KINDS:
-                meta["generation"] = 1
-            for transient in ("deletionTimestamp", "deletionGracePeriodSeconds"):
-                meta.pop(transient, None)
+            fill_system_fields(ref, meta)
             stored = self._commit(ref, key, obj, "ADDED")
         self._notify("ADDED", ref, stored)
         return stored
@@ -168,6 +174,10 @@ class Store:
                 stored = self._commit(ref, key, obj, "MODIFIED")
                 event = "MODIFIED"
         self._notify(event, ref, stored)
+        if event == "DELETED":
+            # The registry's deleteWithoutFinalizers: the update that removed the last
+            # finalizer answers with the object as updated, at the version it replaced.
+            stored["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         return stored
 
     def delete(

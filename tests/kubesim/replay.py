@@ -75,8 +75,8 @@ class Replay:
 
     def step(self, step: dict) -> str | None:
         request = step["request"]
-        if step.get("wait") and not wait_for(self, step):
-            problem: str | None = f"wait never held: {step['wait']}"
+        if not wait_for(self, step):
+            problem: str | None = f"wait never held: {step.get('wait', 'the observed state')}"
         else:
             problem = None
         status, headers, data = self.client.send(

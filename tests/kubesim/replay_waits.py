@@ -3,6 +3,8 @@
 "then 1 s" and a bare "2 s" are pauses of the recording (to let a real controller act or
 to show that nothing happens); the replay waits for the condition only: kubesim's
 controllers write what the recordings show together with the state the condition names.
+The observations of scenario 06 have no `wait` but were recorded each time something had
+changed; the replay waits for the change the recording shows (see _observation).
 """
 
 from __future__ import annotations
@@ -89,9 +91,41 @@ def _condition(replay: Any, step: dict) -> Callable[[], bool] | None:
     return None
 
 
+OBSERVATION = re.compile(r"^(.*-observation-\d+-)")
+
+
+def _observation(replay: Any, step: dict) -> Callable[[], bool] | None:
+    """An observation of scenario 06 (GETs recorded together, each time something changed):
+    before its first GET, wait until every GET of the group answers with the recorded status
+    and the recorded resourceVersion pattern: an object the recording shows unchanged still
+    has the resourceVersion it had, one it shows changed has a new one."""
+    match = OBSERVATION.match(step["id"])
+    if not match or step["request"]["method"] != "GET":
+        return None
+    group = [s for s in replay.scenario["steps"] if s["id"].startswith(match[1])]
+    if group[0]["id"] != step["id"]:
+        return None
+    return lambda: all(_observed_as_recorded(replay, s) for s in group)
+
+
+def _observed_as_recorded(replay: Any, step: dict) -> bool:
+    status, body = replay.client.get(replay.substitute_path(step["request"]["path"]))
+    recorded = step["response"]
+    if status != recorded["status"]:
+        return False
+    if status != 200:
+        return True
+    placeholder = recorded["body"]["metadata"]["resourceVersion"]
+    known = replay.normaliser.rvs  # every resourceVersion answered so far → its placeholder
+    real = (body or {}).get("metadata", {}).get("resourceVersion", "")
+    if real in known:
+        return known[real] == placeholder
+    return placeholder not in known.values()
+
+
 def wait_for(replay: Any, step: dict) -> bool:
     """Poll the step's wait condition; False if it never held within TIMEOUT seconds."""
-    check = _condition(replay, step)
+    check = _condition(replay, step) if step.get("wait") else _observation(replay, step)
     if check is None:
         return True
     try:
