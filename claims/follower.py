@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections
@@ -25,7 +26,7 @@ from django.utils import timezone
 from claims import run_follower, sync
 from claims.cluster_ops import gateway_for
 from claims.kube import parsing
-from claims.kube.gateway import ClaimState, PodState
+from claims.kube.gateway import ClaimState, DeviceClassInfo, PodState
 from claims.kube.informer import Informer
 from claims.log_streams import LogStreams
 from claims.models import Cluster, managed_selector
@@ -33,6 +34,10 @@ from claims.models import Cluster, managed_selector
 log = logging.getLogger(__name__)
 
 LOG_FLUSH_SECONDS = 0.2  # how often lines read by log streams are written
+
+
+def _as_is(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj
 
 
 def holder_name() -> str:
@@ -109,6 +114,8 @@ class ClusterFollower:
         self.changed = threading.Event()
         self.passes = 0
         self.log_streams: LogStreams | None = None
+        self.inventory_changed = threading.Event()
+        self.inventory: tuple[Informer[DeviceClassInfo], Informer[dict[str, Any]]]
 
     def run(self) -> None:
         try:
@@ -145,13 +152,20 @@ class ClusterFollower:
         )
         streams = self.log_streams = LogStreams(gateway)
         lists = CachedLists(claims, pods, streams)
-        claims.start()
-        pods.start()
+        # The inventory (GPU map, feasibility) follows the slices and classes the same way.
+        slices = Informer(gateway, "ResourceSlice", "", _as_is, self.inventory_changed.set)
+        classes = Informer(
+            gateway, "DeviceClass", "", parsing.device_class_info, self.inventory_changed.set
+        )
+        self.inventory = (classes, slices)
+        informers = (claims, pods, slices, classes)
+        for informer in informers:
+            informer.start()
         try:
             self._sync_on_change(cluster, lists, streams)
         finally:
-            claims.stop()
-            pods.stop()
+            for informer in informers:
+                informer.stop()
             streams.stop()
 
     def _sync_on_change(self, cluster: Cluster, lists: CachedLists, streams: LogStreams) -> None:
@@ -165,6 +179,7 @@ class ClusterFollower:
             wait = LOG_FLUSH_SECONDS if streams.streams else renew_every
             self.changed.wait(min(wait, max(renew_at - time.monotonic(), 0)))
             streams.flush()
+            self._refresh_inventory(cluster)
             due = False
             if time.monotonic() >= renew_at:
                 if not take_lease(self.cluster_id, self.holder):
@@ -182,6 +197,15 @@ class ClusterFollower:
             else:
                 runs_under_way = outcome
                 self.passes += 1
+
+    def _refresh_inventory(self, cluster: Cluster) -> None:
+        classes, slices = self.inventory
+        if not self.inventory_changed.is_set() or not (classes.current_at and slices.current_at):
+            return
+        self.inventory_changed.clear()
+        devices = parsing.devices_from_slices(slices.snapshot()[0])
+        by_name = sorted(classes.snapshot()[0], key=lambda device_class: device_class.name)
+        sync.inventory_seen(cluster, by_name, devices)
 
     def _pass(self, cluster: Cluster, lists: CachedLists, streams: LogStreams) -> bool | None:
         cluster.refresh_from_db()

@@ -21,7 +21,14 @@ from django.utils import timezone
 
 from claims import cluster_ops, inventory, observations, run_follower
 from claims.cluster_ops import gateway_for
-from claims.kube.gateway import ClaimState, ClusterGateway, KubeError, PodState
+from claims.kube.gateway import (
+    ClaimState,
+    ClusterGateway,
+    DeviceClassInfo,
+    DeviceInfo,
+    KubeError,
+    PodState,
+)
 from claims.kube.ownership import uid_of
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, managed_selector
 from claims.run_follower import GONE_GRACE, Allocations
@@ -188,6 +195,17 @@ def refresh_inventory(cluster: Cluster, gateway: ClusterGateway | None = None) -
             "inventory_synced_at",
         ]
     )
+
+
+def inventory_seen(
+    cluster: Cluster, classes: list[DeviceClassInfo], devices: list[DeviceInfo]
+) -> bool:
+    """The device classes and devices the follower's caches hold; True when they changed."""
+    built = inventory.build_inventory(classes, devices)
+    now = timezone.now()
+    Cluster.objects.filter(pk=cluster.pk).update(inventory=built, inventory_synced_at=now)
+    changed, cluster.inventory, cluster.inventory_synced_at = built != cluster.inventory, built, now
+    return changed
 
 
 def _sync_claims(cluster: Cluster, gateway: ClusterGateway, lists: ClusterLists) -> Allocations:

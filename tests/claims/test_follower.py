@@ -21,7 +21,7 @@ from claims.kube.informer import Informer
 from claims.models import Cluster
 from tests.claims.test_sync import api_calls, applied_claims, cluster_log
 from tests.fixtures.kubesim import create_namespace
-from tests.fixtures.portal import wait_until
+from tests.fixtures.portal import register_cluster, wait_until
 
 SELECTOR = "app=followed"
 
@@ -207,3 +207,35 @@ def test_the_follower_streams_the_logs_of_each_running_container_until_it_ends(
             assert text.splitlines() == cluster_log(slow_kubesim, path + container)
     finally:
         stop()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_follower_keeps_the_inventory_current_as_slices_change(
+    kubesim_private: kubesim.Handle,
+) -> None:
+    cluster = register_cluster(kubesim_private, name="growing")
+    devices_before = len(cluster.inventory["devices"])
+    stop = run_follower(cluster)
+    try:
+        kubesim_private.admin(
+            "POST",
+            "/apis/resource.k8s.io/v1/resourceslices",
+            {
+                "metadata": {"name": "new-node-gpu.nvidia.com"},
+                "spec": {
+                    "driver": "gpu.nvidia.com",
+                    "nodeName": "new-node",
+                    "pool": {"name": "new-node", "generation": 1, "resourceSliceCount": 1},
+                    "devices": [{"name": "gpu-0", "attributes": {"type": {"string": "gpu"}}}],
+                },
+            },
+        )
+
+        def devices() -> list[dict]:
+            return Cluster.objects.get(pk=cluster.pk).inventory["devices"]
+
+        wait_until(lambda: len(devices()) == devices_before + 1)
+        assert any(device["node"] == "new-node" for device in devices())
+    finally:
+        stop()
+        cluster_ops.forget_gateways()
