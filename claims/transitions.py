@@ -37,9 +37,10 @@ def transition(
     """
     if initial:
         # obj was just created in state `to`: the row gets the first message too.
-        type(obj).objects.filter(pk=obj.pk).update(state_message=message)
-        obj.state_message = message
-        _record(obj, actor, "", to, message)
+        with transaction.atomic():
+            type(obj).objects.filter(pk=obj.pk).update(state_message=message)
+            obj.state_message = message
+            _record(obj, actor, "", to, message)
         return True
     if obj.state not in allowed:
         return False
@@ -53,14 +54,18 @@ def transition(
         "cluster_waits": 0,
         **fields,
     }
-    changed = type(obj).objects.filter(pk=obj.pk, state=obj.state).update(**values)
+    from_state = obj.state
+    # One transaction: a worker killed between the UPDATE and the audit row's INSERT must not
+    # leave a state change that the audit log never saw.
+    with transaction.atomic():
+        changed = type(obj).objects.filter(pk=obj.pk, state=from_state).update(**values)
+        if changed == 1:
+            for field, value in values.items():
+                setattr(obj, field, value)
+            _record(obj, actor, from_state, to, message)
     if changed != 1:
         obj.refresh_from_db()
         return False
-    from_state = obj.state
-    for field, value in values.items():
-        setattr(obj, field, value)
-    _record(obj, actor, from_state, to, message)
     return True
 
 

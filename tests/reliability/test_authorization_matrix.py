@@ -1,0 +1,307 @@
+"""Every URL pattern of the project, for every role: the expected answer, and zero leaks.
+
+The patterns come from the resolver itself, so a new page or endpoint fails this test until
+the matrix says who may use it. Pages are probed with GET and POST, the REST API with GET, POST
+and DELETE, the admin with GET only (a staff POST there would delete for real). A leak is the
+owner's object read or changed by someone who may not: an answer to anonymous or another user
+that names it, a kubeconfig for anyone but its owner, or any change while they probe.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.cache import cache
+from django.http import HttpResponse
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+from knox.models import AuthToken
+from rest_framework.test import APIClient
+
+from claims import observations, services
+from claims.models import AuditEvent, ClaimRequest, Cluster, NamespaceRequest, VerificationRun
+from tests.fixtures.portal import make_user, register_cluster
+from tests.reliability.conftest import figure
+
+# The owner goes last: her POSTs release and delete her own things.
+ROLES = ("anonymous", "other", "approver", "staff", "owner")
+# In the names of the owner's objects: no answer to anonymous or other may contain it.
+SECRET = "zq7secret"
+
+# One letter per role, in ROLES order: A allowed (2xx, 400, 409, a redirect not to a login
+# page), L sent to log in (302 to a login page, or 401), F 403, N 404, X 405.
+PAGE = {"GET": "LAAAA", "POST": "LAAAA"}
+USER_ACTION = {"GET": "LXXXX", "POST": "LAAAA"}
+OWNED_PAGE = {"GET": "LNAAA", "POST": "LNAAA"}
+OWNED_ACTION = {"GET": "LXXXX", "POST": "LNAAA"}
+OWNER_ONLY_ACTION = {"GET": "LXXXX", "POST": "LNFFA"}
+APPROVER_PAGE = {"GET": "LFAAF", "POST": "LFAAF"}
+APPROVER_ACTION = {"GET": "LXXXX", "POST": "LFAAF"}
+API_READ = {"GET": "LAAAA", "POST": "LXXXX", "DELETE": "LXXXX"}
+API_LIST_CREATE = {"GET": "LAAAA", "POST": "LAAAA", "DELETE": "LXXXX"}
+API_OWNED = {"GET": "LNAAA", "POST": "LXXXX", "DELETE": "LNAAA"}
+API_OWNED_ACTION = {"GET": "LXXXX", "POST": "LNAAA", "DELETE": "LXXXX"}
+API_OWNER_ONLY_ACTION = {"GET": "LXXXX", "POST": "LNFFA", "DELETE": "LXXXX"}
+API_APPROVER_ACTION = {"GET": "LFXXF", "POST": "LFAAF", "DELETE": "LFXXF"}
+PUBLIC = {"GET": "AAAAA", "POST": "AAAAA"}
+PUBLIC_READ = {"GET": "AAAAA", "POST": "XXXXX"}
+ADMIN = {"GET": "LLLAL"}
+
+EXPECTED: dict[str, dict[str, str]] = {
+    "login": PUBLIC,
+    "logout": {"GET": "XXXXX", "POST": "LLLLL"},
+    "password_change": PAGE,
+    "password_change_done": {"GET": "LAAAA", "POST": "LXXXX"},
+    "password_reset": PUBLIC,
+    "password_reset_done": PUBLIC_READ,
+    "password_reset_confirm": PUBLIC,
+    "password_reset_complete": PUBLIC_READ,
+    "api-me": API_READ,
+    "api-clusters": API_READ,
+    "api-cluster": API_READ,
+    "api-cluster-device-classes": API_READ,
+    "api-cluster-devices": API_READ,
+    "api-namespace-requests": API_LIST_CREATE,
+    "api-namespace-request": API_OWNED,
+    "api-namespace-request-approve": API_APPROVER_ACTION,
+    "api-namespace-request-reject": API_APPROVER_ACTION,
+    "api-namespace-request-retry": API_OWNED_ACTION,
+    "api-namespace-request-kubeconfig": API_OWNER_ONLY_ACTION,
+    "api-claims": API_LIST_CREATE,
+    "api-claim": API_OWNED,
+    "api-claim-approve": API_APPROVER_ACTION,
+    "api-claim-reject": API_APPROVER_ACTION,
+    "api-claim-retry": API_OWNED_ACTION,
+    "api-runs": API_LIST_CREATE,
+    "api-run": API_OWNED,
+    "api-run-log": {"GET": "LNAAA", "POST": "LXXXX", "DELETE": "LXXXX"},
+    "api-events": API_READ,
+    "api/^v1/": {"GET": "NNNNN", "POST": "NNNNN", "DELETE": "NNNNN"},
+    "api-schema": PUBLIC_READ,
+    "api-docs": PUBLIC_READ,
+    "api-docs-asset": PUBLIC,
+    "api-tokens": PAGE,
+    "api-token-create": USER_ACTION,
+    "api-token-revoke": USER_ACTION,
+    "dashboard": PAGE,
+    "namespace-request": PAGE,
+    "namespace": OWNED_PAGE,
+    "namespace-kubeconfig": OWNER_ONLY_ACTION,
+    "namespace-retry": OWNED_ACTION,
+    "namespace-delete": OWNED_ACTION,
+    "claim-request": PAGE,
+    "claim-preview": USER_ACTION,
+    "claim": OWNED_PAGE,
+    "claim-release": OWNED_ACTION,
+    "claim-retry": OWNED_ACTION,
+    "claim-verify": OWNED_ACTION,
+    "run": OWNED_PAGE,
+    "run-cancel": OWNED_ACTION,
+    "approvals": APPROVER_PAGE,
+    "namespace-approve": APPROVER_ACTION,
+    "namespace-reject": APPROVER_ACTION,
+    "claim-approve": APPROVER_ACTION,
+    "claim-reject": APPROVER_ACTION,
+    "clusters": PAGE,
+    "cluster": PAGE,
+}
+# The admin is for staff alone; these differ only in what staff gets (or, for its login and
+# logout, in being open).
+ADMIN_EXCEPTIONS = {
+    "admin:login": {"GET": "AAAAA"},
+    "admin:logout": {"GET": "AAAXA"},  # GET logs no one out (405); others are sent on
+    "admin:autocomplete": {"GET": "LLLFL"},  # without its query parameters
+    "admin:view_on_site": {"GET": "LLLNL"},  # content type 1 has no page
+    "admin:admin/(?P<url>.*)$": {"GET": "LLLNL"},
+    "admin:axes_accessattempt_add": {"GET": "LLLFL"},  # axes records, nobody adds
+    "admin:axes_accesslog_add": {"GET": "LLLFL"},
+    "admin:axes_accessfailurelog_add": {"GET": "LLLFL"},
+}
+SPECIAL_PATHS = {
+    "api/^v1/": "api/v1/nowhere/",
+    "admin/^(?P<app_label>auth|knox|axes|claims)/$": "admin/claims/",
+    "admin/(?P<url>.*)$": "admin/nowhere/",
+}
+
+
+def walk(patterns: list[Any], prefix: str = "", namespace: str = "") -> Iterator[tuple[str, str]]:
+    """(route, name) of every pattern; an unnamed one is named by its route."""
+    for pattern in patterns:
+        route = prefix + str(pattern.pattern)
+        if isinstance(pattern, URLResolver):
+            inner = f"{pattern.namespace}:" if pattern.namespace else namespace
+            yield from walk(pattern.url_patterns, route, inner)
+        elif isinstance(pattern, URLPattern):
+            yield route, namespace + (pattern.name or route)
+
+
+def expected_for(name: str) -> dict[str, str] | None:
+    if name.startswith("admin:"):
+        return ADMIN_EXCEPTIONS.get(name, ADMIN)
+    return EXPECTED.get(name)
+
+
+def outcome(response: HttpResponse) -> str:
+    code = response.status_code
+    if code == 401 or (code == 302 and "login/" in response.get("Location", "")):
+        return "L"
+    assert code < 500, f"server error {code}"
+    return {403: "F", 404: "N", 405: "X"}.get(code, "A")
+
+
+def body_of(response: Any) -> bytes:
+    return b"".join(response.streaming_content) if response.streaming else response.content
+
+
+class World:
+    """The owner's namespace, claims, run and token, and a client per role."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.users = {
+            "owner": make_user(f"owner{SECRET}"),
+            "other": make_user("other"),
+            "approver": make_user("approver", approver=True),
+            "staff": User.objects.create_superuser("staff", "staff@example.org", "x"),
+        }
+        owner = self.users["owner"]
+        self.namespace = services.namespace_request_submit(
+            user=owner, cluster=cluster, name=f"ns-{SECRET}"
+        )
+        self.claim = self.submit_claim(f"c-{SECRET}")
+        self.run = services.verification_run_start(
+            user=owner, claim_request=self.applied_claim(f"a-{SECRET}")
+        )
+        self.token, _ = AuthToken.objects.create(user=owner, expiry=None)
+        self.secrets = {
+            role: AuthToken.objects.create(user=user, expiry=None)[1]
+            for role, user in self.users.items()
+        }
+        self.clients: dict[tuple[str, bool], Client] = {}
+
+    def submit_claim(self, name: str) -> ClaimRequest:
+        return services.claim_request_submit(
+            user=self.users["owner"],
+            namespace_request=self.namespace,
+            name=name,
+            device_class="gpu.nvidia.com",
+        )
+
+    def applied_claim(self, name: str) -> ClaimRequest:
+        claim = self.submit_claim(name)
+        services.claim_request_approve(user=self.users["approver"], claim_request=claim)
+        observations.claim_applying(claim_request=claim)
+        manifest: dict = {}
+        api_version = "resource.k8s.io/v1"
+        observations.claim_applied(claim_request=claim, api_version=api_version, manifest=manifest)
+        return claim
+
+    def snapshot(self) -> list[Any]:
+        """What anyone changing the owner's things would change."""
+        rows = [
+            *NamespaceRequest.objects.values_list("pk", "state", "updated"),
+            *ClaimRequest.objects.values_list("pk", "state", "updated"),
+            *VerificationRun.objects.values_list("pk", "state", "updated"),
+        ]
+        tokens = AuthToken.objects.filter(user=self.users["owner"]).values_list("token_key")
+        return [rows, sorted(tokens), AuditEvent.objects.count()]
+
+    def client(self, role: str, api: bool) -> Client:
+        """A session for pages, a personal API token for /api/v1/ (one of each per role)."""
+        if (role, api) not in self.clients:
+            self.clients[role, api] = self.new_client(role, api)
+        return self.clients[role, api]
+
+    def new_client(self, role: str, api: bool) -> Client:
+        if api:
+            token_client = APIClient()
+            if role != "anonymous":
+                token_client.credentials(HTTP_AUTHORIZATION=f"Token {self.secrets[role]}")
+            return token_client
+        client = Client()
+        if role != "anonymous":
+            client.force_login(self.users[role])
+        return client
+
+    def path(self, route: str) -> str:
+        route = SPECIAL_PATHS.get(route, route)
+        pk = self.pk_for(route)
+        values = {
+            "pk": pk,
+            "object_id": pk,
+            "id": pk,
+            "container": "ctr0",
+            "filename": "swagger-ui.css",
+            "uidb64": "MQ",
+            "token": "set-password",
+            "content_type_id": 1,
+        }
+        return "/" + re.sub(r"<(?:\w+:)?(\w+)>", lambda m: str(values[m.group(1)]), route)
+
+    def pk_for(self, route: str) -> int:
+        for marker, pk in (
+            ("namespace", self.namespace.pk),
+            ("claim", self.claim.pk),
+            ("run", self.run.pk),
+            ("cluster", self.cluster.pk),
+            ("/user/", self.users["owner"].pk),
+        ):
+            if marker in route:
+                return pk
+        return 1
+
+    def probe(self, route: str, role: str, method: str) -> HttpResponse:
+        cache.clear()  # throttle counts: each probe stands alone
+        path = self.path(route)
+        client = self.client(role, api=path.startswith("/api/v1/"))
+        data = {"token_key": self.token.token_key} if "revoke" in path else None
+        response = getattr(client, method.lower())(path, data)
+        if "logout" in path:
+            self.clients.pop((role, False), None)  # that session has ended
+        return response
+
+
+@pytest.fixture
+def world(db: None, kubesim_cluster: Any) -> World:
+    return World(register_cluster(kubesim_cluster, name="matrix"))
+
+
+def leaked(world: World, role: str, response: HttpResponse) -> bool:
+    if role == "owner":
+        return False
+    if response.get("Content-Type", "").startswith("application/yaml"):
+        return True  # a kubeconfig for someone else's namespace
+    return role in ("anonymous", "other") and SECRET.encode() in body_of(response)
+
+
+def test_every_pattern_and_role_answers_as_the_matrix_says_and_nothing_leaks(
+    world: World,
+) -> None:
+    patterns = list(walk(get_resolver().url_patterns))
+    uncovered = [name for _, name in patterns if expected_for(name) is None]
+    assert not uncovered, f"say in EXPECTED who may use these: {uncovered}"
+    before = world.snapshot()
+    wrong, leaks, probes = [], [], 0
+    for role in ROLES:
+        for route, name in patterns:
+            for method, letters in (expected_for(name) or {}).items():
+                response = world.probe(route, role, method)
+                probes += 1
+                got = outcome(response)
+                if got != letters[ROLES.index(role)]:
+                    wrong.append(f"{role} {method} {name}: {got} ({response.status_code})")
+                if leaked(world, role, response):
+                    leaks.append(f"{role} {method} {name}")
+        if role == "other":
+            assert world.snapshot() == before, "anonymous or another user changed something"
+    figure(
+        "authorization matrix",
+        f"{len(patterns)} URL patterns x {len(ROLES)} roles: {probes} probes, "
+        f"{len(wrong)} unexpected, {len(leaks)} leaks",
+    )
+    assert not wrong
+    assert not leaks
