@@ -172,11 +172,11 @@ class Connection:
             )
         except urllib3.exceptions.HTTPError as e:
             raise TransientKubeError(f"cannot reach the cluster: {e}") from e
-        if on_open is not None:
-            on_open(response.shutdown)
         try:
             if not 200 <= response.status <= 299:
                 raise error_for_response(response.status, response.data, response.reason or "")
+            if on_open is not None:
+                on_open(response.shutdown)
             pending = b""
             for chunk in response.stream(amt=None, decode_content=False):
                 lines = (pending + chunk).split(b"\n")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
@@ -52,6 +52,7 @@ class Informer(Generic[State]):
         self.current_at: datetime | None = None
         self.error = ""
         self.lists = 0
+        self.watching = False  # a watch is open
         self.thread = threading.Thread(target=self.run, name=f"informer-{kind}", daemon=True)
 
     def start(self) -> Informer[State]:
@@ -108,6 +109,12 @@ class Informer(Generic[State]):
             on_open=self._opened,
             silence_seconds=self.silence_seconds,
         )
+        try:
+            self._apply(events)
+        finally:
+            self.watching = False
+
+    def _apply(self, events: Iterator[tuple[str, dict[str, Any]]]) -> None:
         for kind_of_event, obj in events:
             with self._lock:
                 if kind_of_event == "DELETED":
@@ -122,7 +129,7 @@ class Informer(Generic[State]):
                 return
 
     def _opened(self, end_stream: Callable[[], None]) -> None:
-        self._end_stream = end_stream
+        self._end_stream, self.watching = end_stream, True
         if self._stopping.is_set():
             end_stream()
 

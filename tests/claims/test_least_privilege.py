@@ -14,7 +14,14 @@ from django.contrib.auth.models import User
 import kubesim
 from claims import access, cluster_ops, reconciler, services, sync
 from claims.kube.gateway import TransientKubeError
-from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
+from claims.kube.informer import Informer
+from claims.models import (
+    ClaimRequest,
+    Cluster,
+    NamespaceRequest,
+    VerificationRun,
+    managed_selector,
+)
 from tests.fixtures.kubesim import wait_until
 
 ROLE = Path(__file__).resolve().parents[2] / "docs" / "portal-clusterrole.yaml"
@@ -101,3 +108,21 @@ def test_the_whole_flow_needs_nothing_beyond_the_documented_role(
     assert NamespaceRequest.objects.get(pk=ns.pk).state == "deleted"
     assert Cluster.objects.get(pk=cluster.pk).last_error == ""
     assert "forbidden" not in caplog.text.lower()
+
+
+def test_the_followers_watches_need_nothing_beyond_the_documented_role(
+    least_privileged_cluster: tuple[Cluster, Any],
+) -> None:
+    cluster, _handle = least_privileged_cluster
+    gateway = cluster_ops.gateway_for(cluster)
+    informers = [
+        Informer(gateway, kind, managed_selector(), lambda obj: obj, lambda: None).start()
+        for kind in ("ResourceClaim", "Pod", "ResourceSlice", "DeviceClass")  # the follower's
+    ]
+    try:
+        # Listed, and each watch open: a refused list or watch leaves its words in error.
+        wait_until(lambda: all(informer.watching for informer in informers), timeout=30)
+        assert [informer.error for informer in informers] == ["", "", "", ""]
+    finally:
+        for informer in informers:
+            informer.stop()
