@@ -58,18 +58,20 @@ def _strings(data: bytes, names: tuple[str, ...]) -> dict[str, str]:
     return {name: _first(found, i + 1).decode() for i, name in enumerate(names) if found.get(i + 1)}
 
 
-def decode_review(body: bytes) -> dict[str, Any]:
-    """The JSON form of a protobuf SelfSubjectAccessReview or SelfSubjectReview."""
+def _envelope(body: bytes) -> tuple[str, str, bytes]:
+    """apiVersion, kind and the raw object bytes of a runtime.Unknown body."""
     if not body.startswith(MAGIC):
         raise ValueError("not a Kubernetes protobuf body")
     envelope = fields(body[len(MAGIC) :])
     type_meta = fields(_first(envelope, 1))
-    obj: dict[str, Any] = {
-        "apiVersion": _first(type_meta, 1).decode(),
-        "kind": _first(type_meta, 2).decode(),
-        "metadata": {},
-    }
-    raw = fields(_first(envelope, 2))
+    return _first(type_meta, 1).decode(), _first(type_meta, 2).decode(), _first(envelope, 2)
+
+
+def decode_review(body: bytes) -> dict[str, Any]:
+    """The JSON form of a protobuf SelfSubjectAccessReview or SelfSubjectReview."""
+    api_version, kind, raw_bytes = _envelope(body)
+    obj: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "metadata": {}}
+    raw = fields(raw_bytes)
     if obj["kind"] == "SelfSubjectAccessReview" and raw.get(2):
         spec = fields(_first(raw, 2))
         obj["spec"] = {}
@@ -86,15 +88,6 @@ def decode_review(body: bytes) -> dict[str, Any]:
 META_STRINGS = {1: "name", 2: "generateName", 3: "namespace"}
 META_MAPS = {11: "labels", 12: "annotations"}
 META_FINALIZERS = 14
-
-
-def _envelope(body: bytes) -> tuple[str, str, bytes]:
-    """apiVersion, kind and the raw object bytes of a runtime.Unknown body."""
-    if not body.startswith(MAGIC):
-        raise ValueError("not a Kubernetes protobuf body")
-    envelope = fields(body[len(MAGIC) :])
-    type_meta = fields(_first(envelope, 1))
-    return _first(type_meta, 1).decode(), _first(type_meta, 2).decode(), _first(envelope, 2)
 
 
 def _object_meta(data: bytes) -> dict[str, Any]:

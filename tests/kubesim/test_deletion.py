@@ -3,6 +3,7 @@ kube-apiserver 1.34 (06-deletion.json, 04-errors.json): shapes, status codes and
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -216,5 +217,50 @@ def test_content_held_by_a_finalizer_keeps_the_namespace_terminating(
     patch = raw_request(cluster, "PATCH", f"{CLAIMS.format(ns=ns)}/held",
                         {"metadata": {"finalizers": None}},
                         content_type="application/merge-patch+json")  # fmt: skip
-    assert patch.status == 200
-    wait_until(lambda: gone(cluster, path), timeout=10)
+    assert patch.status == 200  # the last finalizer gone: deleted, answered at the old version
+    assert json.loads(patch.body)["metadata"]["resourceVersion"] == held["resourceVersion"]
+    wait_until(lambda: gone(cluster, path), timeout=30)
+
+
+def test_a_delete_with_a_stale_resource_version_precondition_is_refused(
+    cluster: kubesim.Handle,
+) -> None:
+    ns = create_namespace(cluster, "precondition")
+    created = call(cluster, "POST", CLAIMS.format(ns=ns), claim("c1"))[1]["metadata"]
+    path = f"{CLAIMS.format(ns=ns)}/c1"
+    current = get(cluster, path)["metadata"]
+    stale = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"resourceVersion": "1"}}
+    status, refused = call(cluster, "DELETE", path, stale)
+    assert (status, refused["reason"]) == (409, "Conflict")
+    assert refused["message"] == (
+        f'Operation cannot be fulfilled on ResourceClaim.resource.k8s.io "c1": the '
+        f"ResourceVersion in the precondition (1) does not match the ResourceVersion in record "
+        f"({current['resourceVersion']}). The object might have been modified"
+    )
+    fresh = {**stale, "preconditions": {"resourceVersion": created["resourceVersion"]}}
+    assert call(cluster, "DELETE", path, fresh)[0] == 200 and gone(cluster, path)
+
+
+def test_a_dry_run_create_answers_with_uid_and_creation_time_and_stores_nothing(
+    cluster: kubesim.Handle,
+) -> None:
+    ns = create_namespace(cluster, "dry")
+    status, answer = call(cluster, "POST", CLAIMS.format(ns=ns) + "?dryRun=All", claim("dry"))
+    meta = answer["metadata"]
+    assert (status, bool(meta["uid"]), bool(meta["creationTimestamp"])) == (201, True, True)
+    assert "resourceVersion" not in meta
+    assert gone(cluster, f"{CLAIMS.format(ns=ns)}/dry")
+
+
+def test_a_namespace_sent_as_protobuf_is_created(cluster: kubesim.Handle) -> None:
+    # kubectl 1.34's `create namespace`: magic, runtime.Unknown{typeMeta, raw Namespace}.
+    def field(number: int, value: bytes) -> bytes:
+        return bytes([number << 3 | 2, len(value)]) + value
+
+    namespace = field(1, field(1, b"proto-space"))  # Namespace.metadata.name
+    body = b"k8s\x00" + field(1, field(1, b"v1") + field(2, b"Namespace")) + field(2, namespace)
+    response = raw_request(cluster, "POST", "/api/v1/namespaces", body,
+                           content_type="application/vnd.kubernetes.protobuf")  # fmt: skip
+    created = json.loads(response.body)
+    assert (response.status, created["metadata"]["name"]) == (201, "proto-space")
+    assert created["spec"] == {"finalizers": ["kubernetes"]}

@@ -295,3 +295,22 @@ def test_it_keeps_a_deleted_claim_until_its_pod_is_done(
     )
     kubesim_module.admin("DELETE", f"/api/v1/namespaces/{namespace}/pods/holder")
     wait_until(lambda: claim_gone(kubesim_module, namespace, "doomed"))
+
+
+def test_it_keeps_a_pod_off_nodes_its_node_selector_does_not_match(
+    kubesim_module: kubesim.Handle, namespace: str
+) -> None:
+    container = {"name": "c", "image": "busybox"}
+    spec = {"containers": [container], "nodeSelector": {"no-such-label": "x"}}
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nowhere"}, "spec": spec}
+    kubesim_module.admin("POST", f"/api/v1/namespaces/{namespace}/pods", body)
+    condition = wait_until(
+        lambda: scheduled_condition(get_pod(kubesim_module, namespace, "nowhere"))
+    )
+    assert (condition["status"], condition["observedGeneration"]) == ("False", 1)
+    assert condition["message"] == (
+        "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector. "
+        "no new claims to deallocate, preemption: 0/2 nodes are available: "
+        "2 Preemption is not helpful for scheduling."
+    )
+    assert "nodeName" not in get_pod(kubesim_module, namespace, "nowhere")["spec"]
