@@ -27,7 +27,6 @@ from kubesim import certs
 from kubesim.auth import Authenticator, read_token_file
 from kubesim.bootstrap_policy import Aggregator, seed_policy
 from kubesim.faults import Faults, parse_fault
-from kubesim.kinds_configmaps import RootCAPublisher
 from kubesim.kubelet import Kubelet
 from kubesim.namespaces import NamespaceFinalizer
 from kubesim.routes import Api
@@ -216,10 +215,12 @@ def start(
     error_codes: tuple[int, ...] = (500,),
     token_auth_file: str | None = None,
     kubelet: bool = True,
+    anonymous_auth: bool = True,
 ) -> Handle:
     """Start a kubesim API server in background threads; the kubeconfig is written last.
     `token_auth_file`: CSV `token,user,uid[,"group1,group2"]` of more users (RBAC applies to
-    them; the `token` user is in system:masters). `kubelet=False`: no simulated kubelet."""
+    them; the `token` user is in system:masters). `kubelet=False`: no simulated kubelet.
+    `anonymous_auth=False`: a request without a token is 401 rather than system:anonymous."""
     from kubesim.kinds import KINDS
 
     token = token or secrets.token_urlsafe(24)
@@ -234,7 +235,7 @@ def start(
         k8s_version=k8s_version,
         faults=_initial_faults(latency_ms, error_rate, error_codes),
     )
-    api.authenticator = Authenticator(store, KINDS, token, static_users)
+    api.authenticator = Authenticator(store, KINDS, token, static_users, anonymous=anonymous_auth)
     Aggregator(store, KINDS)
     bundle = certs.generate((host,))
     server = ApiServer((host, port), api, api.authenticator, bundle)
@@ -243,8 +244,7 @@ def start(
     finalizer = NamespaceFinalizer(store, KINDS, speed=speed)
     finalizer.start()
     accounts = ServiceAccountsController(store, KINDS).start()
-    root_ca = RootCAPublisher(store, KINDS, bundle.ca_pem).start()
-    stoppables = [scheduler, *([api.kubelet] if api.kubelet else []), finalizer, accounts, root_ca]
+    stoppables = [scheduler, *([api.kubelet] if api.kubelet else []), finalizer, accounts]
     stoppables += [_StateSaver(store)] if state else []
     serve_in_thread(server)
     temporary = kubeconfig is None

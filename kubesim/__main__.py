@@ -28,6 +28,14 @@ def _codes(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError("a comma-separated list of HTTP codes") from None
 
 
+def _boolean(text: str) -> bool:
+    """A Go flag's boolean: true/false, 1/0, t/f in any case."""
+    value = text.strip().lower()
+    if value not in ("true", "false", "1", "0", "t", "f"):
+        raise argparse.ArgumentTypeError("true or false")
+    return value in ("true", "1", "t")
+
+
 def parser() -> argparse.ArgumentParser:
     main = argparse.ArgumentParser(prog="python -m kubesim")
     commands = main.add_subparsers(dest="command", required=True)
@@ -53,6 +61,12 @@ def parser() -> argparse.ArgumentParser:
         action="store_false",
         help="no simulated kubelet: Pods are scheduled but never start",
     )
+    serve.add_argument(
+        "--anonymous-auth",
+        type=_boolean,
+        default=True,
+        help="true (the default, as upstream): a request without a token is system:anonymous",
+    )
     serve.add_argument("-v", "--verbose", action="store_true")
     return main
 
@@ -76,6 +90,7 @@ def serve(args: argparse.Namespace) -> int:
         state=args.state,
         token=args.token,
         token_auth_file=args.token_auth_file,
+        anonymous_auth=args.anonymous_auth,
         latency_ms=args.latency_ms,
         error_rate=args.error_rate,
         error_codes=args.error_codes,

@@ -37,6 +37,8 @@ class UserInfo:
 
 
 ADMIN = UserInfo("system:admin", groups=(MASTERS, AUTHENTICATED))
+# Who a request without credentials is when anonymous requests are allowed (the default).
+ANONYMOUS = UserInfo("system:anonymous", groups=("system:unauthenticated",))
 
 
 def authenticated(name: str, uid: str, groups: list[str] | tuple[str, ...]) -> UserInfo:
@@ -89,19 +91,28 @@ class Authenticator:
     """Bearer token -> UserInfo (None when no authenticator knows the token: 401)."""
 
     def __init__(
-        self, store: Store, kinds: dict, admin_token: str, static: dict[str, UserInfo] | None = None
+        self,
+        store: Store,
+        kinds: dict,
+        admin_token: str,
+        static: dict[str, UserInfo] | None = None,
+        *,
+        anonymous: bool = True,
     ) -> None:
         self.store = store
         self.service_accounts = kinds[("", "serviceaccounts")]
         self.admin_token = admin_token
         self.static = dict(static or {})
+        self.anonymous = anonymous  # --anonymous-auth: requests without a token
         self._key = secrets.token_bytes(32)
 
     def __call__(self, authorization: str) -> UserInfo | None:
+        """The user; a request without a bearer token is system:anonymous (RBAC decides
+        then) unless anonymous requests are off, a token nobody knows is never anonymous."""
         scheme, _, token = authorization.partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
-            return None
+            return ANONYMOUS if self.anonymous else None
         if hmac.compare_digest(token.encode(), self.admin_token.encode()):
             return ADMIN
         if token in self.static:

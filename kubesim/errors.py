@@ -158,6 +158,13 @@ def too_large() -> ApiError:
     return ApiError(413, "RequestEntityTooLarge", "Request entity too large: limit is 3145728")
 
 
+def too_large_resource_version(wanted: int, current: int) -> ApiError:
+    """storage.NewTooLargeResourceVersionError, a 504 after waiting for the revision."""
+    message = f"Timeout: Too large resource version: {wanted}, current: {current}"
+    cause = {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+    return ApiError(504, "Timeout", message, {"causes": [cause], "retryAfterSeconds": 1})
+
+
 def expired(rv: int, oldest: int) -> ApiError:
     return ApiError(410, "Expired", f"too old resource version: {rv} ({oldest})")
 

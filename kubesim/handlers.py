@@ -124,7 +124,12 @@ def _limit(request: Request) -> int:
 
 def selected_items(api: Any, request: Request, target: Any) -> tuple[list[dict[str, Any]], int]:
     labels = label_matcher(request.query.get("labelSelector"))
-    fields = field_matcher(request.query.get("fieldSelector"), target.kind.field_selectors)
+    fields = field_matcher(
+        request.query.get("fieldSelector"),
+        target.kind.field_selectors,
+        api_version=target.kind.api_version(target.version),
+        kind=target.kind.kind,
+    )
     return api.store.list(target.kind, target.namespace, labels, fields, copy=False)
 
 
@@ -150,7 +155,22 @@ def _page(request: Request, items: list[dict[str, Any]], rv: int) -> tuple[list,
     return items, meta
 
 
+# How long a list for a resourceVersion the store has not reached yet waits for it (the watch
+# cache's blockTimeout).
+TOO_LARGE_WAIT_SECONDS = 3.0
+
+
+def wait_for_resource_version(api: Any, request: Request) -> None:
+    """A list at a resourceVersion from the future waits for it, then answers 504."""
+    wanted = request.query.get("resourceVersion", "")
+    if not wanted.isdigit() or int(wanted) <= api.store.resource_version:
+        return
+    if not api.store.wait_for(int(wanted), TOO_LARGE_WAIT_SECONDS):
+        raise errors.too_large_resource_version(int(wanted), api.store.resource_version)
+
+
 def list_objects(api: Any, request: Request, target: Any) -> Response:
+    wait_for_resource_version(api, request)
     items, rv = selected_items(api, request, target)
     items, meta = _page(request, items, rv)
     if tables.wanted(request):

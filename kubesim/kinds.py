@@ -9,15 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubesim import (
-    conversion,
-    events,
-    kinds_configmaps,
-    kinds_core,
-    kinds_rbac,
-    kinds_resource,
-    kinds_secrets,
-)
+from kubesim import conversion, events, kinds_core, kinds_rbac, kinds_resource, kinds_secrets
 from kubesim.validation import (
     DEFAULT_K8S_VERSION,
     FieldError,
@@ -30,6 +22,20 @@ __all__ = ["KINDS", "FieldError", "Kind", "find_kind", "invalid_message", "kind_
 
 RESOURCE_GROUP = conversion.GROUP
 CORE_FIELD_SELECTORS = ("metadata.name", "metadata.namespace")
+# The field labels of Pods (the v1 conversion's list; spec.host is the old spec.nodeName).
+POD_FIELD_SELECTORS = (
+    *CORE_FIELD_SELECTORS,
+    "spec.nodeName",
+    "spec.host",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "spec.hostNetwork",
+    "status.phase",
+    "status.podIP",
+    "status.podIPs",
+    "status.nominatedNodeName",
+)
 # The field labels the API server supports for events (kubectl describe uses involvedObject.*).
 EVENT_FIELD_SELECTORS = (
     *CORE_FIELD_SELECTORS,
@@ -175,14 +181,21 @@ _ALL = (
         defaulter=kinds_core.default_namespace,
         validator=kinds_core.validate_namespace,
     ),
-    _core("nodes", "Node", False, short_names=("no",), subresources=("status",)),
+    _core(
+        "nodes",
+        "Node",
+        False,
+        short_names=("no",),
+        subresources=("status",),
+        field_selectors=("metadata.name", "spec.unschedulable"),
+    ),
     _core(
         "pods",
         "Pod",
         True,
         short_names=("po",),
         subresources=("status", "log", "binding"),
-        field_selectors=(*CORE_FIELD_SELECTORS, "spec.nodeName", "status.phase"),
+        field_selectors=POD_FIELD_SELECTORS,
         defaulter=kinds_core.default_pod,
         creation_admission=kinds_core.admit_pod,
         validator=kinds_core.validate_pod,
@@ -206,13 +219,6 @@ _ALL = (
     ),
     _core(
         "resourcequotas", "ResourceQuota", True, short_names=("quota",), subresources=("status",)
-    ),
-    _core(
-        "configmaps",
-        "ConfigMap",
-        True,
-        short_names=("cm",),
-        validator=kinds_configmaps.validate_config_map,
     ),
     _core(
         "secrets",

@@ -6,12 +6,16 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from kubesim import labels
 from kubesim.errors import bad_request
 
 Matcher = Callable[[dict[str, Any]], bool]
 
-_SET_TERM = re.compile(r"^\s*(!?)\s*([A-Za-z0-9._/-]+)\s*(?:(in|notin)\s*\(([^)]*)\))?\s*$")
-_EQ_TERM = re.compile(r"^\s*([A-Za-z0-9._/-]+)\s*(==|=|!=)\s*([A-Za-z0-9._-]*)\s*$")
+META_FIELDS = ("metadata.name", "metadata.namespace")
+# Fields a Go object always has: a missing bool reads "false" (spec.hostNetwork,
+# spec.unschedulable); spec.host is the old name of spec.nodeName.
+GO_FALSE = ("spec.hostNetwork", "spec.unschedulable")
+ALIASES = {"spec.host": "spec.nodeName"}
 
 
 def split_terms(selector: str) -> list[str]:
@@ -29,37 +33,14 @@ def split_terms(selector: str) -> list[str]:
     return [term for term in terms if term.strip()]
 
 
-def _label_term(term: str) -> Callable[[dict[str, str]], bool]:
-    equality = _EQ_TERM.match(term)
-    if equality:
-        key, op, value = equality.groups()
-        if op == "!=":
-            return lambda labels: labels.get(key) != value
-        return lambda labels: labels.get(key) == value
-    set_based = _SET_TERM.match(term)
-    if not set_based:
-        raise bad_request(f"unable to parse requirement: invalid label selector: {term!r}")
-    negated, key, op, values_text = set_based.groups()
-    if negated and op:
-        raise bad_request(f"unable to parse requirement: {term!r}")
-    if negated:
-        return lambda labels: key not in labels
-    if not op:
-        return lambda labels: key in labels
-    values = {value.strip() for value in values_text.split(",") if value.strip()}
-    if op == "in":
-        return lambda labels: labels.get(key) in values
-    return lambda labels: labels.get(key) not in values
-
-
 def label_matcher(selector: str | None) -> Matcher:
     if not selector:
         return lambda obj: True
-    tests = [_label_term(term) for term in split_terms(selector)]
+    tests = labels.parse(selector)
 
     def matches(obj: dict[str, Any]) -> bool:
-        labels = obj.get("metadata", {}).get("labels") or {}
-        return all(test(labels) for test in tests)
+        found = obj.get("metadata", {}).get("labels") or {}
+        return all(test(found) for test in tests)
 
     return matches
 
@@ -69,11 +50,31 @@ def field_value(obj: dict[str, Any], path: str) -> str:
     for part in path.split("."):
         value = value.get(part) if isinstance(value, dict) else None
     if value is None:
-        return ""
+        return "false" if path in GO_FALSE else ""
+    if isinstance(value, list | dict):
+        return ""  # not a selectable field (status.podIPs is accepted but never set)
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def field_matcher(selector: str | None, supported: tuple[str, ...] | None = None) -> Matcher:
+def unknown_field_label(label: str, supported: tuple[str, ...], api_version: str, kind: str) -> str:
+    """The field label conversion's refusal: the default one for kinds without their own
+    (DefaultMetaV1FieldSelectorConversion), else the kind's (core, or a group's kind)."""
+    if supported == META_FIELDS:
+        return (
+            f'"{label}" is not a known field selector: only "metadata.name", "metadata.namespace"'
+        )
+    if "/" in api_version:
+        return f"field label not supported for {api_version}, Kind={kind}: {label}"
+    return f"field label not supported: {label}"
+
+
+def field_matcher(
+    selector: str | None,
+    supported: tuple[str, ...] | None = None,
+    *,
+    api_version: str = "v1",
+    kind: str = "",
+) -> Matcher:
     if not selector:
         return lambda obj: True
     tests: list[tuple[str, bool, str]] = []
@@ -83,8 +84,8 @@ def field_matcher(selector: str | None, supported: tuple[str, ...] | None = None
             raise bad_request(f"invalid selector: '{selector}'; can't understand '{term}'")
         path, op, value = match.groups()
         if supported is not None and path not in supported:
-            raise bad_request(f"field label not supported: {path}")
-        tests.append((path, op == "!=", value))
+            raise bad_request(unknown_field_label(path, supported, api_version, kind))
+        tests.append((ALIASES.get(path, path), op == "!=", value))
 
     def matches(obj: dict[str, Any]) -> bool:
         return all((field_value(obj, path) == value) != negate for path, negate, value in tests)

@@ -108,6 +108,13 @@ class Store:
     def compacted_rv(self) -> int:
         return self._compacted_rv
 
+    def wait_for(self, rv: int, seconds: float) -> bool:
+        """Whether the store reaches resourceVersion `rv` within `seconds`."""
+        with self._lock:
+            return self._changed.wait_for(lambda: self._rv >= rv or self._closed, seconds) and (
+                self._rv >= rv
+            )
+
     def get(
         self, ref: Any, namespace: str | None, name: str, *, copy: bool = True
     ) -> dict[str, Any]:

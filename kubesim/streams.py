@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -15,7 +16,10 @@ from kubesim.selectors import field_matcher, label_matcher
 from kubesim.server import Request, Response, Stream
 
 DEFAULT_WATCH_SECONDS = 1800
-BOOKMARK_EVERY = 1.0
+BOOKMARK_EVERY = 1.0  # how often a quiet watch wakes up to check for a due bookmark
+# The watch cache's cadence: a bookmark a minute, and one 2 s before the watch times out.
+BOOKMARK_FREQUENCY_SECONDS = 60.0
+BOOKMARK_BEFORE_TIMEOUT_SECONDS = 2.0
 
 
 def _encoded_line(event_type: str, obj_json: bytes) -> bytes:
@@ -82,10 +86,12 @@ def _events(
     encode = _encoder(request, target)
     items, current_rv = selected_items(api, request, target)
     matching = {_key(item) for item in items}
-    if since is None:
+    if since is None or request.flag("sendInitialEvents"):
         since = current_rv
         for item in items:
             yield encode("ADDED", item)
+        if request.flag("sendInitialEvents") and request.flag("allowWatchBookmarks"):
+            yield _line("BOOKMARK", _bookmark(target, current_rv, initial_events_end=True))
     elif since < api.store.compacted_rv:
         expired = errors.expired(since, api.store.compacted_rv)
         yield _line("ERROR", expired.status())
@@ -118,16 +124,24 @@ def _follow(
     matching: set[str],
 ) -> Iterator[bytes]:
     labels = label_matcher(request.query.get("labelSelector"))
-    fields = field_matcher(request.query.get("fieldSelector"), target.kind.field_selectors)
+    fields = field_matcher(
+        request.query.get("fieldSelector"),
+        target.kind.field_selectors,
+        api_version=target.kind.api_version(target.version),
+        kind=target.kind.kind,
+    )
     bookmarks = request.flag("allowWatchBookmarks")
     deadline = time.monotonic() + timeout
+    next_bookmark = _next_bookmark(deadline)
     try:
         for event in api.store.watch(target.kind, target.namespace, since, tick=BOOKMARK_EVERY):
-            if time.monotonic() >= deadline or api.stopping.is_set():
+            now = time.monotonic()
+            if now >= deadline or api.stopping.is_set():
                 return
             if event is None:
-                if bookmarks:
+                if bookmarks and next_bookmark is not None and now >= next_bookmark:
                     yield _line("BOOKMARK", _bookmark(target, api.store.resource_version))
+                    next_bookmark = _next_bookmark(deadline)
                 else:
                     yield b""
                 continue
@@ -144,12 +158,37 @@ def _follow(
         yield _line("ERROR", error.status())
 
 
-def _bookmark(target: Any, rv: int) -> dict[str, Any]:
-    return {
-        "kind": target.kind.kind,
-        "apiVersion": api_version_of(target),
-        "metadata": {"resourceVersion": str(rv)},
-    }
+def _next_bookmark(deadline: float) -> float | None:
+    """When the next bookmark is due (cacheWatcher.nextBookmarkTime); None: no more."""
+    now = time.monotonic()
+    due = min(now + BOOKMARK_FREQUENCY_SECONDS, deadline - BOOKMARK_BEFORE_TIMEOUT_SECONDS)
+    return due if due >= now else None
+
+
+# What an empty object of a kind encodes to besides kind, apiVersion and metadata: Go's
+# encoding/json writes struct fields without omitempty (and empty structs) anyway.
+_CLAIM_SPEC_ZERO = {"devices": {"requests": None}}
+ZERO_OBJECT_FIELDS: dict[tuple[str, str], dict[str, Any]] = {
+    ("resource.k8s.io", "ResourceClaim"): {"spec": _CLAIM_SPEC_ZERO, "status": {}},
+    ("resource.k8s.io", "ResourceClaimTemplate"): {
+        "spec": {"metadata": {}, "spec": _CLAIM_SPEC_ZERO}
+    },
+    ("resource.k8s.io", "DeviceClass"): {"spec": {}},
+    ("", "Pod"): {"spec": {"containers": None}, "status": {}},
+    ("", "Namespace"): {"spec": {}, "status": {}},
+}
+
+
+def _bookmark(target: Any, rv: int, *, initial_events_end: bool = False) -> dict[str, Any]:
+    """A BOOKMARK's object: an empty object of the kind carrying only the resourceVersion
+    (and, closing the initial events of sendInitialEvents, the k8s.io/initial-events-end
+    annotation)."""
+    meta: dict[str, Any] = {"resourceVersion": str(rv)}
+    if initial_events_end:
+        meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+    bookmark = {"kind": target.kind.kind, "apiVersion": api_version_of(target), "metadata": meta}
+    zero = ZERO_OBJECT_FIELDS.get((target.kind.group, target.kind.kind), {})
+    return bookmark | copy.deepcopy(zero)
 
 
 WAITING_MESSAGES = {

@@ -56,7 +56,6 @@ REST_KNOX = {
 
 # How long a POST's response is replayed for its Idempotency-Key.
 API_IDEMPOTENCY_TTL = timedelta(hours=int(os.getenv("API_IDEMPOTENCY_TTL_HOURS", "24")))
-# The longest ?wait= a long-poll may ask for, and how often it reads the database when Redis
-# (the change signal) is unavailable.
+# The longest ?wait= a long-poll may ask for, and how often it looks at the database.
 API_LONG_POLL_MAX_SECONDS = 60
 API_LONG_POLL_INTERVAL_SECONDS = 0.3

@@ -1,4 +1,4 @@
-"""TLS with kubesim's own CA and the bearer token are required for every API request."""
+"""TLS with kubesim's own CA for every request; a bearer token, or RBAC for system:anonymous."""
 
 from __future__ import annotations
 
@@ -10,11 +10,26 @@ from urllib.parse import urlsplit
 import pytest
 from kubernetes import client, config
 
+import kubesim
 from tests.fixtures.kubesim import api_client, raw_request
 
 
-def test_it_answers_401_status_without_a_token(kubesim_cluster):
+def test_it_answers_a_request_without_a_token_as_system_anonymous(kubesim_cluster):
     response = raw_request(kubesim_cluster, "GET", "/api/v1/namespaces", token=None)
+    assert response.status == 403
+    assert response.json()["message"] == (
+        'namespaces is forbidden: User "system:anonymous" cannot list resource "namespaces" '
+        'in API group "" at the cluster scope'
+    )
+    assert raw_request(kubesim_cluster, "GET", "/version", token=None).status == 200
+
+
+def test_it_answers_401_status_without_a_token_when_anonymous_auth_is_off():
+    handle = kubesim.start(anonymous_auth=False)
+    try:
+        response = raw_request(handle, "GET", "/api/v1/namespaces", token=None)
+    finally:
+        handle.stop()
     assert response.status == 401
     assert response.json() == {
         "kind": "Status",
@@ -56,7 +71,8 @@ def test_it_serves_healthz_without_a_token(kubesim_cluster):
 
 def test_it_guards_the_admin_api_with_the_token(kubesim_cluster):
     response = raw_request(kubesim_cluster, "GET", "/_kubesim/counters", token=None)
-    assert response.status == 401
+    assert response.status == 403
+    assert raw_request(kubesim_cluster, "GET", "/_kubesim/counters", token="x").status == 401
 
 
 def test_it_speaks_only_tls(kubesim_cluster):

@@ -185,7 +185,7 @@ def test_discovery_works_for_any_authenticated_user(cluster):
     assert response.status == 403
     unknown = raw_request(cluster, "GET", "/metrics", token="carol-token")
     assert unknown.json()["message"] == 'forbidden: User "carol" cannot get path "/metrics"'
-    assert raw_request(cluster, "GET", "/api", token=None).status == 401
+    assert raw_request(cluster, "GET", "/api", token=None).status == 403  # system:anonymous
     assert raw_request(cluster, "GET", "/_kubesim/counters", token="carol-token").status == 403
 
 

@@ -73,13 +73,29 @@ def test_it_resumes_after_a_resource_version(kubesim_private, core):
     assert (event["type"], event["object"]["metadata"]["name"]) == ("ADDED", "w2")
 
 
-def test_it_sends_bookmarks_when_allowed(kubesim_private, core):
+def test_it_sends_a_bookmark_two_seconds_before_the_watch_times_out(kubesim_private, core):
     rv = core.list_namespace().metadata.resource_version
-    path = f"/api/v1/namespaces?watch=1&resourceVersion={rv}&allowWatchBookmarks=true"
+    path = (
+        f"/api/v1/namespaces?watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=3"
+    )
     [event] = read_events(open_watch(kubesim_private, path), 1)
     assert event["type"] == "BOOKMARK"
     assert event["object"]["kind"] == "Namespace"
     assert event["object"]["metadata"] == {"resourceVersion": rv}
+    assert (event["object"]["spec"], event["object"]["status"]) == ({}, {})
+
+
+def test_it_ends_the_initial_events_with_an_annotated_bookmark(kubesim_private, core):
+    core.create_namespace(labelled_namespace("w1", "yes"))
+    path = (
+        "/api/v1/namespaces?watch=1&labelSelector=watch%3Dyes&sendInitialEvents=true"
+        "&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1"
+    )
+    added, bookmark = read_events(open_watch(kubesim_private, path), 2)
+    assert (added["type"], added["object"]["metadata"]["name"]) == ("ADDED", "w1")
+    assert bookmark["type"] == "BOOKMARK"
+    annotations = bookmark["object"]["metadata"]["annotations"]
+    assert annotations == {"k8s.io/initial-events-end": "true"}
 
 
 def test_it_answers_an_expired_version_with_an_error_event_and_http_200(kubesim_private, core):
