@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from claims import logparse
+from claims import changes, logparse
 from claims.models import ClaimRequest, NamespaceRequest, RunLog, VerificationRun
 from claims.transitions import enqueue, record_event, transition, update_fields
 
@@ -253,6 +253,7 @@ def run_logs_appended(
     log.last_timestamp, log.lines_at_last_timestamp = last, at_last
     log.updated = timezone.now()
     log.save()
+    changes.announce(run)
 
 
 def _unseen(log: RunLog, lines: list[tuple[datetime, str]]) -> list[tuple[datetime, str]]:

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models, transaction
 from django.utils import timezone
 
+from claims import changes
 from claims.models import AuditEvent, ClaimRequest, NamespaceRequest, VerificationRun
 from portal.celery import app
 
@@ -75,6 +76,7 @@ def update_fields(obj: Stateful, **fields: Any) -> None:
     type(obj).objects.filter(pk=obj.pk).update(**fields)
     for field, value in fields.items():
         setattr(obj, field, value)
+    changes.announce(obj)
 
 
 def record_event(obj: Stateful, message: str, actor: Any = None) -> None:
@@ -93,6 +95,7 @@ def _record(obj: Stateful, actor: Any, from_state: str, to_state: str, message: 
         to_state=to_state,
         message=message,
     )
+    changes.announce(obj)
 
 
 def enqueue(task_name: str, *args: Any, countdown: float | None = None) -> None:

@@ -27,6 +27,7 @@ from kubesim import certs
 from kubesim.auth import Authenticator, read_token_file
 from kubesim.bootstrap_policy import Aggregator, seed_policy
 from kubesim.faults import Faults, parse_fault
+from kubesim.kinds_configmaps import RootCAPublisher
 from kubesim.kubelet import Kubelet
 from kubesim.namespaces import NamespaceFinalizer
 from kubesim.routes import Api
@@ -244,7 +245,8 @@ def start(
     finalizer = NamespaceFinalizer(store, KINDS, speed=speed)
     finalizer.start()
     accounts = ServiceAccountsController(store, KINDS).start()
-    stoppables = [scheduler, *([api.kubelet] if api.kubelet else []), finalizer, accounts]
+    root_ca = RootCAPublisher(store, KINDS, bundle.ca_pem).start()
+    stoppables = [scheduler, *([api.kubelet] if api.kubelet else []), finalizer, accounts, root_ca]
     stoppables += [_StateSaver(store)] if state else []
     serve_in_thread(server)
     temporary = kubeconfig is None

@@ -9,7 +9,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubesim import conversion, events, kinds_core, kinds_rbac, kinds_resource, kinds_secrets
+from kubesim import (
+    conversion,
+    events,
+    kinds_configmaps,
+    kinds_core,
+    kinds_rbac,
+    kinds_resource,
+    kinds_secrets,
+)
 from kubesim.validation import (
     DEFAULT_K8S_VERSION,
     FieldError,
@@ -219,6 +227,13 @@ _ALL = (
     ),
     _core(
         "resourcequotas", "ResourceQuota", True, short_names=("quota",), subresources=("status",)
+    ),
+    _core(
+        "configmaps",
+        "ConfigMap",
+        True,
+        short_names=("cm",),
+        validator=kinds_configmaps.validate_config_map,
     ),
     _core(
         "secrets",

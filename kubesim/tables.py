@@ -120,6 +120,10 @@ def _event_last_seen(event: dict[str, Any]) -> str:
     return age({"metadata": {"creationTimestamp": stamp[:19] + "Z"}}) if stamp else NONE
 
 
+def _config_map_size(config_map: dict[str, Any]) -> int:
+    return len(config_map.get("data") or {}) + len(config_map.get("binaryData") or {})
+
+
 def _event_message(event: dict[str, Any]) -> str:
     return event.get("message") or event.get("note") or NONE
 
@@ -196,6 +200,11 @@ COLUMNS: dict[str, list[Column]] = {
         NAME,
         ("Type", "", 0, (CORE + "Secret", "type"), _path("type")),
         ("Data", "", 0, (CORE + "Secret", "data"), lambda secret: len(secret.get("data") or {})),
+        AGE,
+    ],
+    "configmaps": [
+        NAME,
+        ("Data", "", 0, (CORE + "ConfigMap", "data"), _config_map_size),
         AGE,
     ],
     "resourceclaims": [

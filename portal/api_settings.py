@@ -56,6 +56,7 @@ REST_KNOX = {
 
 # How long a POST's response is replayed for its Idempotency-Key.
 API_IDEMPOTENCY_TTL = timedelta(hours=int(os.getenv("API_IDEMPOTENCY_TTL_HOURS", "24")))
-# The longest ?wait= a long-poll may ask for, and how often it looks at the database.
+# The longest ?wait= a long-poll may ask for, and how often it reads the database when Redis
+# (the change signal) is unavailable.
 API_LONG_POLL_MAX_SECONDS = 60
 API_LONG_POLL_INTERVAL_SECONDS = 0.3

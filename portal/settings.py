@@ -191,6 +191,14 @@ STORAGES = {
 # server (kombu's SQLAlchemy transport: a message is a row, so a reader never sees half of it).
 REDIS_URL = os.getenv("REDIS_URL", "")
 BROKER_DIR = VAR_DIR / "broker"
+# Live pages and API long-polls wait for a change signal (Redis pub/sub) up to this long. Each
+# waiting request holds a web thread, so a process lets only so many wait (in all, per user);
+# beyond that a request answers at once and its client asks again later. Without Redis,
+# waiters look at the database this often instead.
+LIVE_WAIT_SECONDS = float(os.getenv("LIVE_WAIT_SECONDS", "25"))
+LIVE_WAITERS_MAX = envint("LIVE_WAITERS_MAX", "8")
+LIVE_WAITERS_PER_USER = envint("LIVE_WAITERS_PER_USER", "4")
+LIVE_FALLBACK_POLL_SECONDS = float(os.getenv("LIVE_FALLBACK_POLL_SECONDS", "2"))
 CELERY_BROKER_URL = os.getenv("CELERY_BROKER_URL") or REDIS_URL
 if not CELERY_BROKER_URL:
     BROKER_DIR.mkdir(parents=True, exist_ok=True)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import time
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Model
 from rest_framework import serializers
 from rest_framework.request import Request
+
+from claims import changes
 
 
 class WaitParams(serializers.Serializer):
@@ -40,13 +42,24 @@ def wait_params(request: Request, states: list[str]) -> tuple[float, str | None]
     return seconds, params.validated_data.get("state")
 
 
-def wait_for_state_change(model: type[Model], pk: int, known_state: str, seconds: float) -> None:
-    """Sleep between cheap reads of the state until it changes or the time is up."""
-    deadline = time.monotonic() + seconds
-    interval = settings.API_LONG_POLL_INTERVAL_SECONDS
-    while True:
-        current = model._default_manager.filter(pk=pk).values_list("state", flat=True).first()
-        remaining = deadline - time.monotonic()
-        if current != known_state or remaining <= 0:
-            return
-        time.sleep(min(interval, remaining))
+def wait_for_state_change(
+    model: type[Model], pk: int, known_state: str, seconds: float, *, user_key: Any
+) -> None:
+    """Wait until the state changes or the time is up, woken by the object's change signal.
+
+    Past the bound on waiting requests it returns at once: the client sees the state it
+    knows and asks again, as after a wait that timed out.
+    """
+
+    def changed() -> bool:
+        state = model._default_manager.filter(pk=pk).values_list("state", flat=True).first()
+        return state != known_state
+
+    with changes.waiters.slot(user_key) as may_wait:
+        if may_wait:
+            changes.wait_for(
+                [changes.channel_of(model, pk)],
+                changed,
+                seconds=seconds,
+                poll_seconds=settings.API_LONG_POLL_INTERVAL_SECONDS,
+            )

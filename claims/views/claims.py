@@ -11,22 +11,41 @@ from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from claims import cluster_ops, selectors, services
+from claims import changes, cluster_ops, selectors, services
 from claims.kube import manifests
-from claims.models import ClaimRequest, VerificationRun
+from claims.models import ClaimRequest, RunLog, VerificationRun
+from claims.views import live
 from claims.views.common import (
     HtmxHttpRequest,
     call_for_button,
     login_required,
     refusal_messages,
-    render_live,
 )
 
 CS = ClaimRequest.State
 
 
+CLAIM_PAGE = live.LivePage(
+    "claims/claim_detail.html", "claim", parts=("status", "allocation", "runs", "timeline")
+)
+RUN_PAGE = live.LivePage("claims/run_detail.html", "run", parts=("actions", "result"))
+
+
 @login_required
 def claim_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    selectors.claim_request_get(user=request.user, pk=pk)  # 404 before any wait
+    return live.respond(
+        request,
+        CLAIM_PAGE,
+        live.Live(
+            version=lambda: changes.claim_version(pk),
+            channels=[changes.channel("claim", pk)],
+            context=lambda: _claim_context(request, pk),
+        ),
+    )
+
+
+def _claim_context(request: HtmxHttpRequest, pk: int) -> dict[str, Any]:
     claim = selectors.claim_request_get(user=request.user, pk=pk)
     runs = list(claim.runs.all())
     final = claim.state in ClaimRequest.FINAL_STATES
@@ -35,14 +54,14 @@ def claim_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "claim": claim,
         "runs": runs,
         "events": selectors.events_for(claim),
-        "is_final": final,
+        "live_final": final,
         "can_verify": claim.state in (CS.WAITING, CS.IN_USE) and not run_going,
         "can_release": not final,
         "can_retry": claim.state == CS.FAILED,
     }
-    if not request.htmx:
+    if "since" not in request.GET:  # the manifests are outside the live parts
         context.update(_manifest_context(claim))
-    return render_live(request, "claims/claim_detail.html", context, final=final)
+    return context
 
 
 def _manifest_context(claim: ClaimRequest) -> dict[str, Any]:
@@ -114,15 +133,27 @@ def _claim_action(
 
 @login_required
 def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    selectors.verification_run_get(user=request.user, pk=pk)  # 404 before any wait
+    return live.respond(
+        request,
+        RUN_PAGE,
+        live.Live(
+            version=lambda: changes.run_version(pk),
+            channels=[changes.channel("run", pk)],
+            context=lambda: _run_context(request, pk),
+        ),
+    )
+
+
+def _run_context(request: HtmxHttpRequest, pk: int) -> dict[str, Any]:
     run = selectors.verification_run_get(user=request.user, pk=pk)
     logs = {log.container: log for log in run.logs.all()}
-    context = {
+    return {
         "run": run,
-        "logs": [logs.get(name) or {"container": name} for name in VerificationRun.CONTAINERS],
+        "logs": [logs.get(name) or RunLog(container=name) for name in VerificationRun.CONTAINERS],
+        # A finished run whose logs are read again still changes: keep the page following it.
+        "live_final": run.is_final and not run.log_retry_until,
     }
-    # A finished run whose logs are read again still changes: keep the page following it.
-    final = run.is_final and not run.log_retry_until
-    return render_live(request, "claims/run_detail.html", context, final=final)
 
 
 @login_required

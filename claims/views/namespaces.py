@@ -12,30 +12,47 @@ from django.shortcuts import redirect
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
 
-from claims import access, selectors
+from claims import access, changes, selectors
 from claims.kube import names
 from claims.kube.errors import KubeError, TransientKubeError
 from claims.models import NamespaceRequest
-from claims.views.common import HtmxHttpRequest, login_required, render_live
+from claims.views import live
+from claims.views.common import HtmxHttpRequest, login_required
 
 NS = NamespaceRequest.State
 # Nothing on the page changes by itself any more: stop polling.
 SETTLED_STATES = (NS.REJECTED, NS.DELETED, NS.FAILED)
 
 
+NAMESPACE_PAGE = live.LivePage(
+    "claims/namespace_detail.html", "namespace", parts=("status", "access", "claims", "timeline")
+)
+
+
 @login_required
 def namespace_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    selectors.namespace_request_get(user=request.user, pk=pk)  # 404 before any wait
+    return live.respond(
+        request,
+        NAMESPACE_PAGE,
+        live.Live(
+            version=lambda: changes.namespace_version(pk),
+            channels=[changes.channel("namespace", pk)],
+            context=lambda: _namespace_context(request, pk),
+        ),
+    )
+
+
+def _namespace_context(request: HtmxHttpRequest, pk: int) -> dict[str, Any]:
     ns = selectors.namespace_request_get(user=request.user, pk=pk)
-    final = _settled(ns)
-    context = {
+    return {
         "ns": ns,
-        "is_final": final,
+        "live_final": _settled(ns),
         "claims": ns.claim_requests.order_by("-created"),
         "events": selectors.events_for(ns),
         "is_owner": request.user.pk == ns.owner_id,
         **_access_context(ns),
     }
-    return render_live(request, "claims/namespace_detail.html", context, final=final)
 
 
 def _settled(ns: NamespaceRequest) -> bool:

@@ -18,7 +18,7 @@ from claims import observations, services
 from claims.kube import manifests
 from claims.models import ClaimRequest, VerificationRun
 from tests.claims.test_views import *  # noqa: F403 (shared fixtures)
-from tests.claims.test_views import client_for, h100, htmx_client_for
+from tests.claims.test_views import client_for, h100, htmx_client_for, poll_url
 
 VECTOR_ADD_LOG = "[Vector addition of 50000 elements]\nTest PASSED\nDone\n"
 DEVICE_QUERY_LOG = (
@@ -133,16 +133,17 @@ def test_it_shows_the_allocation_while_a_pod_uses_the_claim(applied: ClaimReques
     assert "DRA holds no GPU" not in content
 
 
-def test_it_polls_the_live_part_until_the_claim_is_final(applied: ClaimRequest) -> None:
-    client = htmx_client_for(applied.owner)
-    response = client.get(reverse("claim", args=[applied.pk]))
-    assert response.status_code == 200
-    assert response.content.decode().lstrip().startswith('<div id="claim-live" hx-get=')
+def test_it_watches_the_claim_until_it_is_final(applied: ClaimRequest) -> None:
+    page = client_for(applied.owner).get(reverse("claim", args=[applied.pk])).content.decode()
     services.claim_request_release(user=applied.owner, claim_request=applied)
-    response = client.get(reverse("claim", args=[applied.pk]))
-    assert response.status_code == 286
-    assert "hx-trigger" not in response.content.decode()
-    assert "state-released" in response.content.decode()
+    response = htmx_client_for(applied.owner).get(poll_url(page))
+    assert response.status_code == 200
+    content = response.content.decode()
+    assert content.lstrip().startswith('<div id="claim-watch"></div>')  # final: no more waits
+    assert '<div class="card" id="claim-status" hx-swap-oob="true">' in content
+    assert "state-released" in content
+    assert 'id="claim-timeline"' in content
+    assert 'id="claim-runs"' not in content  # unchanged parts are left alone
 
 
 def test_it_releases_a_claim(applied: ClaimRequest) -> None:
@@ -195,14 +196,13 @@ def test_it_shows_a_queued_run_waiting_for_its_logs(run: VerificationRun) -> Non
     assert "state-queued" in content
     assert 'id="log-ctr0">(no output yet)' in content
     assert 'id="log-ctr1">(no output yet)' in content
-    assert 'hx-trigger="every 1s"' in content
+    assert '<div id="run-watch" hx-get=' in content
 
 
 def test_it_shows_the_logs_and_the_parsed_result(run: VerificationRun) -> None:
     finish(run)
-    response = htmx_client_for(run.owner).get(reverse("run", args=[run.pk]))
-    assert response.status_code == 286
-    content = response.content.decode()
+    content = client_for(run.owner).get(reverse("run", args=[run.pk])).content.decode()
+    assert '<div id="run-watch"></div>' in content
     assert "Test PASSED" in content
     assert "Result = PASS" in content
     assert '<dd id="run-device-name">NVIDIA H100 80GB HBM3</dd>' in content

@@ -14,7 +14,7 @@ import kubesim
 from claims import cluster_ops, observations, services
 from claims.models import ClaimRequest, NamespaceRequest
 from tests.claims.test_views import *  # noqa: F403 (shared fixtures)
-from tests.claims.test_views import client_for, htmx_client_for
+from tests.claims.test_views import client_for, htmx_client_for, poll_url
 from tests.fixtures.portal import granted_namespace, register_cluster
 
 
@@ -89,17 +89,19 @@ def test_it_says_access_is_being_set_up_and_keeps_polling(
     content = page(ns.owner, ns)
     assert "Setting up access…" in content
     assert "Download kubeconfig" not in content
-    poll = htmx_client_for(ns.owner).get(reverse("namespace", args=[ns.pk]))
+    assert '<div id="namespace-watch" hx-get=' in content
+
+
+def test_it_stops_watching_once_access_is_granted(
+    namespace: NamespaceRequest, charlie: User
+) -> None:
+    ns = make_active(namespace, charlie, granted=False)
+    content = page(ns.owner, ns)
+    observations.namespace_access_granted(namespace_request=ns)
+    poll = htmx_client_for(ns.owner).get(poll_url(content))
     assert poll.status_code == 200
-    assert poll.content.decode().lstrip().startswith('<div id="namespace-live"')
-    assert 'hx-trigger="every 1s"' in poll.content.decode()
-
-
-def test_it_stops_polling_once_access_is_granted(active: NamespaceRequest) -> None:
-    poll = htmx_client_for(active.owner).get(reverse("namespace", args=[active.pk]))
-    assert poll.status_code == 286
+    assert poll.content.decode().lstrip().startswith('<div id="namespace-watch"></div>')
     assert "Download kubeconfig" in poll.content.decode()
-    assert "hx-trigger" not in poll.content.decode()
 
 
 def test_it_shows_the_owner_her_access_and_the_kubectl_lines(active: NamespaceRequest) -> None:
@@ -150,8 +152,7 @@ def test_it_shows_no_access_for_a_deleted_namespace(active: NamespaceRequest) ->
     observations.namespace_deleted(namespace_request=active)
     content = page(active.owner, active)
     assert "No access: the namespace is deleted." in content
-    poll = htmx_client_for(active.owner).get(reverse("namespace", args=[active.pk]))
-    assert poll.status_code == 286
+    assert '<div id="namespace-watch"></div>' in content  # nothing changes any more
 
 
 def test_it_links_the_namespace_from_the_dashboard_and_the_claim(claim: ClaimRequest) -> None:

@@ -59,7 +59,7 @@ class ObjectApi(ApiView):
         obj = self.get_object()
         seconds, known = wait_params(request, list(obj.State.values))
         if seconds and known is not None and known == obj.state:
-            wait_for_state_change(type(obj), obj.pk, known, seconds)
+            wait_for_state_change(type(obj), obj.pk, known, seconds, user_key=request.user.pk)
             obj = self.get_object()
         return self.respond(obj)
 

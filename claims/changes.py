@@ -1,0 +1,220 @@
+"""Change signals: a request that waits for an object to change wakes when it does.
+
+A writer announces an object once its transaction commits (Redis pub/sub, one channel per
+object, per parent and per owner). A waiter subscribes, then compares a version read from
+the database with the one its client knows, so a message sent before it subscribed is not
+lost. Redis is only a wake-up call: when it is down or not configured, waiters poll slowly.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.db import models, transaction
+
+from claims.models import AuditEvent, ClaimRequest, NamespaceRequest, RunLog, VerificationRun
+
+log = logging.getLogger(__name__)
+
+PREFIX = "portal:changed:"
+# Everything anyone may see changed: what an approver's dashboard waits on.
+EVERYTHING = PREFIX + "all"
+# With Redis up, a waiter still reads the version this often: a message can be lost.
+RECHECK_SECONDS = 5.0
+# After Redis failed, publishers and waiters leave it alone this long (no connect per change).
+REDIS_REST_SECONDS = 10.0
+
+
+def channel(kind: str, pk: Any) -> str:
+    return f"{PREFIX}{kind}:{pk}"
+
+
+def channel_of(model: type[models.Model], pk: Any) -> str:
+    kinds = {VerificationRun: "run", ClaimRequest: "claim", NamespaceRequest: "namespace"}
+    return channel(kinds[model], pk)
+
+
+def channels_of(obj: models.Model) -> list[str]:
+    """Where a change to obj is announced: itself, the pages that show it, its owner."""
+    if isinstance(obj, VerificationRun):
+        own = [channel("run", obj.pk), channel("claim", obj.claim_id)]
+    elif isinstance(obj, ClaimRequest):
+        own = [channel("claim", obj.pk), channel("namespace", obj.namespace_request_id)]
+    elif isinstance(obj, NamespaceRequest):
+        own = [channel("namespace", obj.pk)]
+    else:
+        raise TypeError(f"no change channel for {type(obj).__name__}")
+    return [*own, channel("user", obj.owner_id), EVERYTHING]
+
+
+def announce(obj: models.Model) -> None:
+    """Wake whoever waits on obj once the surrounding transaction commits."""
+    channels = channels_of(obj)
+    transaction.on_commit(lambda: publish(channels), robust=True)
+
+
+def publish(channels: list[str]) -> None:
+    client = _client()
+    if client is None:
+        return
+    try:
+        with client.pipeline(transaction=False) as pipe:
+            for name in channels:
+                pipe.publish(name, "1")
+            pipe.execute()
+    except redis.RedisError as error:
+        _rest(error)
+
+
+# Versions: the newest change a page shows, in microseconds. Every write of a row shown sets
+# its `updated` (or adds an event row), so a version only grows while the page's rows change.
+
+
+def _newest(*columns: models.QuerySet) -> int:
+    """Newest timestamp over one-column querysets, in one query."""
+    newest = [qs.order_by(f"-{qs.query.values_select[0]}")[:1] for qs in columns]
+    union = newest[0].union(*newest[1:], all=True)
+    stamps = [stamp for stamp in union if stamp is not None]
+    return int(max(stamps).timestamp() * 1_000_000) if stamps else 0
+
+
+def _events(kind: str, pk: int) -> models.QuerySet:
+    return AuditEvent.objects.filter(object_kind=kind, object_id=pk).values_list(
+        "created", flat=True
+    )
+
+
+def claim_version(pk: int) -> int:
+    return _newest(
+        ClaimRequest.objects.filter(pk=pk).values_list("updated", flat=True),
+        VerificationRun.objects.filter(claim_id=pk).values_list("updated", flat=True),
+        _events(AuditEvent.Kind.CLAIM_REQUEST, pk),
+    )
+
+
+def run_version(pk: int) -> int:
+    return _newest(
+        VerificationRun.objects.filter(pk=pk).values_list("updated", flat=True),
+        RunLog.objects.filter(run_id=pk).values_list("updated", flat=True),
+        _events(AuditEvent.Kind.VERIFICATION_RUN, pk),
+    )
+
+
+def namespace_version(pk: int) -> int:
+    return _newest(
+        NamespaceRequest.objects.filter(pk=pk).values_list("updated", flat=True),
+        ClaimRequest.objects.filter(namespace_request_id=pk).values_list("updated", flat=True),
+        _events(AuditEvent.Kind.NAMESPACE_REQUEST, pk),
+    )
+
+
+def wait_for(
+    channels: list[str],
+    changed: Callable[[], bool],
+    *,
+    seconds: float,
+    poll_seconds: float | None = None,
+) -> bool:
+    """True as soon as changed() is, False once `seconds` passed without.
+
+    changed() is read after each message on the channels; without Redis every poll_seconds.
+    """
+    deadline = time.monotonic() + seconds
+    poll = poll_seconds or settings.LIVE_FALLBACK_POLL_SECONDS
+    with _subscription(channels, poll) as next_signal:
+        while True:
+            if changed():
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            next_signal(remaining)
+
+
+@contextmanager
+def _subscription(channels: list[str], poll_seconds: float) -> Iterator[Callable[[float], None]]:
+    """A function that returns on the next message (or after a while without Redis)."""
+    client = _client()
+    pubsub = client.pubsub(ignore_subscribe_messages=True) if client is not None else None
+    try:
+        if pubsub is not None:
+            pubsub.subscribe(*channels)
+    except redis.RedisError as error:
+        _rest(error)
+        pubsub = None
+
+    def next_signal(remaining: float) -> None:
+        nonlocal pubsub
+        if pubsub is None:
+            time.sleep(min(remaining, poll_seconds))
+            return
+        try:
+            pubsub.get_message(timeout=min(remaining, RECHECK_SECONDS))
+        except redis.RedisError as error:
+            _rest(error)
+            pubsub = None
+
+    try:
+        yield next_signal
+    finally:
+        if pubsub is not None:
+            pubsub.close()
+
+
+_resting_until = 0.0
+
+
+def _client() -> redis.Redis | None:
+    if not settings.REDIS_URL or time.monotonic() < _resting_until:
+        return None
+    return _client_for(settings.REDIS_URL)
+
+
+@lru_cache(maxsize=4)
+def _client_for(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=2)
+
+
+def _rest(error: Exception) -> None:
+    global _resting_until
+    _resting_until = time.monotonic() + REDIS_REST_SECONDS
+    log.warning("Redis unavailable for change signals (polling instead): %s", error)
+
+
+class Waiters:
+    """How many requests wait at once, in all and per user: a waiter holds a web thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._per_user: Counter[Any] = Counter()
+
+    @contextmanager
+    def slot(self, user_key: Any) -> Iterator[bool]:
+        """True if this request may wait; False: answer at once (the client polls later)."""
+        with self._lock:
+            allowed = (
+                self._per_user.total() < settings.LIVE_WAITERS_MAX
+                and self._per_user[user_key] < settings.LIVE_WAITERS_PER_USER
+            )
+            if allowed:
+                self._per_user[user_key] += 1
+        try:
+            yield allowed
+        finally:
+            if allowed:
+                with self._lock:
+                    self._per_user[user_key] -= 1
+                    if self._per_user[user_key] <= 0:
+                        del self._per_user[user_key]
+
+
+waiters = Waiters()

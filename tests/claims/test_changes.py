@@ -1,0 +1,163 @@
+"""Change signals: announced on commit, a version that grows, waiters woken and bounded."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+
+import pytest
+import redis
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import override_settings
+
+from claims import changes, observations, services
+from claims.models import ClaimRequest, VerificationRun
+from tests.claims.test_views import *  # noqa: F403 (shared fixtures)
+
+OnCommit = Callable[..., object]
+
+
+@pytest.fixture(autouse=True)
+def redis_not_resting() -> Iterator[None]:
+    """A test that makes Redis fail must not leave the others without signals."""
+    yield
+    changes._resting_until = 0.0
+
+
+@pytest.fixture
+def subscriber(claim: ClaimRequest) -> Iterator[redis.client.PubSub]:
+    pubsub = redis.Redis.from_url(settings.REDIS_URL).pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(changes.channel("claim", claim.pk))
+    yield pubsub
+    pubsub.close()
+
+
+def next_message(pubsub: redis.client.PubSub, seconds: float = 10) -> dict | None:
+    """The next published message (the subscription's own confirmation is skipped)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        message = pubsub.get_message(timeout=deadline - time.monotonic())
+        if message is not None:
+            return message
+    return None
+
+
+def test_it_announces_a_change_only_once_it_commits(
+    claim: ClaimRequest,
+    charlie: User,
+    subscriber: redis.client.PubSub,
+    django_capture_on_commit_callbacks: OnCommit,
+) -> None:
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        services.claim_request_approve(user=charlie, claim_request=claim)
+    assert callbacks, "nothing waits for the commit"
+    for callback in callbacks:
+        callback()
+    message = next_message(subscriber)
+    assert message is not None
+    assert message["channel"] == changes.channel("claim", claim.pk).encode()
+
+
+def test_it_announces_to_the_pages_that_show_the_object(claim: ClaimRequest) -> None:
+    run = VerificationRun(pk=7, claim=claim, owner=claim.owner)
+    assert changes.channels_of(run) == [
+        changes.channel("run", 7),
+        changes.channel("claim", claim.pk),
+        changes.channel("user", claim.owner_id),
+        changes.EVERYTHING,
+    ]
+    assert changes.channel("namespace", claim.namespace_request_id) in changes.channels_of(claim)
+
+
+def test_it_grows_the_version_with_each_change(claim: ClaimRequest, charlie: User) -> None:
+    seen = [changes.claim_version(claim.pk)]
+    services.claim_request_approve(user=charlie, claim_request=claim)
+    seen.append(changes.claim_version(claim.pk))
+    observations.claim_applying(claim_request=claim)
+    seen.append(changes.claim_version(claim.pk))
+    assert seen == sorted(seen)
+    assert len(set(seen)) == 3
+
+
+def test_it_grows_the_page_versions_with_what_they_show(claim: ClaimRequest, charlie: User) -> None:
+    namespace_before = changes.namespace_version(claim.namespace_request_id)
+    claim_before = changes.claim_version(claim.pk)
+    run = VerificationRun.objects.create(claim=claim, owner=claim.owner, pod_name="p")
+    run_before = changes.run_version(run.pk)
+    now = datetime.now(UTC)
+    observations.run_logs_appended(run=run, container="ctr0", lines=[(now, "hello\n")])
+    services.claim_request_reject(user=charlie, claim_request=claim, reason="No budget")
+    assert changes.run_version(run.pk) > run_before
+    assert changes.claim_version(claim.pk) > claim_before
+    assert changes.namespace_version(claim.namespace_request_id) > namespace_before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_wakes_a_waiter_on_the_signal(
+    claim: ClaimRequest, charlie: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rechecks so rare that only the message can wake the waiter in time.
+    monkeypatch.setattr(changes, "RECHECK_SECONDS", 120)
+    known = changes.claim_version(claim.pk)
+    outcome: list[bool] = []
+    waiting = threading.Event()
+
+    def wait() -> None:
+        def changed() -> bool:
+            waiting.set()
+            return changes.claim_version(claim.pk) != known
+
+        outcome.append(changes.wait_for([changes.channel("claim", claim.pk)], changed, seconds=100))
+        connection.close()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    assert waiting.wait(timeout=30)
+    services.claim_request_approve(user=charlie, claim_request=claim)
+    waiter.join(timeout=60)
+    assert outcome == [True]
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(REDIS_URL="redis://127.0.0.1:1/0", LIVE_FALLBACK_POLL_SECONDS=0.1)
+def test_it_works_without_redis(claim: ClaimRequest, charlie: User) -> None:
+    known = changes.claim_version(claim.pk)
+    outcome: list[bool] = []
+    waiting = threading.Event()
+
+    def wait() -> None:
+        def changed() -> bool:
+            waiting.set()
+            return changes.claim_version(claim.pk) != known
+
+        outcome.append(changes.wait_for([changes.channel("claim", claim.pk)], changed, seconds=60))
+        connection.close()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    assert waiting.wait(timeout=30)
+    services.claim_request_approve(user=charlie, claim_request=claim)  # publishes to nowhere
+    waiter.join(timeout=60)
+    assert outcome == [True]
+
+
+def test_it_gives_up_waiting_when_nothing_changes() -> None:
+    assert changes.wait_for([changes.channel("claim", 0)], lambda: False, seconds=0.2) is False
+
+
+@override_settings(LIVE_WAITERS_MAX=2, LIVE_WAITERS_PER_USER=1)
+def test_it_bounds_the_waiters_per_user_and_in_all() -> None:
+    waiters = changes.Waiters()
+    with (
+        waiters.slot("alice") as first,
+        waiters.slot("alice") as second,
+        waiters.slot("bob") as bobs,
+        waiters.slot("carol") as carols,
+    ):
+        assert (first, second, bobs, carols) == (True, False, True, False)
+    with waiters.slot("alice") as again, waiters.slot("carol") as carols:
+        assert (again, carols) == (True, True)
