@@ -23,8 +23,8 @@ from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationR
 
 log = logging.getLogger(__name__)
 
-MAX_RETRIES = 8
-MAX_BACKOFF_SECONDS = 30
+MAX_RETRIES = settings.KUBE_TASK_MAX_RETRIES
+MAX_BACKOFF_SECONDS = settings.KUBE_TASK_MAX_BACKOFF_SECONDS
 
 
 def backoff(retries: int) -> int:

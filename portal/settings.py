@@ -284,8 +284,12 @@ ACCESS_USER_PREFIX = os.getenv("ACCESS_USER_PREFIX", "")
 ACCESS_GRANT_USER = envbool("ACCESS_GRANT_USER", "True")
 # Lifetime of the token in a downloaded kubeconfig (TokenRequest expirationSeconds).
 ACCESS_TOKEN_SECONDS = envint("ACCESS_TOKEN_SECONDS", "28800")
-# Work the cluster did not answer within a task's retries waits this long, doubling each
-# round up to the maximum, then the reconciler tries again (seconds).
+# A task tries a cluster that does not answer again this many times, 1, 2, 4 ... s apart (at
+# most the maximum; about 2 minutes in all by default) ...
+KUBE_TASK_MAX_RETRIES = envint("KUBE_TASK_MAX_RETRIES", "8")
+KUBE_TASK_MAX_BACKOFF_SECONDS = envint("KUBE_TASK_MAX_BACKOFF_SECONDS", "30")
+# ... then the work waits this long, doubling each round up to the maximum, and the
+# reconciler tries again (seconds).
 CLUSTER_WAIT_FIRST_SECONDS = envint("CLUSTER_WAIT_FIRST_SECONDS", "30")
 CLUSTER_WAIT_MAX_SECONDS = envint("CLUSTER_WAIT_MAX_SECONDS", "600")
 # Client-side rate limit of each cluster connection, as client-go's defaults.
