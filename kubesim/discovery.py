@@ -15,9 +15,13 @@ SUBRESOURCE_VERBS = {
     "binding": ["create"],
     "token": ["create"],
     "finalize": ["update"],
+    "eviction": ["create"],
 }
 # Subresources of another group's kind: (group, version, kind), as upstream lists them.
-SUBRESOURCE_KINDS = {"token": ("authentication.k8s.io", "v1", "TokenRequest")}
+SUBRESOURCE_KINDS = {
+    "token": ("authentication.k8s.io", "v1", "TokenRequest"),
+    "eviction": ("policy", "v1", "Eviction"),
+}
 # Served kinds that `kubectl get all` lists, as upstream marks them.
 CATEGORY_ALL = ("pods",)
 BUILD_DATE = "2025-09-09T19:44:36Z"

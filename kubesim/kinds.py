@@ -202,7 +202,7 @@ _ALL = (
         "Pod",
         True,
         short_names=("po",),
-        subresources=("status", "log", "binding"),
+        subresources=("status", "log", "binding", "eviction"),
         field_selectors=POD_FIELD_SELECTORS,
         defaulter=kinds_core.default_pod,
         creation_admission=kinds_core.admit_pod,

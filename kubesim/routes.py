@@ -7,7 +7,17 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from kubesim import discovery, errors, escalation, events, handlers, openapi, reviews, streams
+from kubesim import (
+    discovery,
+    errors,
+    escalation,
+    events,
+    eviction,
+    handlers,
+    openapi,
+    reviews,
+    streams,
+)
 from kubesim.auth import impersonate
 from kubesim.faults import Faults, parse_fault
 from kubesim.namespaces import terminate
@@ -20,6 +30,7 @@ RBAC_GROUP = "rbac.authorization.k8s.io"
 NOT_FOUND_PAGE = Response(404, b"404 page not found\n", "text/plain; charset=utf-8")
 # (group, version) -> (minor deprecated in, minor removed in), from the API lifecycle files.
 DEPRECATED = {(RESOURCE_GROUP, "v1beta1"): (35, 38), (RESOURCE_GROUP, "v1beta2"): (36, 39)}
+CREATE_ONLY = ("token", "eviction")  # subresources whose only verb is create
 VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
@@ -225,6 +236,8 @@ class Api:
             return streams.pod_log(self, request, target)
         if target.subresource == "token":
             return reviews.token_request(self, request, target)
+        if target.subresource == "eviction":
+            return eviction.evict(self, request, target)
         if target.subresource == "binding":
             raise errors.method_not_allowed()
         return self._verb_handler(request, target, verb)(self, request, target)
@@ -234,12 +247,14 @@ class Api:
             if request.method != "GET":
                 raise errors.method_not_allowed()
             return "log"
+        if target.subresource in CREATE_ONLY:
+            if request.method != "POST":
+                raise errors.method_not_allowed()
+            return "create"
         if request.method in ("GET", "HEAD"):
             if target.name:
                 return "get"
             return "watch" if request.flag("watch") else "list"
-        if request.method == "POST" and target.subresource == "token":
-            return "create"
         if request.method == "POST" and target.name:
             raise errors.method_not_allowed()
         return VERB_BY_METHOD[request.method]
