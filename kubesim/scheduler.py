@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from kubesim.allocator import Candidate, ClassMissing, DeviceId, allocate, candidates
 from kubesim.errors import ApiError
 from kubesim.kinds import kind_for
+from kubesim.node_affinity import pod_fits_node
 from kubesim.reservations import (
     ClaimNotReady,
     allocation_results,
@@ -256,7 +257,6 @@ class Scheduler:
         self, pod: dict, claims: list[dict], inventory: Inventory
     ) -> tuple[str, dict[tuple[str, str], list[dict]]]:
         nodes = inventory.nodes
-        selector = (pod.get("spec") or {}).get("nodeSelector") or {}
         postfilter = STILL_NOT_SCHEDULABLE if claims else NO_CLAIMS_TO_DEALLOCATE
         for claim in claims:
             if claim["metadata"].get("deletionTimestamp"):
@@ -265,8 +265,7 @@ class Scheduler:
         in_use = set().union(*self._in_use.values())
         reasons: dict[str, int] = {}
         for node in nodes:
-            labels = inventory.labels.get(node, {})
-            if any(labels.get(key) != value for key, value in selector.items()):
+            if not pod_fits_node(pod, node, inventory.labels.get(node, {})):
                 reasons[SELECTOR_MISMATCH] = reasons.get(SELECTOR_MISMATCH, 0) + 1
                 continue
             devices = inventory.devices[node]

@@ -314,3 +314,25 @@ def test_it_keeps_a_pod_off_nodes_its_node_selector_does_not_match(
         "2 Preemption is not helpful for scheduling."
     )
     assert "nodeName" not in get_pod(kubesim_module, namespace, "nowhere")["spec"]
+
+
+def test_it_places_a_pod_by_its_required_node_affinity(
+    kubesim_module: kubesim.Handle, namespace: str
+) -> None:
+    nodes = [n["metadata"]["name"] for n in kubesim_module.admin("GET", "/api/v1/nodes")["items"]]
+    by_name = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": nodes[-1:]}]}
+    by_label = {"matchExpressions": [{"key": "no-such-label", "operator": "Exists"}]}
+    for name, term in (("named", by_name), ("labelled", by_label)):
+        affinity = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+        spec = {
+            "containers": [{"name": "c", "image": "busybox"}],
+            "affinity": {"nodeAffinity": affinity},
+        }
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+        kubesim_module.admin("POST", f"/api/v1/namespaces/{namespace}/pods", body)
+    assert bound_node(kubesim_module, namespace, "named") == nodes[-1]
+    condition = wait_until(
+        lambda: scheduled_condition(get_pod(kubesim_module, namespace, "labelled"))
+    )
+    assert condition["status"] == "False"
+    assert f"{len(nodes)} node(s) didn't match Pod's node affinity/selector" in condition["message"]
