@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubesim import (
+    binding,
     discovery,
     errors,
     escalation,
@@ -30,7 +31,7 @@ RBAC_GROUP = "rbac.authorization.k8s.io"
 NOT_FOUND_PAGE = Response(404, b"404 page not found\n", "text/plain; charset=utf-8")
 # (group, version) -> (minor deprecated in, minor removed in), from the API lifecycle files.
 DEPRECATED = {(RESOURCE_GROUP, "v1beta1"): (35, 38), (RESOURCE_GROUP, "v1beta2"): (36, 39)}
-CREATE_ONLY = ("token", "eviction")  # subresources whose only verb is create
+CREATE_ONLY = ("token", "eviction", "binding")  # subresources whose only verb is create
 VERB_BY_METHOD = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
@@ -239,7 +240,7 @@ class Api:
         if target.subresource == "eviction":
             return eviction.evict(self, request, target)
         if target.subresource == "binding":
-            raise errors.method_not_allowed()
+            return binding.bind(self, request, target)
         return self._verb_handler(request, target, verb)(self, request, target)
 
     def _verb(self, request: Request, target: Target) -> str:
