@@ -7,55 +7,49 @@ import json
 from typing import Any
 
 from kubesim import errors
-from kubesim.patch import MERGE_KEYS, strategic_merge
+from kubesim.fieldsets import (
+    SYSTEM_METADATA,
+    Path,
+    compare,
+    is_atomic_map,
+    item_element,
+    items_atomic,
+    list_kind,
+)
+from kubesim.patch import strategic_merge
 from kubesim.store import now_rfc3339
 
-Path = tuple[str, ...]
 MISSING = object()
-# Metadata the server owns; never part of anyone's field set.
-SYSTEM_METADATA = {
-    "name",
-    "namespace",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "managedFields",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "selfLink",
-}
-GRANULAR_MAPS = ("labels", "annotations", "nodeSelector")
 
 
-def field_paths(obj: Any, prefix: Path = (), *, map_markers: bool = False) -> set[Path]:
-    """The field set of `obj`; `map_markers` adds the `.` of maps, as updates record them."""
+def field_paths(obj: Any, prefix: Path = ()) -> set[Path]:
+    """The field set of an applied configuration (ToFieldSet)."""
     paths: set[Path] = set()
     for key, value in obj.items():
         if not prefix and key in ("apiVersion", "kind"):
             continue
         if prefix == ("f:metadata",) and key in SYSTEM_METADATA:
             continue
-        paths |= _value_paths(key, value, (*prefix, f"f:{key}"), map_markers)
+        paths |= _value_paths(value, (*prefix, f"f:{key}"))
     return paths
 
 
-def _value_paths(key: str, value: Any, path: Path, map_markers: bool) -> set[Path]:
-    if isinstance(value, dict) and value:
-        nested = field_paths(value, path, map_markers=map_markers)
-        return nested | {(*path, ".")} if map_markers and key in GRANULAR_MAPS else nested
-    merge_key = MERGE_KEYS.get(key)
-    if isinstance(value, list) and merge_key and all(isinstance(i, dict) for i in value):
+def _value_paths(value: Any, path: Path) -> set[Path]:
+    if isinstance(value, dict) and value and not is_atomic_map(path):
+        return field_paths(value, path)
+    if isinstance(value, list) and value and list_kind(path) != "atomic":
         paths: set[Path] = set()
         for item in value:
-            item_path = (*path, item_key(merge_key, item.get(merge_key)))
-            paths |= {(*item_path, ".")} | field_paths(item, item_path, map_markers=map_markers)
-        return paths or {path}
+            element = item_element(path, item)
+            if element is None:
+                return {path}
+            item_path = (*path, element)
+            if isinstance(item, dict) and not items_atomic(path):
+                paths |= {(*item_path, ".")} | field_paths(item, item_path)
+            else:
+                paths.add(item_path)
+        return paths
     return {path}
-
-
-def item_key(merge_key: str, value: Any) -> str:
-    return "k:" + json.dumps({merge_key: value}, separators=(",", ":"))
 
 
 def value_at(obj: Any, path: Path) -> Any:
@@ -67,6 +61,10 @@ def value_at(obj: Any, path: Path) -> Any:
             node = node[part[2:]]
         elif part.startswith("k:") and isinstance(node, list):
             node = _find_item(node, json.loads(part[2:]))
+            if node is MISSING:
+                return MISSING
+        elif part.startswith("v:") and isinstance(node, list):
+            node = json.loads(part[2:]) if json.loads(part[2:]) in node else MISSING
             if node is MISSING:
                 return MISSING
         else:
@@ -276,16 +274,15 @@ def record_update(
     subresource: str = "",
     reset: tuple[str, ...] = (),
 ) -> None:
-    """Give `manager` the fields an update/create/patch changed, as the real server does.
-    `reset`: top-level fields (`f:status`) the strategy resets, so the write never owns them."""
+    """Record in `new` the managedFields after `manager` updated `old` to `new` (both in the
+    request's version), as the field manager does: every other owner loses what changed or
+    went away, the writer owns what it changed. `reset`: top-level fields (`f:status`) the
+    strategy resets, which no write of this kind owns."""
     entries = _entries(old)
-    now_paths = field_paths(new, map_markers=True)
-    changed = {
-        p for p in now_paths if value_at(old or {}, p) != value_at(new, p) and p[0] not in reset
-    }
+    comparison = compare(old, new).without(reset)
+    changed = comparison.changed()
     for entry in entries:
-        kept = _owned(entry) & now_paths - changed
-        entry["fieldsV1"] = to_fields_v1(kept)
+        entry["fieldsV1"] = to_fields_v1(_owned(entry) - changed - comparison.removed)
     if changed:
         mine = next((e for e in entries if _same_owner(e, manager, "Update", subresource)), None)
         if mine is None:

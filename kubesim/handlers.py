@@ -67,14 +67,28 @@ def create(api: Any, request: Request, target: Any) -> Response:
     warnings = field_validation(request, obj, target)
     place(obj, target)
     namespace_must_accept(api, target, obj["metadata"].get("name") or "")
-    storage = to_valid_storage(target, without_status(target, obj), None)
-    track_update(target, None, storage, manager_name(request))
+    sent = without_status(target, obj)
+    storage = to_valid_storage(target, sent, None)
+    _record_creator(target, sent, storage, manager_name(request))
     api.admit_write(request, target, storage)
     if dry_run(request):
         fill_system_fields(target.kind, storage.setdefault("metadata", {}))
         return json_response(201, served(target, storage), warning_headers(warnings))
     stored = api.store.create(target.kind, storage)
     return json_response(201, served(target, stored), warning_headers(warnings))
+
+
+def _record_creator(target: Any, sent: dict, storage: dict, manager: str) -> None:
+    """The creator's managedFields, from the object as decoded and defaulted: the field
+    manager runs before mutating admission (ServiceAccount, Priority, ...)."""
+    as_decoded = target.kind.to_storage(sent, target.version)
+    target.kind.apply_decoding_defaults(as_decoded)
+    track_update(target, None, as_decoded, manager)
+    managed = as_decoded["metadata"].get("managedFields")
+    if managed:
+        storage["metadata"]["managedFields"] = managed
+    else:
+        storage["metadata"].pop("managedFields", None)
 
 
 def get(api: Any, request: Request, target: Any) -> Response:

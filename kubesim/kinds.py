@@ -79,6 +79,8 @@ class Kind:
     subresources: tuple[str, ...] = ()
     field_selectors: tuple[str, ...] = CORE_FIELD_SELECTORS
     defaulter: Callable[[dict], None] = field(default=kinds_core.default_nothing, repr=False)
+    # The decoder's part of `defaulter` where admission plugins add the rest.
+    decoding_defaulter: Callable[[dict], None] | None = field(default=None, repr=False)
     creation_admission: Callable[[dict], None] = field(
         default=kinds_core.default_nothing, repr=False
     )
@@ -136,6 +138,10 @@ class Kind:
     def apply_defaults(self, obj: dict) -> None:
         """Fill in the defaults the API server sets (storage form, in place)."""
         self.defaulter(obj)
+
+    def apply_decoding_defaults(self, obj: dict) -> None:
+        """The defaults an object has when the field manager sees it, before admission."""
+        (self.decoding_defaulter or self.defaulter)(obj)
 
     def admit_new(self, obj: dict) -> None:
         """What admission plugins add to an object being created (storage form, in place)."""
@@ -205,6 +211,7 @@ _ALL = (
         subresources=("status", "log", "binding", "eviction"),
         field_selectors=POD_FIELD_SELECTORS,
         defaulter=kinds_core.default_pod,
+        decoding_defaulter=kinds_core.default_pod_as_decoded,
         creation_admission=kinds_core.admit_pod,
         validator=kinds_core.validate_pod,
     ),

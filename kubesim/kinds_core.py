@@ -24,6 +24,9 @@ POD_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("terminationGracePeriodSeconds", 30),
     ("securityContext", {}),
     ("enableServiceLinks", True),
+)
+# Set by the Priority and ServiceAccount admission plugins, after the field manager ran.
+POD_ADMISSION_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("priority", 0),
     ("preemptionPolicy", "PreemptLowerPriority"),
     ("serviceAccountName", "default"),
@@ -57,13 +60,23 @@ def default_container(container: dict) -> None:
 
 
 def default_pod(obj: dict) -> None:
+    default_pod_as_decoded(obj)
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return  # validation reports the wrong type
+    for key, value in POD_ADMISSION_DEFAULTS:
+        spec.setdefault(key, value)
+    spec.setdefault("serviceAccount", spec["serviceAccountName"])  # the deprecated alias
+    default_tolerations(spec)
+
+
+def default_pod_as_decoded(obj: dict) -> None:
+    """The defaults of the Pod's decoding (SetDefaults_Pod), without admission's."""
     spec = obj.setdefault("spec", {})
     if not isinstance(spec, dict):
         return  # validation reports the wrong type
     for key, value in POD_DEFAULTS:
         spec.setdefault(key, value)
-    spec.setdefault("serviceAccount", spec["serviceAccountName"])  # the deprecated alias
-    default_tolerations(spec)
     containers = spec.get("containers")
     for container in containers if isinstance(containers, list) else []:
         if isinstance(container, dict):
@@ -72,6 +85,15 @@ def default_pod(obj: dict) -> None:
     if isinstance(status, dict):
         status.setdefault("phase", "Pending")
         status.setdefault("qosClass", "BestEffort")
+        default_conditions(status.get("conditions"))
+
+
+def default_conditions(conditions: Any) -> None:
+    """A PodCondition's times are metav1.Time structs: unset, they are written as null."""
+    for condition in conditions if isinstance(conditions, list) else []:
+        if isinstance(condition, dict):
+            condition.setdefault("lastProbeTime", None)
+            condition.setdefault("lastTransitionTime", None)
 
 
 def default_tolerations(spec: dict) -> None:

@@ -29,8 +29,6 @@ MERGE_KEYS = {
     "imagePullSecrets": "name",
     "reservedFor": "uid",
     "conditions": "type",
-    "containerStatuses": "name",
-    "initContainerStatuses": "name",
     "ownerReferences": "uid",
 }
 # Lists of scalars that strategic merge treats as sets rather than replacing.

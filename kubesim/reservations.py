@@ -3,6 +3,7 @@
 Plain functions over the Store, used by kubesim.scheduler.
 """
 
+import copy
 import secrets
 import threading
 import time
@@ -11,6 +12,13 @@ from typing import Any
 from kubesim import events
 from kubesim.errors import ApiError
 from kubesim.kinds import kind_for
+from kubesim.ownership import (
+    CLAIM_CONTROLLER,
+    CONTROLLER_MANAGER,
+    SCHEDULER,
+    record_status_apply,
+    record_write,
+)
 from kubesim.store import now_rfc3339 as now
 
 PODS, CLAIMS = kind_for("", "pods"), kind_for("resource.k8s.io", "resourceclaims")
@@ -87,11 +95,16 @@ def _create_template_claims(store: Any, pod: dict) -> dict:
             template = store.get(templates, namespace, template_name)
         except ApiError:
             continue
-        claim = store.create(CLAIMS, _generated_claim(pod, entry["name"], template))
+        generated = _generated_claim(pod, entry["name"], template)
+        record_write(CLAIMS, None, generated, CONTROLLER_MANAGER)
+        claim = store.create(CLAIMS, generated)
         statuses.append({"name": entry["name"], "resourceClaimName": claim["metadata"]["name"]})
     if len(statuses) == len(done):
         return pod
+    before = copy.deepcopy(pod)
     pod.setdefault("status", {})["resourceClaimStatuses"] = statuses
+    applied = {"status": {"resourceClaimStatuses": statuses}}
+    record_status_apply(PODS, before, pod, applied, CLAIM_CONTROLLER)
     return store.update(PODS, pod, check_rv=False)
 
 
@@ -112,7 +125,7 @@ def _generated_claim(pod: dict, pod_claim_name: str, template: dict) -> dict:
         "name": f"{base}-{suffix}",
         "generateName": f"{base}-",
         "namespace": pod["metadata"]["namespace"],
-        "labels": dict(template_meta.get("labels") or {}),
+        **({"labels": dict(template_meta["labels"])} if template_meta.get("labels") else {}),
         "annotations": {
             **(template_meta.get("annotations") or {}),
             POD_CLAIM_ANNOTATION: pod_claim_name,
@@ -133,11 +146,11 @@ def reserve(
 ) -> dict:
     """Allocate (when `results` are new) and reserve the claim for the pod (K-SCHED bindClaim)."""
     claim = store.get(CLAIMS, *object_key(claim))
+    if results is not None and FINALIZER not in claim["metadata"].get("finalizers", []):
+        claim = _protect(store, claim)
+    before = copy.deepcopy(claim)
     status = claim.setdefault("status", {})
     if results is not None:
-        finalizers = claim["metadata"].setdefault("finalizers", [])
-        if FINALIZER not in finalizers:
-            finalizers.append(FINALIZER)
         term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
         allocation: dict = {
             "devices": {"results": results},
@@ -150,6 +163,15 @@ def reserve(
     reserved = status.setdefault("reservedFor", [])
     if all(entry.get("uid") != consumer["uid"] for entry in reserved):
         reserved.append(consumer)
+    record_write(CLAIMS, before, claim, SCHEDULER, "status")
+    return store.update(CLAIMS, claim)
+
+
+def _protect(store: Any, claim: dict) -> dict:
+    """The scheduler's own Update that adds the finalizer before it writes the allocation."""
+    before = copy.deepcopy(claim)
+    claim["metadata"].setdefault("finalizers", []).append(FINALIZER)
+    record_write(CLAIMS, before, claim, SCHEDULER)
     return store.update(CLAIMS, claim)
 
 
@@ -170,6 +192,7 @@ def release_claim(store: Any, claim: dict, live_uids: set[str]) -> dict | None:
     status = claim.get("status") or {}
     reserved = status.get("reservedFor") or []
     keep = [entry for entry in reserved if entry.get("uid") in live_uids]
+    unchanged = copy.deepcopy(claim) if keep != reserved or not keep else claim
     if keep:
         if keep == reserved:
             return None
@@ -180,6 +203,7 @@ def release_claim(store: Any, claim: dict, live_uids: set[str]) -> dict | None:
         _deallocate(claim)
     else:
         return None
+    record_write(CLAIMS, unchanged, claim, CONTROLLER_MANAGER, "status")
     try:
         return store.update(CLAIMS, claim)
     except ApiError:
@@ -230,8 +254,10 @@ def mark_unschedulable(store: Any, pod: dict, message: str) -> None:
         "reason": "Unschedulable",
         "message": message,
     }
+    before = copy.deepcopy(pod)
     if not _set_condition(pod, condition):
         return
+    record_write(PODS, before, pod, SCHEDULER, "status")
     event = _scheduler_event(pod, "Warning", "FailedScheduling", "Scheduling", message)
     store.update(PODS, pod)
     store.create(EVENTS, event)

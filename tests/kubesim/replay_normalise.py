@@ -58,6 +58,11 @@ class Normaliser:
                 prefix = meta["generateName"]
                 if meta["name"].startswith(prefix) and meta["name"] != prefix:
                     self.generated[meta["name"]] = prefix + "<suffix>"
+            # A Pod names its template claim (<pod>-<claim>-<5 random>) before the claim is read.
+            for entry in obj.get("resourceClaimStatuses") or []:
+                name = entry.get("resourceClaimName") if isinstance(entry, dict) else None
+                if isinstance(name, str) and len(name) > 5:
+                    self.generated.setdefault(name, name[:-5] + "<suffix>")
             for value in obj.values():
                 self.note_generated(value)
         elif isinstance(obj, list):
