@@ -141,6 +141,9 @@ class NamespaceFinalizer:
         store.subscribe(self._on_event)
 
     def start(self) -> None:
+        # The informer's first list: namespaces already terminating (a state file) are queued.
+        for namespace in self.store.list(self.namespace_kind, copy=False)[0]:
+            self._on_event("ADDED", self.namespace_kind, namespace)
         self._thread.start()
 
     def stop(self) -> None:

@@ -264,3 +264,19 @@ def test_a_namespace_sent_as_protobuf_is_created(cluster: kubesim.Handle) -> Non
     created = json.loads(response.body)
     assert (response.status, created["metadata"]["name"]) == (201, "proto-space")
     assert created["spec"] == {"finalizers": ["kubernetes"]}
+
+
+def test_a_namespace_left_terminating_in_a_state_file_goes_after_a_restart(tmp_path: Any) -> None:
+    state = str(tmp_path / "state.json")
+    first = kubesim.start(speed=1, state=state)  # the controller waits 5 s: stopped before
+    try:
+        ns = create_namespace(first, "restarted")
+        assert call(first, "DELETE", f"/api/v1/namespaces/{ns}")[0] == 200
+    finally:
+        first.stop()
+    second = kubesim.start(speed=50, state=state)
+    try:
+        assert get(second, f"/api/v1/namespaces/{ns}")["status"]["phase"] == "Terminating"
+        wait_until(lambda: gone(second, f"/api/v1/namespaces/{ns}"), timeout=10)
+    finally:
+        second.stop()
