@@ -21,6 +21,7 @@ from kubesim import (
 )
 from kubesim.auth import impersonate
 from kubesim.faults import Faults, parse_fault
+from kubesim.listing import list_objects
 from kubesim.namespaces import terminate
 from kubesim.rbac import Attributes, Authorizer, forbidden, request_attributes
 from kubesim.server import Request, Response, Stream, json_response
@@ -263,7 +264,7 @@ class Api:
     def _verb_handler(self, request: Request, target: Target, verb: str) -> Any:
         if target.name is None:
             collection = {
-                "list": handlers.list_objects,
+                "list": list_objects,
                 "create": handlers.create,
                 "delete": handlers.delete_collection,
             }

@@ -11,7 +11,7 @@ from typing import Any
 
 from kubesim import errors, tables
 from kubesim.admission import api_version_of, encoded, served
-from kubesim.handlers import selected_items
+from kubesim.listing import selected_items
 from kubesim.selectors import field_matcher, label_matcher
 from kubesim.server import Request, Response, Stream
 
