@@ -41,3 +41,4 @@ test: $(VENV)/.installed lint
 bench: $(VENV)/.installed
 	$(PY) -m bench.kubesim_bench
 	$(PY) -m bench.follow_bench
+	$(PY) -m bench.flow_bench
