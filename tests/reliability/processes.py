@@ -18,7 +18,6 @@ from tests.fixtures.portal import (
     TEST_QUEUE,
     WORKER_SETTINGS,
     _celery_env,
-    _wait_for_line,
     wait_until,
 )
 
@@ -51,8 +50,18 @@ def start_worker(folder: Path, extra_env: dict[str, str] | None = None) -> subpr
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    _wait_for_line(log, "ready.", process)
+    wait_for_ready(log, process)
     return process
+
+
+def wait_for_ready(log: Path, process: subprocess.Popen) -> None:
+    """Generous: on a loaded 2-core machine a prefork worker with beat takes over 30 s."""
+
+    def ready() -> bool:
+        assert process.poll() is None, log.read_text(errors="replace")
+        return "ready." in log.read_text(errors="replace")
+
+    wait_until(ready, timeout=120, interval=0.1)
 
 
 def kill_group(process: subprocess.Popen) -> None:
@@ -72,7 +81,7 @@ def group_gone(process: subprocess.Popen) -> bool:
 
 def kill_group_and_wait(process: subprocess.Popen) -> None:
     kill_group(process)
-    wait_until(lambda: group_gone(process), timeout=10)
+    wait_until(lambda: group_gone(process), timeout=30)
 
 
 def redis_server_binary() -> str | None:
@@ -88,7 +97,7 @@ def start_redis(port: int, folder: Path) -> subprocess.Popen:
     process = subprocess.Popen(
         args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
-    wait_until(lambda: answers(port), timeout=10)
+    wait_until(lambda: answers(port), timeout=30)
     return process
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -68,7 +69,11 @@ def test_approvers_racing_over_one_claim_approve_and_apply_it_once(
     clients = [token_client(approver) for approver in approvers]
     kubesim_private.admin("POST", "/_kubesim/counters/reset")
     url = f"/api/v1/claims/{claim.pk}/approve/"
-    answers = all_at_once([lambda c=client: c.post(url).status_code for client in clients])
+
+    def approve(client: APIClient) -> int:
+        return int(client.post(url).status_code)
+
+    answers = all_at_once([partial(approve, client) for client in clients])
     wait_until(lambda: state_of(claim) == APPLIED, timeout=30)
     assert Counter(answers) == {200: 1, 409: RACERS - 1}
     assert transitions_to([claim], "approved") == {claim.pk: 1}
@@ -92,12 +97,12 @@ def test_retries_of_one_submission_racing_create_one_claim(alice: User, cluster:
         response = client.post("/api/v1/claims/", body, format="json", HTTP_IDEMPOTENCY_KEY="k1")
         return response.status_code, response.json()
 
-    answers = all_at_once([lambda c=client: submit(c) for client in clients])
+    answers = all_at_once([partial(submit, client) for client in clients])
     assert {status for status, _ in answers} == {201}
     assert len({answer["id"] for _, answer in answers}) == 1
     assert ClaimRequest.objects.filter(name="once").count() == 1
     figure(
         "submission race",
-        f"{RACERS} retries with one Idempotency-Key at once: {RACERS}x201 with the same body, "
+        f"{RACERS} retries with one Idempotency-Key at once: {RACERS}x201 naming the same claim, "
         "1 claim",
     )

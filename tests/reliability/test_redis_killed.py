@@ -73,7 +73,7 @@ def test_a_broker_killed_and_restarted_empty_loses_no_work(
         approve_all(carol, claims[-WHILE_DOWN:])  # their messages find no broker
         down_for = time.monotonic() - started
         redis = start_redis(port, folder)
-        wait_until(lambda: applied(claims) == CLAIMS, timeout=90)
+        wait_until(lambda: applied(claims) == CLAIMS, timeout=120)
     finally:
         kill_group(worker)
         kill_group(redis)

@@ -54,7 +54,7 @@ def test_a_killed_worker_loses_nothing_and_does_nothing_twice(
         in_flight = ClaimRequest.objects.filter(state="applying").count()
         assert at_kill < CLAIMS, "the worker finished before it was killed"
         worker = start_worker(tmp_path / "second")
-        wait_until(lambda: applied(claims) == CLAIMS, timeout=90)
+        wait_until(lambda: applied(claims) == CLAIMS, timeout=120)
     finally:
         kill_group(worker)
     result = check_each_applied_once(kubesim_private, claims)
