@@ -30,6 +30,7 @@ from kubesim.faults import Faults, parse_fault
 from kubesim.kinds_configmaps import RootCAPublisher
 from kubesim.kubelet import Kubelet
 from kubesim.namespaces import NamespaceFinalizer
+from kubesim.ownership import record_write
 from kubesim.routes import Api
 from kubesim.scheduler import Scheduler
 from kubesim.server import ApiServer, serve_in_thread
@@ -96,6 +97,7 @@ def _bootstrap(store: Store, kinds: dict, cluster: Topology, k8s_version: str) -
         if not store.exists(namespaces, None, name):
             obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
             namespaces.apply_defaults(obj)
+            record_write(namespaces, None, obj, "kube-apiserver")  # its system namespaces
             store.create(namespaces, obj)
     if not store.has_objects("", "nodes"):  # a --state file brings its own
         seed(store, cluster, k8s_version=k8s_version)

@@ -277,8 +277,9 @@ def record_update(
     """Record in `new` the managedFields after `manager` updated `old` to `new` (both in the
     request's version), as the field manager does: every other owner loses what changed or
     went away, the writer owns what it changed. `reset`: top-level fields (`f:status`) the
-    strategy resets, which no write of this kind owns."""
-    entries = _entries(old)
+    strategy resets, which no write of this kind owns. managedFields sent with a main-resource
+    write replace the stored ones, as upstream lets a client edit them."""
+    entries = (not subresource and _entries(new)) or _entries(old)
     comparison = compare(old, new).without(reset)
     changed = comparison.changed()
     for entry in entries:

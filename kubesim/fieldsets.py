@@ -34,8 +34,10 @@ LIST_MAP_KEYS: dict[str, tuple[str, ...]] = {
 }
 # Lists of `+listType=set` (items named `v:<value>`), by their place.
 SET_LISTS: set[Path] = {("f:metadata", "f:finalizers")}
-# `+structType=atomic` structs: owned as one leaf, never field by field.
+# `+structType=atomic` structs and `+mapType=atomic` maps (a Pod's nodeSelector, an
+# allocation's NodeSelector): owned as one leaf, never field by field.
 ATOMIC_FIELDS = {
+    "nodeSelector",
     "involvedObject",
     "regarding",
     "related",
@@ -47,7 +49,6 @@ ATOMIC_FIELDS = {
     "namespaceSelector",
     "requiredDuringSchedulingIgnoredDuringExecution",
 }
-ATOMIC_PLACES: set[Path] = {("f:allocation", "f:nodeSelector")}
 ATOMIC_ITEMS = {"ownerReferences"}
 # Metadata the field manager strips: never part of anyone's field set.
 SYSTEM_METADATA = {
@@ -80,7 +81,7 @@ def field_name(element: str) -> str:
 
 
 def is_atomic_map(path: Path) -> bool:
-    return bool(path) and (field_name(path[-1]) in ATOMIC_FIELDS or path[-2:] in ATOMIC_PLACES)
+    return bool(path) and field_name(path[-1]) in ATOMIC_FIELDS
 
 
 def list_kind(path: Path) -> str:

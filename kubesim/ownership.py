@@ -22,6 +22,8 @@ def record_write(
         reset: tuple[str, ...] = ("f:spec",)
     else:
         reset = ("f:status",) if "status" in kind.subresources else ()
+    if kind.plural == "namespaces" and old is None:
+        reset += ("f:spec",)  # PrepareForCreate sets spec.finalizers
     record_update(
         old,
         new,
