@@ -10,6 +10,7 @@ from kubesim.apply import record_update, server_side_apply
 
 SCHEDULER = "kube-scheduler"
 CONTROLLER_MANAGER = "kube-controller-manager"
+KUBELET = "kubelet"
 # The resourceclaim controller applies a Pod's resourceClaimStatuses under its own name.
 CLAIM_CONTROLLER = "ResourceClaimController"
 

@@ -14,6 +14,7 @@ from typing import Any
 from kubesim import cuda, deadline, images, pod_status, pod_termination
 from kubesim.errors import ApiError
 from kubesim.kinds import kind_for
+from kubesim.ownership import KUBELET, record_write
 from kubesim.reservations import (
     allocation_results,
     claim_names_by_pod_claim,
@@ -64,9 +65,11 @@ class PodRun:
     def write(self) -> dict:
         for _ in range(5):
             pod = self._pod()
-            pod["status"] = pod_status.build(pod, self)
+            status = pod_status.build(pod, self)
+            updated = {**pod, "metadata": dict(pod["metadata"]), "status": status}
+            record_write(PODS, pod, updated, KUBELET, "status")
             try:
-                return self.store.update(PODS, pod)
+                return self.store.update(PODS, updated)
             except ApiError as error:
                 if error.code != 409:
                     raise PodGone from None

@@ -314,3 +314,16 @@ def test_it_prints_durations_as_go_does() -> None:
     assert go_duration(1.5) == "1.5s"
     assert go_duration(2.000123456) == "2.000123456s"
     assert go_duration(0.0510845123) == "51.084512ms"
+
+
+def test_it_owns_the_status_it_writes_as_the_kubelet(
+    kubesim_module: kubesim.Handle, namespace: str
+) -> None:
+    create_claim(kubesim_module, namespace, "owned-claim")
+    create_pod(kubesim_module, namespace, "owned", [VECTOR_ADD], claim="owned-claim")
+    pod = wait_until(phase_is(kubesim_module, namespace, "owned", "Succeeded"))
+    owners = {(e["manager"], e.get("subresource")): e for e in pod["metadata"]["managedFields"]}
+    kubelet = owners[("kubelet", "status")]["fieldsV1"]["f:status"]
+    assert {"f:containerStatuses", "f:phase", "f:startTime"} <= set(kubelet)
+    main_writes = [e for e in pod["metadata"]["managedFields"] if not e.get("subresource")]
+    assert main_writes and all("f:status" not in e["fieldsV1"] for e in main_writes)
