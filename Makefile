@@ -41,4 +41,5 @@ test: $(VENV)/.installed lint
 bench: $(VENV)/.installed
 	$(PY) -m bench.kubesim_bench
 	$(PY) -m bench.follow_bench
+	$(PY) -m bench.pages_bench
 	$(PY) -m bench.flow_bench

@@ -108,3 +108,34 @@ class RejectForm(forms.Form):
         max_length=limits.REASON_MAX_CHARS,
         error_messages={"required": "Say why, so the requester knows what to change."},
     )
+
+
+class ApprovalFilterForm(forms.Form):
+    """The approval queue's filters (GET); a value that does not parse narrows nothing."""
+
+    KINDS = [("", "Namespaces and claims"), ("namespace", "Namespaces"), ("claim", "Claims")]
+
+    kind = forms.ChoiceField(choices=KINDS, required=False)
+    cluster = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
+    requester = forms.CharField(required=False, max_length=150)
+    device_class = forms.CharField(required=False, max_length=limits.DEVICE_CLASS_MAX_CHARS)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # With their inventories: the page's claims show their feasibility on these (a few
+        # clusters, each decoded once, rather than a cluster per row).
+        self.clusters = list(Cluster.objects.all())
+        choices = [("", "All clusters"), *((c.pk, c.name) for c in self.clusters)]
+        cast(forms.TypedChoiceField, self.fields["cluster"]).choices = choices
+
+    def queue_filter(self) -> selectors.QueueFilter:
+        self.is_valid()
+        data = {
+            name: self.cleaned_data.get(name) for name in self.fields if name not in self.errors
+        }
+        return selectors.QueueFilter(
+            kind=data.get("kind") or "",
+            cluster=data.get("cluster"),
+            requester=(data.get("requester") or "").strip(),
+            device_class=(data.get("device_class") or "").strip(),
+        )

@@ -19,10 +19,10 @@ REASON_MAX_CHARS = 1000
 # Request bodies are flat objects; deeper nesting is refused before it is decoded.
 JSON_MAX_DEPTH = 32
 
-# The API's pages, and how many pending requests of each kind the approvals page lists.
+# The API's pages, and how many pending requests of each kind a page of approvals lists.
 API_PAGE_SIZE = 50
-API_MAX_PAGE_SIZE = 200
-APPROVALS_SHOWN = 100
+API_MAX_PAGE_SIZE = 1000
+APPROVALS_PAGE_SIZE = 50
 
 
 def largest_legitimate_body() -> int:

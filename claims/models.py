@@ -104,6 +104,17 @@ class Request(models.Model):
         ordering = ["-created"]
 
 
+def list_indexes(prefix: str) -> list[models.Index]:
+    """The orders and filters of the lists: newest first (everyone's and one owner's), the
+    approval queue's oldest pending first, and the ?name= filter."""
+    return [
+        models.Index(fields=["-created"], name=f"{prefix}_newest"),
+        models.Index(fields=["owner", "-created"], name=f"{prefix}_owner_newest"),
+        models.Index(fields=["state", "created"], name=f"{prefix}_state_oldest"),
+        models.Index(fields=["name"], name=f"{prefix}_name"),
+    ]
+
+
 class NamespaceRequest(Request):
     class State(models.TextChoices):
         PENDING = "pending", "pending"
@@ -131,6 +142,7 @@ class NamespaceRequest(Request):
                 name="unique_live_namespace_per_cluster",
             )
         ]
+        indexes = list_indexes("nsreq")
 
     def __str__(self) -> str:
         return f"{self.name} on {self.cluster_id}"
@@ -179,6 +191,10 @@ class ClaimRequest(Request):
                 condition=~Q(state__in=["rejected", "released"]),
                 name="unique_live_claim_per_namespace",
             )
+        ]
+        indexes = [
+            *list_indexes("claimreq"),
+            models.Index(fields=["state", "device_class"], name="claimreq_state_class"),
         ]
 
     def __str__(self) -> str:
@@ -239,6 +255,11 @@ class VerificationRun(models.Model):
 
     class Meta:
         ordering = ["-created"]
+        indexes = [
+            models.Index(fields=["-created"], name="run_newest"),
+            models.Index(fields=["owner", "-created"], name="run_owner_newest"),
+            models.Index(fields=["state", "created"], name="run_state_oldest"),
+        ]
 
     def __str__(self) -> str:
         return self.pod_name or f"run {self.pk}"
@@ -299,7 +320,11 @@ class AuditEvent(models.Model):
 
     class Meta:
         ordering = ["created", "id"]
-        indexes = [models.Index(fields=["object_kind", "object_id"])]
+        indexes = [
+            models.Index(fields=["object_kind", "object_id"]),
+            models.Index(fields=["created", "id"], name="event_oldest"),
+            models.Index(fields=["owner", "created", "id"], name="event_owner_oldest"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.object_kind} {self.object_id}: {self.from_state} → {self.to_state}"

@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, Max, QuerySet
+from django.db.models import Count, Max, Q, QuerySet, Value
 from django.http import Http404
 
 from claims.models import AuditEvent, ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 from claims.transitions import KINDS
 
 APPROVERS_GROUP = "approvers"
+APPROVER_CACHE = "_portal_is_approver"
 
 
 def user_is_approver(user: Any) -> bool:
+    """Asked many times per request (menu, scoping, templates): the group is looked up once
+    per user object, which Django loads afresh for every request (as its _perm_cache)."""
     if not user.is_authenticated:
         return False
     if user.is_staff or user.is_superuser:
         return True
-    return user.groups.filter(name=APPROVERS_GROUP).exists()
+    if not hasattr(user, APPROVER_CACHE):
+        setattr(user, APPROVER_CACHE, user.groups.filter(name=APPROVERS_GROUP).exists())
+    return bool(getattr(user, APPROVER_CACHE))
 
 
 def cluster_list() -> QuerySet[Cluster]:
@@ -39,6 +45,39 @@ def claim_request_list(*, user: Any) -> QuerySet[ClaimRequest]:
 def verification_run_list(*, user: Any) -> QuerySet[VerificationRun]:
     qs = VerificationRun.objects.select_related("claim__namespace_request__cluster", "owner")
     return qs if user_is_approver(user) else qs.filter(owner=user)
+
+
+# Large JSON a list of rows does not show: each row would decode it (a cluster's inventory
+# once per row that joins it).
+CLUSTER_JSON = ("inventory", "resource_versions")
+CLAIM_JSON = ("applied_manifest", "allocation")
+
+
+def _without(*paths: str, fields: tuple[str, ...]) -> list[str]:
+    return [f"{path}__{field}" if path else field for path in paths for field in fields]
+
+
+def namespace_request_rows(*, user: Any) -> QuerySet[NamespaceRequest]:
+    """namespace_request_list for a table of rows: without the cluster's inventory."""
+    return namespace_request_list(user=user).defer(*_without("cluster", fields=CLUSTER_JSON))
+
+
+def claim_request_rows(*, user: Any, with_allocation: bool = False) -> QuerySet[ClaimRequest]:
+    """claim_request_list for a table of rows: without manifests, allocations, inventories."""
+    cluster = _without("namespace_request__cluster", fields=CLUSTER_JSON)
+    claim = [field for field in CLAIM_JSON if not (with_allocation and field == "allocation")]
+    return claim_request_list(user=user).defer(*claim, *cluster)
+
+
+def claim_request_api_rows(*, user: Any) -> QuerySet[ClaimRequest]:
+    return claim_request_rows(user=user, with_allocation=True)
+
+
+def verification_run_rows(*, user: Any) -> QuerySet[VerificationRun]:
+    """verification_run_list for a table of rows: without the claim's and cluster's JSON."""
+    claim = _without("claim", fields=CLAIM_JSON)
+    cluster = _without("claim__namespace_request__cluster", fields=CLUSTER_JSON)
+    return verification_run_list(user=user).defer("devices", *claim, *cluster)
 
 
 def verification_run_list_with_logs(*, user: Any) -> QuerySet[VerificationRun]:
@@ -71,42 +110,153 @@ def namespaces_for_claims(*, user: Any) -> QuerySet[NamespaceRequest]:
     return NamespaceRequest.objects.filter(owner=user, state__in=live).select_related("cluster")
 
 
-def approval_queue(*, user: Any) -> dict[str, QuerySet]:
-    """Pending requests, oldest first; empty for users who are not approvers."""
+@dataclass(frozen=True)
+class QueueFilter:
+    """What an approver narrows the queue to; empty fields do not narrow."""
+
+    kind: str = ""  # "namespace", "claim" or both
+    cluster: int | None = None
+    requester: str = ""
+    device_class: str = ""
+
+    def shows(self, kind: str) -> bool:
+        # Namespaces have no device class: asking for one shows claims only.
+        wanted = self.kind or ("claim" if self.device_class else "")
+        return wanted in ("", kind)
+
+    def namespaces(self) -> Q:
+        found = Q()
+        if self.cluster is not None:
+            found &= Q(cluster_id=self.cluster)
+        if self.requester:
+            found &= Q(owner__username=self.requester)
+        return found
+
+    def claims(self) -> Q:
+        found = Q()
+        if self.cluster is not None:
+            found &= Q(namespace_request__cluster_id=self.cluster)
+        if self.requester:
+            found &= Q(owner__username=self.requester)
+        if self.device_class:
+            found &= Q(device_class=self.device_class)
+        return found
+
+
+def approval_queue(*, user: Any, shown: QueueFilter | None = None) -> dict[str, QuerySet]:
+    """Pending requests, oldest first; empty for users who are not approvers.
+
+    The rows carry no cluster inventory or claim manifests: a page of them must not decode
+    one large JSON value per row (with_clusters attaches the clusters once per page)."""
+    shown = shown or QueueFilter()
     if not user_is_approver(user):
         return {
             "namespaces": NamespaceRequest.objects.none(),
             "claims": ClaimRequest.objects.none(),
         }
+    namespaces = NamespaceRequest.objects.filter(shown.namespaces(), state="pending")
+    claims = ClaimRequest.objects.filter(shown.claims(), state="pending")
+    cluster = _without("namespace_request__cluster", fields=CLUSTER_JSON)
     return {
-        "namespaces": NamespaceRequest.objects.filter(state="pending")
-        .select_related("cluster", "owner")
-        .order_by("created"),
-        "claims": ClaimRequest.objects.filter(state="pending")
-        .select_related("namespace_request__cluster", "owner")
-        .order_by("created"),
+        "namespaces": namespaces.select_related("cluster", "owner")
+        .defer(*_without("cluster", fields=CLUSTER_JSON))
+        .order_by("created", "id"),
+        "claims": claims.select_related("namespace_request__cluster", "owner")
+        .defer(*CLAIM_JSON, *cluster)
+        .order_by("created", "id"),
     }
+
+
+def with_clusters(
+    claims: list[ClaimRequest], clusters: list[Cluster] | None = None
+) -> list[ClaimRequest]:
+    """The claims with their clusters' inventories: from `clusters` when the page read them
+    already, else in one query for the whole page."""
+    ids = {claim.namespace_request.cluster_id for claim in claims}
+    if clusters is None:
+        clusters = list(Cluster.objects.filter(pk__in=ids))
+    by_id = {cluster.pk: cluster for cluster in clusters}
+    for claim in claims:
+        claim.namespace_request.cluster = by_id[claim.namespace_request.cluster_id]
+    return claims
+
+
+def approval_counts(*, user: Any, shown: QueueFilter | None = None) -> dict[str, int]:
+    """Pending namespaces and claims, in all and as filtered: one query for the four."""
+    if not user_is_approver(user):
+        return {"namespaces": 0, "claims": 0, "namespaces_shown": 0, "claims_shown": 0}
+    shown = shown or QueueFilter()
+    parts = [
+        _pending_counted(NamespaceRequest, "namespaces", shown.namespaces()),
+        _pending_counted(ClaimRequest, "claims", shown.claims()),
+    ]
+    rows = parts[0].union(parts[1], all=True)
+    counts: dict[str, int] = {}
+    for kind, total, matching in rows.values_list("kind", "total", "matching"):
+        counts[kind] = total
+        counts[f"{kind}_shown"] = matching
+    return counts
+
+
+def _pending_counted(model: type[NamespaceRequest | ClaimRequest], kind: str, found: Q) -> QuerySet:
+    return (
+        model.objects.filter(state="pending")
+        .annotate(kind=Value(kind))
+        .values("kind")
+        .annotate(total=Count("pk"), matching=Count("pk", filter=found))
+        .order_by()
+    )
 
 
 def approval_count(user: Any) -> int:
     """How many requests wait for a decision (the number on the menu's Approvals link)."""
-    queue = approval_queue(user=user)
-    return queue["namespaces"].count() + queue["claims"].count()
+    counts = approval_counts(user=user)
+    return counts["namespaces"] + counts["claims"]
+
+
+@dataclass(frozen=True)
+class Glance:
+    """What an idle dashboard poll reads: whether anything changed, and (for approvers) how
+    many requests wait, for the menu."""
+
+    fingerprint: str
+    approvals_waiting: int | None
+
+
+def dashboard_glance(*, user: Any) -> Glance:
+    """Changes whenever a request or run the user may see is added, changed or removed.
+
+    One query of small aggregates, so an idle dashboard can ask often without rendering."""
+    approver = user_is_approver(user)
+    scope = Q() if approver else Q(owner=user)
+    kinds = (("ns", NamespaceRequest), ("claim", ClaimRequest), ("run", VerificationRun))
+    parts = [_glanced(model, kind, scope) for kind, model in kinds]
+    columns = ("kind", "rows", "newest", "changed", "pending")
+    union = parts[0].union(*parts[1:], all=True)
+    rows = {row[0]: row[1:] for row in union.values_list(*columns)}
+    seen = [rows[kind] for kind, _ in kinds]
+    fingerprint = "|".join(f"{count}:{newest}:{changed}" for count, newest, changed, _ in seen)
+    waiting = rows["ns"][3] + rows["claim"][3] if approver else None
+    return Glance(hashlib.sha256(fingerprint.encode()).hexdigest()[:16], waiting)
+
+
+def _glanced(model: type[Any], kind: str, scope: Q) -> QuerySet:
+    return (
+        model.objects.filter(scope)
+        .annotate(kind=Value(kind))
+        .values("kind")
+        .annotate(
+            rows=Count("pk"),
+            newest=Max("pk"),
+            changed=Max("updated"),
+            pending=Count("pk", filter=Q(state="pending")),
+        )
+        .order_by()
+    )
 
 
 def dashboard_fingerprint(*, user: Any) -> str:
-    """Changes whenever a request or run the user may see is added, changed or removed.
-
-    A few small aggregate queries, so an idle dashboard can ask often without rendering.
-    """
-    scope = {} if user_is_approver(user) else {"owner": user}
-    parts = []
-    for model in (NamespaceRequest, ClaimRequest, VerificationRun):
-        seen = model.objects.filter(**scope).aggregate(
-            rows=Count("pk"), newest=Max("pk"), changed=Max("updated")
-        )
-        parts.append(f"{seen['rows']}:{seen['newest']}:{seen['changed']}")
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+    return dashboard_glance(user=user).fingerprint
 
 
 def events_for(obj: NamespaceRequest | ClaimRequest | VerificationRun) -> QuerySet[AuditEvent]:

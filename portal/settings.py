@@ -135,7 +135,11 @@ TEMPLATES = [
 SQLITE_PATH = VAR_DIR / "portal.sqlite3"
 DATABASES = {
     "default": dj_database_url.parse(
-        os.getenv("DATABASE_URL") or f"sqlite:///{SQLITE_PATH}", conn_max_age=0
+        os.getenv("DATABASE_URL") or f"sqlite:///{SQLITE_PATH}",
+        # Opening a PostgreSQL connection costs more than most of our queries: keep it for a
+        # while, and check it before reuse so a restarted database costs one error, not many.
+        conn_max_age=envint("CONN_MAX_AGE", "60"),
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

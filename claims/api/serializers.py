@@ -150,6 +150,43 @@ class ClaimRequestOutput(DecidedRequestOutput):
             "updated",
         ]
 
+    TIMES = ("decided_at", "applied_at", "created", "updated")
+
+    def to_representation(self, instance: ClaimRequest) -> dict[str, Any]:
+        """What DRF's field-by-field walk gives, built directly: a page of 1,000 claims took
+        most of its time there. The fields above still describe it for the schema, and a test
+        keeps the two the same."""
+        claim, ns = instance, instance.namespace_request
+        times = {name: self._time(name, getattr(claim, name)) for name in self.TIMES}
+        return {
+            "id": claim.pk,
+            "cluster": ns.cluster_id,
+            "cluster_name": ns.cluster.name,
+            "namespace_request": claim.namespace_request_id,
+            "namespace": ns.name,
+            "name": claim.name,
+            "device_class": claim.device_class,
+            "count": claim.count,
+            "all_devices": claim.all_devices,
+            "selector": claim.selector,
+            "purpose": claim.purpose,
+            "state": claim.state,
+            "state_message": claim.state_message,
+            "owner": claim.owner.username,
+            "decided_by": claim.decided_by.username if claim.decided_by else None,
+            "decided_at": times["decided_at"],
+            "applied_api_version": claim.applied_api_version,
+            "applied_at": times["applied_at"],
+            "node": claim.node,
+            "allocation": claim.allocation,
+            "feasibility": self.get_feasibility(claim),
+            "created": times["created"],
+            "updated": times["updated"],
+        }
+
+    def _time(self, name: str, value: Any) -> Any:
+        return None if value is None else self.fields[name].to_representation(value)
+
     @extend_schema_field(FeasibilityOutput(allow_null=True))
     def get_feasibility(self, claim: ClaimRequest) -> dict[str, Any] | None:
         if claim.state != ClaimRequest.State.PENDING:
@@ -157,7 +194,19 @@ class ClaimRequestOutput(DecidedRequestOutput):
         # One read of the allocations per cluster for a whole page of claims.
         context = cast(dict[str, Any], self.context)
         taken = context.setdefault("allocated_by_cluster", {})
-        return feasibility.of_claim(claim, taken).as_dict()
+        known = context.setdefault("feasibility_known", {})
+        return feasibility.of_claim(claim, taken, known).as_dict()
+
+
+def claims_page_context(claims: list[ClaimRequest]) -> dict[str, Any]:
+    """What a page of claims needs read once: the clusters' inventories (the rows come
+    without them) and the devices allocated on those clusters, for the pending ones."""
+    claims = [claim for claim in claims if claim.state == ClaimRequest.State.PENDING]
+    if not claims:
+        return {}
+    selectors.with_clusters(claims)
+    clusters = {claim.namespace_request.cluster_id for claim in claims}
+    return {"allocated_by_cluster": feasibility.allocated_on(clusters)}
 
 
 class RunLogOutput(serializers.Serializer):

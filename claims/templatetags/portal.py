@@ -39,10 +39,15 @@ def is_approver(user: Any) -> bool:
     return selectors.user_is_approver(user)
 
 
-@register.simple_tag
-def simulated_banner() -> SafeString:
-    """Always say so when a cluster is simulated: its GPUs and logs are not real."""
-    names = [cluster.name for cluster in selectors.cluster_list() if cluster.simulated]
+@register.simple_tag(takes_context=True)
+def simulated_banner(context: template.Context) -> SafeString:
+    """Always say so when a cluster is simulated: its GPUs and logs are not real.
+
+    A page that lists the clusters anyway passes them as all_clusters (one query less)."""
+    clusters = context.get("all_clusters")
+    if clusters is None:
+        clusters = selectors.cluster_list().only("name", "simulated")
+    names = [cluster.name for cluster in clusters if cluster.simulated]
     if not names:
         return SafeString("")
     return format_html(
@@ -53,6 +58,16 @@ def simulated_banner() -> SafeString:
     )
 
 
-@register.simple_tag
-def pending_approvals(user: Any) -> int:
-    return selectors.approval_count(user)
+@register.simple_tag(takes_context=True)
+def pending_approvals(context: template.Context, user: Any) -> int:
+    """The menu's count; a page that counted the queue already passes approvals_waiting."""
+    waiting = context.get("approvals_waiting")
+    return waiting if waiting is not None else selectors.approval_count(user)
+
+
+@register.simple_tag(takes_context=True)
+def page_query(context: template.Context, param: str, number: int) -> str:
+    """This page's query string (its filters) with another page number."""
+    query = context["request"].GET.copy()
+    query[param] = str(number)
+    return query.urlencode()

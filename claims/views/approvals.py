@@ -8,14 +8,15 @@ from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
 from claims import feasibility, limits, selectors, services
-from claims.forms import RejectForm
-from claims.models import ClaimRequest, NamespaceRequest
+from claims.forms import ApprovalFilterForm, RejectForm
+from claims.models import ClaimRequest, Cluster, NamespaceRequest
 from claims.views.common import HtmxHttpRequest, login_required
 
 ROWS = {
@@ -29,28 +30,61 @@ def _require_approver(request: HtmxHttpRequest) -> None:
         raise PermissionDenied("Only approvers see the approval queue.")
 
 
+class CountedPaginator(Paginator):
+    """A paginator told its count: the queue counts both kinds in one query beforehand."""
+
+    def __init__(self, object_list: Any, per_page: int, count: int) -> None:
+        super().__init__(object_list, per_page)
+        self.count = count
+
+
 @login_required
 def approvals(request: HtmxHttpRequest) -> HttpResponse:
     _require_approver(request)
-    queue = selectors.approval_queue(user=request.user)
-    # The oldest few of each kind: a flood of requests must not make a page of megabytes.
-    shown = limits.APPROVALS_SHOWN
-    taken: feasibility.Taken = {}
-    claims = [_with_feasibility(claim, taken) for claim in queue["claims"][:shown]]
+    form = ApprovalFilterForm(request.GET)
+    shown = form.queue_filter()
+    queue = selectors.approval_queue(user=request.user, shown=shown)
+    counts = selectors.approval_counts(user=request.user, shown=shown)
+    size = limits.APPROVALS_PAGE_SIZE
+    namespaces = CountedPaginator(queue["namespaces"], size, counts["namespaces_shown"])
+    claims = CountedPaginator(queue["claims"], size, counts["claims_shown"])
+    namespace_page = namespaces.get_page(request.GET.get("ns_page"))
+    claim_page = claims.get_page(request.GET.get("claim_page"))
     context = {
         "nav": "approvals",
-        "namespaces": queue["namespaces"][:shown],
-        "claims": claims,
-        "namespace_total": queue["namespaces"].count(),
-        "claim_total": queue["claims"].count(),
+        "form": form,
+        "shown": shown,
+        "namespace_page": namespace_page if shown.shows("namespace") else None,
+        "claim_page": claim_page if shown.shows("claim") else None,
+        "claims": _with_feasibility_all(list(claim_page), form.clusters)
+        if shown.shows("claim")
+        else [],
+        "approvals_waiting": counts["namespaces"] + counts["claims"],
+        "all_clusters": form.clusters,
     }
+    if request.htmx and request.htmx.target == "approval-queue":
+        return render(request, "claims/approvals.html#queue", context)
     return render(request, "claims/approvals.html", context)
 
 
-def _with_feasibility(claim: ClaimRequest, taken: feasibility.Taken | None = None) -> ClaimRequest:
+def _with_feasibility_all(
+    claims: list[ClaimRequest], clusters: list[Cluster]
+) -> list[ClaimRequest]:
+    """A page of claims with their feasibility: clusters and allocations read once per page."""
+    selectors.with_clusters(claims, clusters)
+    taken = feasibility.allocated_on({claim.namespace_request.cluster_id for claim in claims})
+    known: feasibility.Known = {}
+    return [_with_feasibility(claim, taken, known) for claim in claims]
+
+
+def _with_feasibility(
+    claim: ClaimRequest,
+    taken: feasibility.Taken | None = None,
+    known: feasibility.Known | None = None,
+) -> ClaimRequest:
     """The approver sees whether a pending claim can ever be met, and what is free now."""
     if claim.state == ClaimRequest.State.PENDING:
-        claim.feasibility = feasibility.of_claim(claim, taken)  # type: ignore[attr-defined]
+        claim.feasibility = feasibility.of_claim(claim, taken, known)  # type: ignore[attr-defined]
     return claim
 
 

@@ -32,12 +32,13 @@ IDLE_POLL_SECONDS = 5
 @login_required
 def dashboard(request: HtmxHttpRequest) -> HttpResponse:
     user = request.user
-    fingerprint = selectors.dashboard_fingerprint(user=user)
+    glance = selectors.dashboard_glance(user=user)
+    fingerprint = glance.fingerprint
     if request.htmx and request.GET.get("seen") == fingerprint:
         return HttpResponse(status=204)  # nothing changed: htmx keeps the page and polls on
-    namespaces = list(selectors.namespace_request_list(user=user)[:DASHBOARD_ROWS])
-    claims = list(selectors.claim_request_list(user=user)[:DASHBOARD_ROWS])
-    runs = list(selectors.verification_run_list(user=user)[:DASHBOARD_ROWS])
+    namespaces = list(selectors.namespace_request_rows(user=user)[:DASHBOARD_ROWS])
+    claims = list(selectors.claim_request_rows(user=user)[:DASHBOARD_ROWS])
+    runs = list(selectors.verification_run_rows(user=user)[:DASHBOARD_ROWS])
     all_final = (
         all(ns.state in NamespaceRequest.FINAL_STATES for ns in namespaces)
         and all(claim.state in ClaimRequest.FINAL_STATES for claim in claims)
@@ -54,6 +55,7 @@ def dashboard(request: HtmxHttpRequest) -> HttpResponse:
         # tab or by someone else, can appear: look for those less often.
         "poll_seconds": IDLE_POLL_SECONDS if all_final else BUSY_POLL_SECONDS,
         "deletable_states": ("pending", "approved", "active", "failed"),
+        "approvals_waiting": glance.approvals_waiting,
     }
     return render_live(request, "claims/dashboard.html", context, final=False)
 

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from claims.limits import API_MAX_PAGE_SIZE
-from claims.models import ClaimRequest
+from claims.models import ClaimRequest, NamespaceRequest
 
 
 @pytest.mark.parametrize("size", ["0", "-1", "abc", ""])
@@ -52,3 +52,77 @@ def test_it_refuses_a_filter_value_of_the_wrong_type(
     api: Any, claim: ClaimRequest, query: str
 ) -> None:
     assert api("alice").get(query).status_code == 400
+
+
+def many_claims(namespace: NamespaceRequest, how_many: int) -> None:
+    """Half pending (with feasibility to show), half in use with an allocation."""
+    ClaimRequest.objects.bulk_create(
+        ClaimRequest(
+            namespace_request=namespace,
+            owner=namespace.owner,
+            name=f"c{i:03d}",
+            device_class="gpu.nvidia.com",
+            count=1,
+            state="pending" if i % 2 else "in_use",
+            allocation=None if i % 2 else {"node": "n", "devices": [], "reserved_for": []},
+        )
+        for i in range(how_many)
+    )
+
+
+def test_it_reads_cursor_pages_newest_first_without_a_count(
+    api: Any, namespace: NamespaceRequest
+) -> None:
+    many_claims(namespace, 25)
+    client = api("alice")
+    first = client.get("/api/v1/claims/?cursor=&page_size=10").json()
+    assert "count" not in first
+    assert first["previous"] is None
+    names = [claim["name"] for claim in first["results"]]
+    assert names == [f"c{i:03d}" for i in range(24, 14, -1)]
+    seen = names
+    page = first
+    while page["next"]:
+        page = client.get(page["next"]).json()
+        seen += [claim["name"] for claim in page["results"]]
+    assert sorted(seen) == sorted(f"c{i:03d}" for i in range(25))
+
+
+def test_it_keeps_the_filters_on_cursor_pages(api: Any, namespace: NamespaceRequest) -> None:
+    many_claims(namespace, 9)
+    page = api("alice").get("/api/v1/claims/?cursor=&page_size=2&state=pending").json()
+    assert "state=pending" in page["next"]
+    assert {claim["state"] for claim in page["results"]} == {"pending"}
+
+
+def test_it_serves_up_to_a_thousand_a_page(api: Any, claim: ClaimRequest) -> None:
+    assert API_MAX_PAGE_SIZE == 1000
+    response = api("alice").get("/api/v1/claims/?cursor=&page_size=100000")
+    assert response.status_code == 200
+    assert len(response.json()["results"]) == 1
+
+
+@pytest.mark.parametrize("cursor", ["nonsense", "cD1hYmM=", "cD05OTk5OTk5OTk5OTk5OTk5OTk5OQ=="])
+def test_it_answers_404_for_a_cursor_it_did_not_make(
+    api: Any, claim: ClaimRequest, cursor: str
+) -> None:
+    response = api("alice").get(f"/api/v1/claims/?cursor={cursor}")
+    assert response.status_code == 404
+
+
+def test_it_refuses_an_ordering_on_cursor_pages(api: Any, claim: ClaimRequest) -> None:
+    response = api("alice").get("/api/v1/claims/?cursor=&ordering=name")
+    assert response.status_code == 400
+    assert "ordering" in response.json()
+
+
+@pytest.mark.parametrize("query", ["", "?cursor="])
+def test_it_lists_a_page_of_claims_in_a_few_queries(
+    api: Any, namespace: NamespaceRequest, django_assert_max_num_queries: Any, query: str
+) -> None:
+    many_claims(namespace, 60)
+    client = api("carol")
+    with django_assert_max_num_queries(8):
+        results = client.get(f"/api/v1/claims/{query}").json()["results"]
+    assert len(results) == 50
+    assert any(claim["feasibility"] for claim in results)

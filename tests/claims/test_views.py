@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from claims import services
-from claims.models import ClaimRequest, Cluster, NamespaceRequest
+from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 from claims.selectors import APPROVERS_GROUP
 
 # The other view test modules take these fixtures with `import *`.
@@ -274,3 +274,26 @@ def test_it_sends_a_poll_after_logout_to_the_login_page(claim: ClaimRequest) -> 
 def test_it_tells_approvers_how_many_requests_wait(claim: ClaimRequest, charlie: User) -> None:
     content = client_for(charlie).get(reverse("dashboard")).content.decode()
     assert '<span class="badge warn" id="pending-approvals">2</span>' in content
+
+
+def many_rows(claim: ClaimRequest, how_many: int) -> None:
+    """Namespaces, claims and runs of alice's, enough that a query per row would show."""
+    ns = claim.namespace_request
+    for i in range(how_many):
+        other = NamespaceRequest.objects.create(owner=ns.owner, cluster=ns.cluster, name=f"n{i}")
+        more = ClaimRequest.objects.create(
+            owner=ns.owner, namespace_request=other, name=f"c{i}", device_class=GPU_CLASS
+        )
+        VerificationRun.objects.create(claim=more, owner=ns.owner)
+
+
+@pytest.mark.parametrize("who", ["alice", "charlie"])
+def test_it_reads_the_dashboard_in_a_few_queries(
+    claim: ClaimRequest, charlie: User, who: str, django_assert_max_num_queries: Any
+) -> None:
+    many_rows(claim, 50)
+    client = client_for(User.objects.get(username=who))
+    with django_assert_max_num_queries(8):
+        content = client.get(reverse("dashboard")).content.decode()
+    assert content.count('<tr id="claim-') == 50
+    assert content.count('<tr id="run-') == 50

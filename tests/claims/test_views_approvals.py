@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Any
+
 import pytest
 from django.contrib.auth.models import User
+from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from claims import limits, services
-from claims.models import ClaimRequest, NamespaceRequest
+from claims.models import ClaimRequest, Cluster, NamespaceRequest
 from tests.claims.test_views import *  # noqa: F403 (shared fixtures)
 from tests.claims.test_views import client_for, htmx_client_for
 
@@ -155,7 +160,8 @@ def test_it_answers_404_for_a_malformed_id(charlie: User, name: str) -> None:
     assert client_for(charlie).post(url, {"reason": "No"}).status_code == 404
 
 
-def pending_claims(namespace: NamespaceRequest, how_many: int) -> None:
+def pending_claims(namespace: NamespaceRequest, how_many: int, first: int = 0) -> None:
+    start = timezone.now()
     ClaimRequest.objects.bulk_create(
         ClaimRequest(
             namespace_request=namespace,
@@ -164,18 +170,108 @@ def pending_claims(namespace: NamespaceRequest, how_many: int) -> None:
             device_class="gpu.nvidia.com",
             count=1,
             purpose="p" * 5000,
+            created=start + timedelta(seconds=i),
         )
-        for i in range(how_many)
+        for i in range(first, first + how_many)
     )
 
 
-def test_it_lists_only_the_oldest_requests_when_many_wait(
+def test_it_lists_a_page_of_the_oldest_requests_when_many_wait(
     namespace: NamespaceRequest, charlie: User
 ) -> None:
     pending_claims(namespace, 1500)
     response = client_for(charlie).get(reverse("approvals"))
     content = response.content.decode()
-    assert content.count('<tr id="claim-request-') == limits.APPROVALS_SHOWN
-    assert f"Showing the oldest {limits.APPROVALS_SHOWN} of 1500 waiting" in content
+    size = limits.APPROVALS_PAGE_SIZE
+    assert content.count('<tr id="claim-request-') == size
+    assert f"Showing 1 to {size} of 1500 waiting" in content
+    assert 'id="claim-request-' in content and ">c0<" in content
     # Each purpose is cut short here (the claim's page shows all of it).
-    assert len(response.content) < 500_000
+    assert len(response.content) < 300_000
+
+
+def test_it_keeps_the_page_the_same_size_as_the_queue_grows(
+    namespace: NamespaceRequest, charlie: User
+) -> None:
+    pending_claims(namespace, 60)
+    few = len(client_for(charlie).get(reverse("approvals")).content)
+    pending_claims(namespace, 1000, first=60)
+    many = len(client_for(charlie).get(reverse("approvals")).content)
+    assert many < few * 1.05
+
+
+def test_it_pages_on_keeping_the_filters(namespace: NamespaceRequest, charlie: User) -> None:
+    pending_claims(namespace, 120)
+    url = reverse("approvals") + "?kind=claim&claim_page=3"
+    content = client_for(charlie).get(url).content.decode()
+    assert content.count('<tr id="claim-request-') == 20
+    assert ">c100<" in content and ">c99<" not in content
+    assert "Showing 101 to 120 of 120 waiting" in content
+    assert "kind=claim&amp;claim_page=2" in content
+    assert 'id="namespace-request-' not in content
+
+
+def test_it_answers_htmx_with_the_queue_only(namespace: NamespaceRequest, charlie: User) -> None:
+    client = Client(headers={"HX-Request": "true", "HX-Target": "approval-queue"})
+    client.force_login(charlie)
+    content = client.get(reverse("approvals") + "?kind=namespace").content.decode()
+    assert content.lstrip().startswith('<div id="approval-queue">')
+    assert f'id="namespace-request-{namespace.pk}"' in content
+    assert "<html" not in content
+
+
+@pytest.mark.parametrize(
+    ("query", "shown"),
+    [
+        ("", {"ns-alice", "ns-bob", "alice-a100", "bob-h100"}),
+        ("?kind=namespace", {"ns-alice", "ns-bob"}),
+        ("?kind=claim", {"alice-a100", "bob-h100"}),
+        ("?requester=bob", {"ns-bob", "bob-h100"}),
+        ("?device_class=a100.example.com", {"alice-a100"}),
+        ("?cluster=other", {"ns-bob", "bob-h100"}),
+        ("?cluster=nonsense&kind=sideways", {"ns-alice", "ns-bob", "alice-a100", "bob-h100"}),
+    ],
+)
+def test_it_filters_the_queue(
+    cluster: Cluster, alice: User, bob: User, charlie: User, query: str, shown: set[str]
+) -> None:
+    other = Cluster.objects.create(name="other", inventory=cluster.inventory)
+    ns_alice = NamespaceRequest.objects.create(owner=alice, cluster=cluster, name="ns-alice")
+    ns_bob = NamespaceRequest.objects.create(owner=bob, cluster=other, name="ns-bob")
+    rows = {ns.name: f'id="namespace-request-{ns.pk}"' for ns in (ns_alice, ns_bob)}
+    for ns, name, device_class in [
+        (ns_alice, "alice-a100", "a100.example.com"),
+        (ns_bob, "bob-h100", "gpu.nvidia.com"),
+    ]:
+        claim = ClaimRequest.objects.create(
+            namespace_request=ns, owner=ns.owner, name=name, device_class=device_class, count=1
+        )
+        rows[name] = f'id="claim-request-{claim.pk}"'
+    query = query.replace("=other", f"={other.pk}")
+    content = client_for(charlie).get(reverse("approvals") + query).content.decode()
+    assert {name for name, row in rows.items() if row in content} == shown
+
+
+def test_it_reads_a_page_of_the_queue_in_a_few_queries(
+    namespace: NamespaceRequest, charlie: User, django_assert_max_num_queries: Any
+) -> None:
+    pending_claims(namespace, 50)
+    for i in range(50):
+        NamespaceRequest.objects.create(
+            owner=namespace.owner, cluster=namespace.cluster, name=f"n{i}"
+        )
+    client = client_for(charlie)
+    with django_assert_max_num_queries(8):
+        response = client.get(reverse("approvals"))
+    content = response.content.decode()
+    assert content.count('<tr id="claim-request-') == 50
+    assert content.count('<tr id="namespace-request-') == 50
+    assert "Can be satisfied" in content
+
+
+def test_it_counts_the_whole_queue_in_the_menu_when_filtered(
+    namespace: NamespaceRequest, charlie: User
+) -> None:
+    pending_claims(namespace, 3)
+    content = client_for(charlie).get(reverse("approvals") + "?kind=claim").content.decode()
+    assert '<span class="badge warn" id="pending-approvals">4</span>' in content

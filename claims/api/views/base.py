@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest, JsonResponse
@@ -20,7 +21,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
-from claims.api.pagination import PageNumberPagination
+from claims.api.pagination import ListPagination
 from claims.api.parsers import BoundedJSONParser, check_body_size
 from claims.api.schema import ApiSchema
 from claims.api.throttling import AnonThrottle, UserThrottle
@@ -40,7 +41,7 @@ class ApiView(GenericAPIView):
     authentication_classes = [TokenAuthentication, SessionAuthentication]
     permission_classes = [IsAuthenticated]
     throttle_classes = [UserThrottle, AnonThrottle]
-    pagination_class: type[BasePagination] | None = PageNumberPagination
+    pagination_class: type[BasePagination] | None = ListPagination
     parser_classes: list[type[BaseParser]] = [BoundedJSONParser, FormParser, MultiPartParser]
     filter_backends = [DjangoFilterBackend, OrderingFilter]
     schema = ApiSchema()
@@ -60,10 +61,16 @@ class ApiView(GenericAPIView):
             return self.model._default_manager.none()
         return type(self).list_selector(user=self.request.user)
 
-    def list_response(self, output: type[Serializer]) -> Response:
+    def list_response(
+        self,
+        output: type[Serializer],
+        prepare: Callable[[list[Any]], dict[str, Any]] | None = None,
+    ) -> Response:
+        """A page of rows; `prepare` reads what the page needs once, for the serializer."""
         queryset = self.filter_queryset(self.get_queryset())
-        page = self.paginate_queryset(queryset)
-        return self.get_paginated_response(output(page, many=True).data)
+        page = list(self.paginate_queryset(queryset) or [])
+        context = prepare(page) if prepare else {}
+        return self.get_paginated_response(output(page, many=True, context=context).data)
 
 
 @csrf_exempt

@@ -13,7 +13,11 @@ from claims.api import examples
 from claims.api.errors import call_service
 from claims.api.filters import ClaimRequestFilter, NamespaceRequestFilter
 from claims.api.idempotency import idempotent
-from claims.api.serializers import ClaimRequestOutput, NamespaceRequestOutput
+from claims.api.serializers import (
+    ClaimRequestOutput,
+    NamespaceRequestOutput,
+    claims_page_context,
+)
 from claims.api.views.actions import (
     WAIT_PARAMETERS,
     ApproverActionApi,
@@ -129,7 +133,7 @@ class NamespaceRequestRetryApi(ObjectApi):
 
 class ClaimListApi(ApiView):
     model = ClaimRequest
-    list_selector = staticmethod(selectors.claim_request_list)
+    list_selector = staticmethod(selectors.claim_request_api_rows)
     filterset_class = ClaimRequestFilter
 
     class ClaimRequestInput(serializers.Serializer):
@@ -156,7 +160,7 @@ class ClaimListApi(ApiView):
     @extend_schema(tags=CLAIM_TAG, responses=ClaimRequestOutput(many=True))
     def get(self, request: Request) -> Response:
         """Your claims (approvers: everyone's)."""
-        return self.list_response(ClaimRequestOutput)
+        return self.list_response(ClaimRequestOutput, claims_page_context)
 
     @extend_schema(
         tags=CLAIM_TAG,

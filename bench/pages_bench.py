@@ -1,0 +1,297 @@
+"""Pages and API that scale: the approval queue, the dashboard and the claim list API at 100
+and at 10,000 claims, and reading 10,000 claims through the API against kubectl.
+
+Run: `python -m bench.pages_bench [--small 100] [--large 10000]` with DATABASE_URL set to a
+PostgreSQL server (a throw-away test database is created and dropped). Measures, in one run:
+
+- bytes, latency (median of 5) and SQL queries of /approvals/, / (dashboard) and
+  /api/v1/claims/ (one page of 50) with the small and the large number of claims (15% pending,
+  as a busy queue), served in this process;
+- reading every claim through the API (cursor pages of 1,000, over HTTP on loopback from a
+  threaded WSGI server) against `kubectl get resourceclaims -A -o json` reading as many
+  claims from kubesim (its own process).
+
+Prints JSON; the ratios are what the issue's targets name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import django
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+django.setup()
+
+from django.contrib.auth.models import Group, User  # noqa: E402
+from django.db import connection, connections  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
+from django.utils import timezone  # noqa: E402
+from knox.models import AuthToken  # noqa: E402
+
+import kubesim  # noqa: E402
+from bench.kubesim_bench import claim  # noqa: E402
+from claims.models import ClaimRequest, Cluster, NamespaceRequest  # noqa: E402
+from claims.selectors import APPROVERS_GROUP  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+NAMESPACES = 20
+PENDING_SHARE = 0.15
+
+
+def inventory(nodes: int = 8, per_node: int = 8) -> dict[str, Any]:
+    devices = [
+        {
+            "node": f"gpu-node-{n}",
+            "driver": "gpu.nvidia.com",
+            "pool": f"gpu-node-{n}",
+            "name": f"gpu-{i}",
+            "attributes": {"productName": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-{n}-{i}"},
+            "capacity": {"memory": "80Gi"},
+        }
+        for n in range(nodes)
+        for i in range(per_node)
+    ]
+    classes = [{"name": "gpu.nvidia.com", "selectors": ["device.driver == 'gpu.nvidia.com'"]}]
+    counts = {"gpu.nvidia.com": len(devices)}
+    return {"device_classes": classes, "devices": devices, "device_counts": counts}
+
+
+def fill(cluster: Cluster, owner: User, first: int, last: int) -> None:
+    """Claims first..last-1 in NAMESPACES namespaces; every 1/PENDING_SHARE-th one pending,
+    the others in use with a manifest and an allocation, as a busy portal holds them."""
+    namespaces = list(NamespaceRequest.objects.filter(cluster=cluster).order_by("pk"))
+    start = timezone.now()
+    every = round(1 / PENDING_SHARE)
+    rows = []
+    for index in range(first, last):
+        ns = namespaces[index % NAMESPACES]
+        pending = index % every == 0
+        rows.append(
+            ClaimRequest(
+                namespace_request=ns,
+                owner=owner,
+                name=f"claim-{index:05d}",
+                device_class="gpu.nvidia.com",
+                count=1,
+                purpose="Fine-tuning a model; " * 20,
+                state="pending" if pending else "in_use",
+                applied_manifest=None if pending else claim(f"claim-{index:05d}"),
+                allocation=None if pending else _allocation(index),
+                node="" if pending else f"gpu-node-{index % 8}",
+                created=start + timedelta(milliseconds=index),
+            )
+        )
+    ClaimRequest.objects.bulk_create(rows, batch_size=2000)
+
+
+def _allocation(index: int) -> dict[str, Any]:
+    node = f"gpu-node-{index % 8}"
+    device = {"request": "gpu", "driver": "gpu.nvidia.com", "pool": node, "device": "gpu-0"}
+    return {"node": node, "devices": [device], "reserved_for": []}
+
+
+def page_costs(client: Client, url: str) -> dict[str, float]:
+    """Bytes, median latency of 5 (after one warm-up) and SQL queries of one page."""
+    client.get(url)
+    samples = []
+    for _ in range(5):
+        started = time.perf_counter()
+        response = client.get(url)
+        samples.append(time.perf_counter() - started)
+    assert response.status_code == 200, (url, response.status_code)
+    with CaptureQueriesContext(connection) as queries:
+        client.get(url)
+    return {
+        "bytes": len(response.content),
+        "ms": round(statistics.median(samples) * 1000, 1),
+        "queries": len(queries.captured_queries),
+    }
+
+
+PAGES = {"approvals": "/approvals/", "dashboard": "/", "api-claims": "/api/v1/claims/"}
+
+
+def all_pages(web: Client, api: Client) -> dict[str, dict[str, float]]:
+    return {
+        name: page_costs(api if name.startswith("api") else web, url) for name, url in PAGES.items()
+    }
+
+
+class QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class ThreadedWSGIServer(WSGIServer):
+    daemon_threads = True
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        threading.Thread(target=self._serve, args=(request, client_address), daemon=True).start()
+
+    def _serve(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        finally:
+            self.shutdown_request(request)
+            # Connections are kept between requests (CONN_MAX_AGE): not by finished threads.
+            connections.close_all()
+
+
+def read_through_api(token: str, expected: int) -> float:
+    """Seconds to read every claim: cursor pages of 1,000 over HTTP, as a client would."""
+    from portal.wsgi import application
+
+    server = make_server(
+        "127.0.0.1", 0, application, server_class=ThreadedWSGIServer, handler_class=QuietHandler
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    try:
+        return _median_of(3, lambda: _read_all(base, token, expected))
+    finally:
+        server.shutdown()
+
+
+def _read_all(base: str, token: str, expected: int) -> None:
+    url: str | None = f"{base}/api/v1/claims/?cursor=&page_size=1000"
+    seen = 0
+    while url:
+        request = urllib.request.Request(url, headers={"Authorization": f"Token {token}"})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            page = json.loads(response.read())
+        seen += len(page["results"])
+        url = page["next"]
+    assert seen == expected, (seen, expected)
+
+
+def _median_of(runs: int, action: Callable[[], object]) -> float:
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        action()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def read_through_kubectl(count: int) -> float:
+    """Seconds `kubectl get resourceclaims -A -o json` takes for `count` claims in kubesim."""
+    with tempfile.TemporaryDirectory() as workdir:
+        kubeconfig = Path(workdir) / "kubeconfig"
+        process = kubesim.spawn(
+            kubeconfig, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        try:
+            _create_in_kubesim(kubeconfig, workdir, count)
+            command = ["kubectl", "--kubeconfig", str(kubeconfig)]
+            command += ["get", "resourceclaims", "-A", "-o", "json"]
+
+            def run() -> None:
+                listed = subprocess.run(command, capture_output=True, check=True)
+                assert len(json.loads(listed.stdout)["items"]) == count
+
+            return _median_of(3, run)
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def _create_in_kubesim(kubeconfig: Path, workdir: str, count: int) -> None:
+    import yaml
+
+    from bench.kubesim_bench import connection_factory
+
+    connect = connection_factory(yaml.safe_load(kubeconfig.read_text()), workdir)
+    setup = connect()
+    for n in range(NAMESPACES):
+        setup.call("POST", "/api/v1/namespaces", {"metadata": {"name": f"team-{n}"}})
+
+    def create(part: int) -> None:
+        client = connect()
+        for index in range(part, count, 8):
+            path = f"/apis/resource.k8s.io/v1/namespaces/team-{index % NAMESPACES}/resourceclaims"
+            status, body = client.call("POST", path, claim(f"claim-{index:05d}"))
+            assert status == 201, (status, body[:200])
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(create, range(8)))
+
+
+def ratio(value: float, baseline: float) -> float:
+    return round(value / baseline, 3) if baseline else float("inf")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--small", type=int, default=100)
+    parser.add_argument("--large", type=int, default=10_000)
+    args = parser.parse_args()
+    setup_test_environment()
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    try:
+        print(json.dumps(measure(args.small, args.large), indent=2), flush=True)
+    finally:
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+
+
+def log(what: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {what}", file=sys.stderr, flush=True)
+
+
+def measure(small: int, large: int) -> dict[str, Any]:
+    cluster = Cluster.objects.create(name="bench", simulated=True, inventory=inventory())
+    owner = User.objects.create(username="alice")
+    approver = User.objects.create(username="charlie")
+    approver.groups.add(Group.objects.create(name=APPROVERS_GROUP))
+    for n in range(NAMESPACES):
+        NamespaceRequest.objects.create(owner=owner, cluster=cluster, name=f"team-{n}")
+    web, api = Client(), Client()
+    web.force_login(approver)
+    _, token = AuthToken.objects.create(user=approver, expiry=None)
+    api.defaults["HTTP_AUTHORIZATION"] = f"Token {token}"
+    fill(cluster, owner, 0, small)
+    log(f"{small} claims")
+    at_small = all_pages(web, api)
+    fill(cluster, owner, small, large)
+    connection.cursor().execute("ANALYZE")
+    log(f"{large} claims")
+    at_large = all_pages(web, api)
+    log("reading through the API")
+    api_seconds = read_through_api(token, large)
+    log("reading through kubectl")
+    kubectl_seconds = read_through_kubectl(large)
+    ratios: dict[str, float] = {}
+    for name in PAGES:
+        for what in ("bytes", "ms"):
+            key = f"{name} {what} at {large}/{small}"
+            ratios[key] = ratio(at_large[name][what], at_small[name][what])
+    ratios[f"kubectl/API seconds to read {large} claims"] = ratio(kubectl_seconds, api_seconds)
+    return {
+        f"N={small}": at_small,
+        f"N={large}": at_large,
+        f"read {large} claims": {
+            "api_s": round(api_seconds, 3),
+            "kubectl_s": round(kubectl_seconds, 3),
+        },
+        "ratios": ratios,
+    }
+
+
+if __name__ == "__main__":
+    main()
