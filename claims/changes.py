@@ -56,10 +56,19 @@ def channels_of(obj: models.Model) -> list[str]:
     return [*own, channel("user", obj.owner_id), EVERYTHING]
 
 
+class Announcement:
+    """The on-commit callback that publishes a change (a class, so it can be told from work)."""
+
+    def __init__(self, channels: list[str]) -> None:
+        self.channels = channels
+
+    def __call__(self) -> None:
+        publish(self.channels)
+
+
 def announce(obj: models.Model) -> None:
     """Wake whoever waits on obj once the surrounding transaction commits."""
-    channels = channels_of(obj)
-    transaction.on_commit(lambda: publish(channels), robust=True)
+    transaction.on_commit(Announcement(channels_of(obj)), robust=True)
 
 
 def publish(channels: list[str]) -> None:

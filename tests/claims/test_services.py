@@ -12,6 +12,7 @@ from claims.kube.parsing import DeviceClassInfo, DeviceInfo
 from claims.models import AuditEvent, ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 from claims.selectors import events_for
 from claims.transitions import transition
+from tests.fixtures.portal import work_sent
 
 GPU = "gpu.nvidia.com"
 GPU_SELECTOR = (
@@ -116,7 +117,7 @@ def test_it_touches_nothing_before_approval(
     with django_capture_on_commit_callbacks() as callbacks:  # type: ignore[operator]
         services.namespace_request_submit(user=alice, cluster=namespace.cluster, name="team-b")
         submit_claim(alice, namespace)
-    assert callbacks == []
+    assert work_sent(callbacks) == []
 
 
 def test_it_records_a_claim_request(namespace: NamespaceRequest, alice: User) -> None:
@@ -214,7 +215,7 @@ def test_it_approves_the_namespace_with_its_first_claim(
     namespace.refresh_from_db()
     assert (namespace.state, claim.state) == ("approved", "approved")
     assert claim.decided_by == carol
-    assert len(callbacks) == 2  # apply the namespace, apply the claim
+    assert len(work_sent(callbacks)) == 2  # apply the namespace, apply the claim
     event = AuditEvent.objects.filter(object_kind="claim_request").last()
     assert (event.actor, event.from_state, event.to_state) == (carol, "pending", "approved")
 
@@ -293,7 +294,7 @@ def test_it_releases_a_pending_claim_without_cluster_work(
         services.claim_request_release(user=alice, claim_request=claim)
     assert claim.state == "released"
     assert ClaimRequest.objects.get().cleaned_up_at is not None
-    assert callbacks == []
+    assert work_sent(callbacks) == []
 
 
 def test_it_releases_an_applied_claim_and_its_run(
@@ -306,7 +307,7 @@ def test_it_releases_an_applied_claim_and_its_run(
     run.refresh_from_db()
     assert (claim.state, run.state) == ("released", "failed")
     assert ClaimRequest.objects.get().cleaned_up_at is None
-    assert len(callbacks) == 1  # delete it from the cluster
+    assert len(work_sent(callbacks)) == 1  # delete it from the cluster
 
 
 def test_it_keeps_others_from_releasing(
@@ -390,7 +391,7 @@ def test_it_deletes_an_active_namespace_with_its_claims(
         services.namespace_request_delete(user=alice, namespace_request=namespace)
     claim.refresh_from_db()
     assert (namespace.state, claim.state) == ("deleting", "released")
-    assert len(callbacks) == 1  # delete the namespace (its claims go with it)
+    assert len(work_sent(callbacks)) == 1  # delete the namespace (its claims go with it)
 
 
 def test_it_withdraws_a_pending_namespace_and_its_claims(
@@ -401,7 +402,7 @@ def test_it_withdraws_a_pending_namespace_and_its_claims(
         services.namespace_request_delete(user=alice, namespace_request=namespace)
     claim.refresh_from_db()
     assert (namespace.state, claim.state) == ("deleted", "rejected")
-    assert callbacks == []  # nothing was in the cluster
+    assert work_sent(callbacks) == []  # nothing was in the cluster
 
 
 def test_it_retries_a_failed_namespace(namespace: NamespaceRequest, alice: User, bob: User) -> None:
@@ -425,7 +426,7 @@ def test_it_cancels_a_run_for_its_owner_and_deletes_its_pod(
     assert run.finished_at is not None
     assert states(run)[-1] == ("running", "failed")
     assert list(events_for(run))[-1].actor == alice
-    assert len(callbacks) == 1  # delete the Pod from the cluster
+    assert len(work_sent(callbacks)) == 1  # delete the Pod from the cluster
     claim.refresh_from_db()
     assert claim.state == "in_use"  # the claim stays; the cluster frees the GPU
 
@@ -461,7 +462,7 @@ def test_it_cannot_cancel_a_run_that_ended(
     message = errors_of(excinfo)[NON_FIELD_ERRORS][0]
     assert message == f"The run already ended ({final}): nothing to cancel."
     assert VerificationRun.objects.get().state_message == "Done."
-    assert callbacks == []
+    assert work_sent(callbacks) == []
 
 
 def test_it_cannot_cancel_a_run_that_ended_meanwhile(
