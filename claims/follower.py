@@ -222,8 +222,10 @@ class ClusterFollower:
                 ]
             )
             return sync.sync_from(cluster, lists)
-        except Exception:  # a bad pass must not end the follower; the next change retries
+        except Exception:  # a bad pass must not end the follower: it is tried again shortly
             log.exception("following cluster %s", cluster)
+            self.changed.set()
+            self.stop.wait(settings.RUN_FOLLOW_INTERVAL_SECONDS)
             return True
 
 

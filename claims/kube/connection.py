@@ -6,6 +6,7 @@ giving up on a 401 or 403.
 """
 
 import base64
+import contextlib
 import json
 import os
 import threading
@@ -176,7 +177,13 @@ class Connection:
             if not 200 <= response.status <= 299:
                 raise error_for_response(response.status, response.data, response.reason or "")
             if on_open is not None:
-                on_open(response.shutdown)
+
+                def end_stream() -> None:
+                    # It may have ended already (urllib3 released the connection).
+                    with contextlib.suppress(RuntimeError, ValueError, OSError):
+                        response.shutdown()
+
+                on_open(end_stream)
             pending = b""
             for chunk in response.stream(amt=None, decode_content=False):
                 lines = (pending + chunk).split(b"\n")

@@ -204,6 +204,19 @@ def test_it_reads_logs_incrementally(gateway: ClusterGateway, run_id: str) -> No
     assert nothing_new == []
 
 
+def test_it_follows_a_log_to_its_end_and_ends_an_ended_stream_quietly(
+    gateway: ClusterGateway, run_id: str
+) -> None:
+    apply_namespace_claim_and_pod(gateway, run_id)
+    wait_for(lambda: gateway.list_pods(selector(run_id)), lambda ps: ps[0].phase == "Succeeded")
+    ends: list[Callable[[], None]] = []
+
+    followed = list(gateway.follow_log(f"t-{run_id}", "pod1", "ctr0", on_open=ends.append))
+
+    assert followed == gateway.read_log(f"t-{run_id}", "pod1", "ctr0")
+    ends[0]()  # the follower may stop a stream its container already ended
+
+
 def test_it_bounds_the_log_it_reads(gateway: ClusterGateway, run_id: str) -> None:
     apply_namespace_claim_and_pod(gateway, run_id)
     wait_for(lambda: gateway.list_pods(selector(run_id)), lambda ps: ps[0].phase == "Succeeded")
