@@ -192,18 +192,16 @@ def release_claim(store: Any, claim: dict, live_uids: set[str]) -> dict | None:
     status = claim.get("status") or {}
     reserved = status.get("reservedFor") or []
     keep = [entry for entry in reserved if entry.get("uid") in live_uids]
-    unchanged = copy.deepcopy(claim) if keep != reserved or not keep else claim
-    if keep:
-        if keep == reserved:
-            return None
-        claim["status"]["reservedFor"] = keep
-    elif (
-        reserved or status.get("allocation") or FINALIZER in claim["metadata"].get("finalizers", [])
-    ):
-        _deallocate(claim)
-    else:
+    finalizers = claim["metadata"].get("finalizers") or []
+    held = reserved or status.get("allocation") or FINALIZER in finalizers
+    if keep == reserved and (keep or not held):
         return None
-    record_write(CLAIMS, unchanged, claim, CONTROLLER_MANAGER, "status")
+    before = copy.deepcopy(claim)
+    if keep:
+        claim["status"]["reservedFor"] = keep
+    else:
+        _deallocate(claim)
+    record_write(CLAIMS, before, claim, CONTROLLER_MANAGER, "status")
     try:
         return store.update(CLAIMS, claim)
     except ApiError:
