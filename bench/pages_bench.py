@@ -53,6 +53,7 @@ from claims.selectors import APPROVERS_GROUP  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACES = 20
 PENDING_SHARE = 0.15
+IN_USE = 64
 
 
 def inventory(nodes: int = 8, per_node: int = 8) -> dict[str, Any]:
@@ -75,7 +76,8 @@ def inventory(nodes: int = 8, per_node: int = 8) -> dict[str, Any]:
 
 def fill(cluster: Cluster, owner: User, first: int, last: int) -> None:
     """Claims first..last-1 in NAMESPACES namespaces; every 1/PENDING_SHARE-th one pending,
-    the others in use with a manifest and an allocation, as a busy portal holds them."""
+    the others applied (with a manifest): the first IN_USE of them in use with a device each
+    (a cluster of 64 GPUs holds no more allocations than that), the rest released."""
     namespaces = list(NamespaceRequest.objects.filter(cluster=cluster).order_by("pk"))
     start = timezone.now()
     every = round(1 / PENDING_SHARE)
@@ -83,6 +85,7 @@ def fill(cluster: Cluster, owner: User, first: int, last: int) -> None:
     for index in range(first, last):
         ns = namespaces[index % NAMESPACES]
         pending = index % every == 0
+        in_use = not pending and index < IN_USE
         rows.append(
             ClaimRequest(
                 namespace_request=ns,
@@ -91,10 +94,10 @@ def fill(cluster: Cluster, owner: User, first: int, last: int) -> None:
                 device_class="gpu.nvidia.com",
                 count=1,
                 purpose="Fine-tuning a model; " * 20,
-                state="pending" if pending else "in_use",
+                state="pending" if pending else "in_use" if in_use else "released",
                 applied_manifest=None if pending else claim(f"claim-{index:05d}"),
-                allocation=None if pending else _allocation(index),
-                node="" if pending else f"gpu-node-{index % 8}",
+                allocation=_allocation(index) if in_use else None,
+                node=f"gpu-node-{index % 8}" if in_use else "",
                 created=start + timedelta(milliseconds=index),
             )
         )
@@ -103,7 +106,8 @@ def fill(cluster: Cluster, owner: User, first: int, last: int) -> None:
 
 def _allocation(index: int) -> dict[str, Any]:
     node = f"gpu-node-{index % 8}"
-    device = {"request": "gpu", "driver": "gpu.nvidia.com", "pool": node, "device": "gpu-0"}
+    name = f"gpu-{index // 8 % 8}"
+    device = {"request": "gpu", "driver": "gpu.nvidia.com", "pool": node, "device": name}
     return {"node": node, "devices": [device], "reserved_for": []}
 
 
