@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from kubesim import errors
@@ -104,6 +105,20 @@ def _entries(obj: dict[str, Any] | None) -> list[dict[str, Any]]:
     if not obj:
         return []
     return copy.deepcopy(obj.get("metadata", {}).get("managedFields") or [])
+
+
+def _sent_entries(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The managedFields a client sent, as the server decodes them (times in whole seconds,
+    UTC); none when they do not decode, and the server keeps the stored ones."""
+    entries = _entries(obj)
+    try:
+        for entry in entries:
+            if entry.get("time"):
+                when = datetime.fromisoformat(str(entry["time"]).replace("Z", "+00:00"))
+                entry["time"] = when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (ValueError, TypeError, AttributeError):
+        return []
+    return entries
 
 
 def _owned(entry: dict[str, Any]) -> set[Path]:
@@ -279,7 +294,7 @@ def record_update(
     went away, the writer owns what it changed. `reset`: top-level fields (`f:status`) the
     strategy resets, which no write of this kind owns. managedFields sent with a main-resource
     write replace the stored ones, as upstream lets a client edit them."""
-    entries = (not subresource and _entries(new)) or _entries(old)
+    entries = (not subresource and _sent_entries(new)) or _entries(old)
     comparison = compare(old, new).without(reset)
     changed = comparison.changed()
     for entry in entries:
