@@ -69,8 +69,19 @@ def claim_request_rows(*, user: Any, with_allocation: bool = False) -> QuerySet[
     return claim_request_list(user=user).defer(*claim, *cluster)
 
 
+# What the API's claim output shows: a page of 1,000 claims spent most of its time building
+# model instances with every column of the claim, its namespace, cluster, owner and approver.
+CLAIM_API_FIELDS = (
+    *("name", "device_class", "count", "all_devices", "selector", "purpose", "state"),
+    *("state_message", "decided_at", "applied_api_version", "applied_at", "node"),
+    *("allocation", "created", "updated"),
+    *("namespace_request__name", "namespace_request__cluster__name"),
+    *("owner__username", "decided_by__username"),
+)
+
+
 def claim_request_api_rows(*, user: Any) -> QuerySet[ClaimRequest]:
-    return claim_request_rows(user=user, with_allocation=True)
+    return claim_request_list(user=user).only(*CLAIM_API_FIELDS)
 
 
 def verification_run_rows(*, user: Any) -> QuerySet[VerificationRun]:
