@@ -65,7 +65,11 @@ def default_claim(obj: dict) -> None:
 
 
 def default_template(obj: dict) -> None:
-    default_claim_spec(_dict(obj.get("spec")).get("spec"))
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        # Go encodes the template's ObjectMeta struct even when empty (omitempty skips no struct).
+        spec.setdefault("metadata", {})
+    default_claim_spec(_dict(spec).get("spec"))
 
 
 def default_nothing(obj: dict) -> None:

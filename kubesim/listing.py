@@ -71,6 +71,10 @@ def _page(request: Request, items: list[dict[str, Any]], rv: int) -> tuple[list,
         items = [item for item in items if _key(item) >= begin]
     meta: dict[str, Any] = {"resourceVersion": str(rv)}
     limit = _limit(request)
+    if request.query.get("resourceVersion") == "0" and not start:
+        # Served from the watch cache, which does not page (the cacher's shouldDelegateList
+        # sends a limited list to etcd only for other resourceVersions): the limit is ignored.
+        limit = 0
     if limit and len(items) > limit:
         last = items[limit - 1]["metadata"]
         meta["continue"] = _continue_token(rv, (last.get("namespace") or "", last["name"]))
