@@ -141,7 +141,7 @@ class Api:
             return self._admin(request)
         failure = self.faults.before_request(request.path)
         if failure:
-            return json_response(failure.code, failure.status())
+            return _fault_response(failure)
         parts = [part for part in request.path.split("/") if part]
         if request.method not in ("GET", "HEAD") and parts[:1] not in (["api"], ["apis"]):
             raise errors.method_not_allowed()
@@ -315,3 +315,13 @@ def _json_body(request: Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise errors.bad_request("the body must be a JSON object")
     return body
+
+
+def _fault_response(failure: errors.ApiError) -> Response:
+    if failure.code == 429:
+        # The max-in-flight filter's answer (apiserver filters.tooManyRequests): plain text
+        # from http.Error, and Retry-After: 1.
+        body = f"{failure.message}\n".encode()
+        headers = [("Retry-After", "1"), ("X-Content-Type-Options", "nosniff")]
+        return Response(429, body, "text/plain; charset=utf-8", headers)
+    return json_response(failure.code, failure.status())

@@ -38,6 +38,16 @@ def test_it_fails_requests_with_the_chosen_codes(kubesim_private):
     assert core.list_namespace().items
 
 
+def test_it_answers_an_injected_429_as_the_max_in_flight_filter_does(kubesim_private):
+    fault = {"path": "^/api/v1/namespaces$", "error_rate": 1.0, "error_codes": [429]}
+    kubesim_private.admin("POST", "/_kubesim/faults", fault)
+    response = raw_request(kubesim_private, "GET", "/api/v1/namespaces")
+    assert response.status == 429
+    assert response.headers["Retry-After"] == "1"
+    assert response.headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert response.body == b"Too many requests, please try again later.\n"
+
+
 def test_it_fails_about_the_chosen_share_of_requests(kubesim_private):
     fault = {"path": "/api/v1/nodes", "error_rate": 0.5, "error_codes": [500, 429]}
     kubesim_private.admin("POST", "/_kubesim/faults", fault)
