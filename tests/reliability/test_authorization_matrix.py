@@ -245,6 +245,7 @@ class World:
     def pk_for(self, route: str) -> int:
         for marker, pk in (
             ("namespace", self.namespace.pk),
+            ("/ns/", self.namespace.pk),  # approvals/ns/<pk>/...
             ("claim", self.claim.pk),
             ("run", self.run.pk),
             ("cluster", self.cluster.pk),
