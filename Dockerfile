@@ -16,4 +16,7 @@ RUN SECRET_KEY=build-only python manage.py collectstatic --noinput \
 USER portal
 
 EXPOSE 8000
-CMD ["gunicorn", "portal.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3"]
+# Threads: a page's live watcher or an API long-poll holds one for up to its wait, and
+# LIVE_WAITERS_MAX (8) of them per process must leave the rest free for everything else.
+CMD ["gunicorn", "portal.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", \
+     "--worker-class", "gthread", "--threads", "16"]
