@@ -206,6 +206,10 @@ class Waiters:
         self._lock = threading.Lock()
         self._per_user: Counter[Any] = Counter()
 
+    def waiting(self) -> int:
+        with self._lock:
+            return self._per_user.total()
+
     @contextmanager
     def slot(self, user_key: Any) -> Iterator[bool]:
         """True if this request may wait; False: answer at once (the client polls later)."""

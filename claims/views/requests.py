@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from claims import cluster_ops, feasibility, selectors, services, validation
+from claims import changes, cluster_ops, feasibility, selectors, services, validation
 from claims.forms import ClaimRequestForm, NamespaceRequestForm
 from claims.kube import manifests
 from claims.models import ClaimRequest, NamespaceRequest, VerificationRun
@@ -35,7 +36,10 @@ def dashboard(request: HtmxHttpRequest) -> HttpResponse:
     glance = selectors.dashboard_glance(user=user)
     fingerprint = glance.fingerprint
     if request.htmx and request.GET.get("seen") == fingerprint:
-        return HttpResponse(status=204)  # nothing changed: htmx keeps the page and polls on
+        if not _changed_while_waiting(request, fingerprint):
+            return HttpResponse(status=204)  # nothing changed: htmx keeps the page, asks again
+        glance = selectors.dashboard_glance(user=user)
+        fingerprint = glance.fingerprint
     namespaces = list(selectors.namespace_request_rows(user=user)[:DASHBOARD_ROWS])
     claims = list(selectors.claim_request_rows(user=user)[:DASHBOARD_ROWS])
     runs = list(selectors.verification_run_rows(user=user)[:DASHBOARD_ROWS])
@@ -58,6 +62,23 @@ def dashboard(request: HtmxHttpRequest) -> HttpResponse:
         "approvals_waiting": glance.approvals_waiting,
     }
     return render_live(request, "claims/dashboard.html", context, final=False)
+
+
+def _changed_while_waiting(request: HtmxHttpRequest, seen: str) -> bool:
+    """Wait (up to LIVE_WAIT_SECONDS) for a change to what the dashboard shows, announced on
+    the owner's channel (an approver's dashboard shows everyone's); False if none came or no
+    waiting slot is free (the page asks again at its next poll)."""
+    user = request.user
+    everyone = selectors.user_is_approver(user)
+    watched = changes.EVERYTHING if everyone else changes.channel("user", user.pk)
+    with changes.waiters.slot(user.pk) as may_wait:
+        if not may_wait:
+            return False
+        return changes.wait_for(
+            [watched],
+            lambda: selectors.dashboard_glance(user=user).fingerprint != seen,
+            seconds=settings.LIVE_WAIT_SECONDS,
+        )
 
 
 @login_required

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
-from django.test import Client
+from django.db import connection
+from django.test import Client, override_settings
 from django.urls import reverse
 
-from claims import services
+from claims import changes, services
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 from claims.selectors import APPROVERS_GROUP
+from tests.fixtures.portal import wait_until
 
 # The other view test modules take these fixtures with `import *`.
 __all__ = ["alice", "bob", "charlie", "claim", "cluster", "namespace"]
@@ -217,16 +220,39 @@ def test_it_shows_a_state_change_at_the_next_poll(claim: ClaimRequest, charlie: 
     assert 'class="badge bad state-rejected"' in content
 
 
+@override_settings(LIVE_WAIT_SECONDS=0)
 def test_it_answers_an_unchanged_poll_with_no_content(
     claim: ClaimRequest, django_assert_max_num_queries: Any
 ) -> None:
     client = htmx_client_for(claim.owner)
     url = poll_url(client.get(reverse("dashboard")).content.decode())
-    # Session, user, approver check and one count per kind: no lists, no rendering.
-    with django_assert_max_num_queries(6):
+    # Session, user, approver check, the glance and one look while waiting: no lists, no
+    # rendering.
+    with django_assert_max_num_queries(7):
         response = client.get(url)
     assert response.status_code == 204
     assert response.content == b""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_unchanged_poll_waits_for_the_next_change_and_answers_it(
+    claim: ClaimRequest, charlie: User
+) -> None:
+    client = htmx_client_for(claim.owner)
+    url = poll_url(client.get(reverse("dashboard")).content.decode())
+
+    def reject_soon() -> None:
+        wait_until(changes.waiters.waiting, timeout=30)  # the change comes after it looked
+        services.claim_request_reject(user=charlie, claim_request=claim, reason="No budget")
+        connection.close()
+
+    rejecter = threading.Thread(target=reject_soon)
+    rejecter.start()
+    with override_settings(LIVE_WAIT_SECONDS=30):
+        response = client.get(url)  # waits until the rejection is announced
+    rejecter.join()
+    assert response.status_code == 200
+    assert 'class="badge bad state-rejected"' in response.content.decode()
 
 
 def test_it_links_api_tokens_and_api_docs_from_the_menu(alice: User) -> None:
