@@ -149,6 +149,23 @@ def wait_for(
             next_signal(remaining)
 
 
+def wait_in_turn(
+    user_key: Any,
+    channels: list[str],
+    changed: Callable[[], bool],
+    *,
+    seconds: float,
+    poll_seconds: float | None = None,
+) -> bool | None:
+    """wait_for within the bounds on waiting requests (each holds a web thread): None at once
+    when the process or this user already has as many waiting as allowed; the caller answers
+    and the client asks again later."""
+    with waiters.slot(user_key) as may_wait:
+        if not may_wait:
+            return None
+        return wait_for(channels, changed, seconds=seconds, poll_seconds=poll_seconds)
+
+
 @contextmanager
 def _subscription(channels: list[str], poll_seconds: float) -> Iterator[Callable[[float], None]]:
     """A function that returns on the next message (or after a while without Redis)."""

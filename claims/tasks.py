@@ -127,14 +127,21 @@ def _follow_for() -> float:
 
 @shared_task
 def sync_all_clusters() -> None:
-    """One task per cluster, so a slow or unreachable cluster delays no other. A cluster
-    that a follower watches is synced only as a safety net, every SAFETY_NET_SYNC_SECONDS."""
+    """One task per cluster, so a slow or unreachable cluster delays no other."""
+    for pk in clusters_due_for_sync():
+        sync_cluster.apply_async(args=(pk,), expires=settings.SYNC_INTERVAL_SECONDS * 2)
+
+
+def clusters_due_for_sync() -> list[int]:
+    """Every cluster, but one a follower watches only as a safety net (every
+    SAFETY_NET_SYNC_SECONDS)."""
     followed = follower.followed_clusters()
     safety_net = timezone.now() - timedelta(seconds=settings.SAFETY_NET_SYNC_SECONDS)
-    for pk, polled_at in Cluster.objects.values_list("pk", "polled_at"):
-        if pk in followed and polled_at and polled_at > safety_net:
-            continue
-        sync_cluster.apply_async(args=(pk,), expires=settings.SYNC_INTERVAL_SECONDS * 2)
+    return [
+        pk
+        for pk, polled_at in Cluster.objects.values_list("pk", "polled_at")
+        if pk not in followed or not polled_at or polled_at <= safety_net
+    ]
 
 
 @shared_task

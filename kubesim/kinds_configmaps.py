@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 from kubesim import errors
-from kubesim.kinds_secrets import CONFIG_KEY, CONFIG_KEY_MSG, IMMUTABLE, MAX_SECRET_SIZE
+from kubesim.kinds_secrets import IMMUTABLE, MAX_SECRET_SIZE, config_key_errors
 from kubesim.store import now_rfc3339
 from kubesim.validation import FORBIDDEN, INVALID, TOO_LONG, FieldError, metadata_name_errors
 
@@ -24,32 +24,17 @@ DESCRIPTION = (
 ANNOTATION = {"kubernetes.io/description": DESCRIPTION}
 
 
-def _key_errors(bag: str, key: str) -> list[FieldError]:
-    problems = []
-    if len(key) > 253:
-        problems.append("must be no more than 253 characters")
-    if not CONFIG_KEY.match(key):
-        problems.append(CONFIG_KEY_MSG)
-    if key == ".":
-        problems.append("must not be '.'")
-    elif key == "..":
-        problems.append("must not be '..'")
-    elif key.startswith(".."):
-        problems.append("must not start with '..'")
-    return [FieldError(INVALID, f"{bag}[{key}]", key, problem) for problem in problems]
-
-
 def _content_errors(obj: dict) -> list[FieldError]:
     data, binary = obj.get("data") or {}, obj.get("binaryData") or {}
     found, total = [], 0
     for key, value in data.items():
-        found += _key_errors("data", key)
+        found += config_key_errors("data", key)
         if key in binary:
             detail = "duplicate of key present in binaryData"
             found.append(FieldError(INVALID, f"data[{key}]", key, detail))
         total += len(str(value).encode())
     for key, value in binary.items():
-        found += _key_errors("binaryData", key)
+        found += config_key_errors("binaryData", key)
         total += len(str(value)) * 3 // 4  # base64 in JSON, bytes once decoded
     if total > MAX_SECRET_SIZE:
         detail = f"may not be more than {MAX_SECRET_SIZE} bytes"

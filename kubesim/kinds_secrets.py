@@ -98,8 +98,8 @@ def secret_bytes(secret: dict, key: str) -> bytes | None:
         return None
 
 
-def _key_errors(key: str) -> list[FieldError]:
-    field = f"data[{key}]"
+def config_key_errors(bag: str, key: str) -> list[FieldError]:
+    """IsConfigMapKey, for the keys of a Secret's or ConfigMap's `bag` (data, binaryData)."""
     problems = []
     if len(key) > 253:
         problems.append("must be no more than 253 characters")
@@ -111,7 +111,7 @@ def _key_errors(key: str) -> list[FieldError]:
         problems.append("must not be '..'")
     elif key.startswith(".."):
         problems.append("must not start with '..'")
-    return [FieldError(INVALID, field, key, problem) for problem in problems]
+    return [FieldError(INVALID, f"{bag}[{key}]", key, problem) for problem in problems]
 
 
 def go_json_error(raw: bytes) -> str:
@@ -191,7 +191,7 @@ def validate_secret(obj: dict, old: dict | None) -> list[FieldError]:
     found = metadata_name_errors(obj)
     total = 0
     for key in obj.get("data") or {}:
-        found += _key_errors(key)
+        found += config_key_errors("data", key)
         total += len(secret_bytes(obj, key) or b"")
     if total > MAX_SECRET_SIZE:
         detail = f"may not be more than {MAX_SECRET_SIZE} bytes"

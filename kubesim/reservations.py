@@ -5,8 +5,6 @@ Plain functions over the Store, used by kubesim.scheduler.
 
 import copy
 import secrets
-import threading
-import time
 from typing import Any
 
 from kubesim import events
@@ -297,19 +295,6 @@ def _involved(pod: dict) -> dict:
     }
 
 
-_last_event_ns = 0
-_event_ns_lock = threading.Lock()
-
-
-def _unique_nanoseconds() -> int:
-    """The recorder names events <object>.<UnixNano in hex>, so listing them is chronological;
-    two events in one nanosecond still get different names."""
-    global _last_event_ns
-    with _event_ns_lock:
-        _last_event_ns = max(time.time_ns(), _last_event_ns + 1)
-        return _last_event_ns
-
-
 def record_event(
     store: Any,
     pod: dict,
@@ -321,7 +306,7 @@ def record_event(
     """A core/v1 Event about the pod, named <pod>.<hex> like client-go's recorder."""
     metadata = pod["metadata"]
     stamp = now()
-    name = f"{metadata['name']}.{_unique_nanoseconds():x}"
+    name = f"{metadata['name']}.{events.unique_nanoseconds():x}"
     event = {
         "apiVersion": "v1",
         "kind": "Event",

@@ -55,11 +55,10 @@ def wait_for_state_change(
         state = model._default_manager.filter(pk=pk).values_list("state", flat=True).first()
         return state != known_state
 
-    with changes.waiters.slot(user_key) as may_wait:
-        if may_wait:
-            changes.wait_for(
-                [changes.channel_of(model, pk)],
-                changed,
-                seconds=seconds,
-                poll_seconds=settings.API_LONG_POLL_INTERVAL_SECONDS,
-            )
+    changes.wait_in_turn(
+        user_key,
+        [changes.channel_of(model, pk)],
+        changed,
+        seconds=seconds,
+        poll_seconds=settings.API_LONG_POLL_INTERVAL_SECONDS,
+    )

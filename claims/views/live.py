@@ -69,14 +69,14 @@ def respond(request: HtmxHttpRequest, page: LivePage, live: Live) -> HttpRespons
         )
     since = request.GET["since"]
     if str(live.version()) == since:
-        with changes.waiters.slot(request.user.pk) as may_wait:
-            if not may_wait:
-                return HttpResponse(_watcher_at(request, page, request.GET, RETRY_SECONDS))
-            changed = changes.wait_for(
-                live.channels,
-                lambda: str(live.version()) != since,
-                seconds=settings.LIVE_WAIT_SECONDS,
-            )
+        changed = changes.wait_in_turn(
+            request.user.pk,
+            live.channels,
+            lambda: str(live.version()) != since,
+            seconds=settings.LIVE_WAIT_SECONDS,
+        )
+        if changed is None:
+            return HttpResponse(_watcher_at(request, page, request.GET, RETRY_SECONDS))
         if not changed:
             return HttpResponse(_watcher_at(request, page, request.GET, 0))
     return _changed_parts(request, page, live)

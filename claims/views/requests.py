@@ -71,14 +71,13 @@ def _changed_while_waiting(request: HtmxHttpRequest, seen: str) -> bool:
     user = request.user
     everyone = selectors.user_is_approver(user)
     watched = changes.EVERYTHING if everyone else changes.channel("user", user.pk)
-    with changes.waiters.slot(user.pk) as may_wait:
-        if not may_wait:
-            return False
-        return changes.wait_for(
-            [watched],
-            lambda: selectors.dashboard_glance(user=user).fingerprint != seen,
-            seconds=settings.LIVE_WAIT_SECONDS,
-        )
+    changed = changes.wait_in_turn(
+        user.pk,
+        [watched],
+        lambda: selectors.dashboard_glance(user=user).fingerprint != seen,
+        seconds=settings.LIVE_WAIT_SECONDS,
+    )
+    return bool(changed)
 
 
 @login_required

@@ -96,53 +96,42 @@ def test_it_grows_the_page_versions_with_what_they_show(claim: ClaimRequest, cha
     assert changes.namespace_version(claim.namespace_request_id) > namespace_before
 
 
+def waits_until_approved(claim: ClaimRequest, approver: User, seconds: float) -> bool:
+    """wait_for on the claim's channel in a thread, approving the claim once it looks."""
+    known = changes.claim_version(claim.pk)
+    outcome: list[bool] = []
+    waiting = threading.Event()
+
+    def wait() -> None:
+        def changed() -> bool:
+            waiting.set()
+            return changes.claim_version(claim.pk) != known
+
+        channels = [changes.channel("claim", claim.pk)]
+        outcome.append(changes.wait_for(channels, changed, seconds=seconds))
+        connection.close()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    assert waiting.wait(timeout=30)
+    services.claim_request_approve(user=approver, claim_request=claim)
+    waiter.join(timeout=60)
+    return outcome == [True]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_it_wakes_a_waiter_on_the_signal(
     claim: ClaimRequest, charlie: User, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Rechecks so rare that only the message can wake the waiter in time.
     monkeypatch.setattr(changes, "RECHECK_SECONDS", 120)
-    known = changes.claim_version(claim.pk)
-    outcome: list[bool] = []
-    waiting = threading.Event()
-
-    def wait() -> None:
-        def changed() -> bool:
-            waiting.set()
-            return changes.claim_version(claim.pk) != known
-
-        outcome.append(changes.wait_for([changes.channel("claim", claim.pk)], changed, seconds=100))
-        connection.close()
-
-    waiter = threading.Thread(target=wait)
-    waiter.start()
-    assert waiting.wait(timeout=30)
-    services.claim_request_approve(user=charlie, claim_request=claim)
-    waiter.join(timeout=60)
-    assert outcome == [True]
+    assert waits_until_approved(claim, charlie, seconds=100)
 
 
 @pytest.mark.django_db(transaction=True)
 @override_settings(REDIS_URL="redis://127.0.0.1:1/0", LIVE_FALLBACK_POLL_SECONDS=0.1)
 def test_it_works_without_redis(claim: ClaimRequest, charlie: User) -> None:
-    known = changes.claim_version(claim.pk)
-    outcome: list[bool] = []
-    waiting = threading.Event()
-
-    def wait() -> None:
-        def changed() -> bool:
-            waiting.set()
-            return changes.claim_version(claim.pk) != known
-
-        outcome.append(changes.wait_for([changes.channel("claim", claim.pk)], changed, seconds=60))
-        connection.close()
-
-    waiter = threading.Thread(target=wait)
-    waiter.start()
-    assert waiting.wait(timeout=30)
-    services.claim_request_approve(user=charlie, claim_request=claim)  # publishes to nowhere
-    waiter.join(timeout=60)
-    assert outcome == [True]
+    assert waits_until_approved(claim, charlie, seconds=60)  # the approval publishes to nowhere
 
 
 def test_it_gives_up_waiting_when_nothing_changes() -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -162,19 +164,16 @@ def test_a_second_follower_waits_and_takes_over_when_the_holder_dies(cluster: Cl
         stop()
 
 
-@pytest.mark.django_db(transaction=True)
 def test_beat_leaves_a_followed_cluster_to_its_follower_but_for_the_safety_net(
-    cluster: Cluster, kubesim_cluster: kubesim.Handle
+    cluster: Cluster,
 ) -> None:
+    assert tasks.clusters_due_for_sync() == [cluster.pk]  # nobody follows it
     assert follower.take_lease(cluster.pk, "a-follower")
     Cluster.objects.filter(pk=cluster.pk).update(polled_at=timezone.now())
-    with override_settings(CELERY_TASK_ALWAYS_EAGER=True):
-        tasks.sync_all_clusters.apply()
-    assert Cluster.objects.get(pk=cluster.pk).last_synced_at is None
-    Cluster.objects.filter(pk=cluster.pk).update(polled_at=None)
-    with override_settings(CELERY_TASK_ALWAYS_EAGER=True):
-        tasks.sync_all_clusters.apply()
-    assert Cluster.objects.get(pk=cluster.pk).last_synced_at is not None
+    assert tasks.clusters_due_for_sync() == []
+    long_ago = timezone.now() - timedelta(seconds=settings.SAFETY_NET_SYNC_SECONDS + 1)
+    Cluster.objects.filter(pk=cluster.pk).update(polled_at=long_ago)
+    assert tasks.clusters_due_for_sync() == [cluster.pk]
 
 
 def test_the_health_check_fails_while_a_cluster_has_no_live_follower(cluster: Cluster) -> None:

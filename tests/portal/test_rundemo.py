@@ -19,7 +19,8 @@ from claims.management.commands import rundemo
 from tests.claims.test_commands import start_demo, wait_for_output
 from tests.fixtures.kubesim import wait_until
 
-SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
+# A child that stays up until it is stopped (SIGTERM/SIGKILL from the runner or the test).
+SLEEPER = [sys.executable, "-c", "import threading; threading.Event().wait(60)"]
 CRASHER = [sys.executable, "-c", "raise SystemExit(3)"]
 
 
