@@ -29,7 +29,7 @@ from claims.kube import parsing
 from claims.kube.gateway import ClaimState, DeviceClassInfo, PodState
 from claims.kube.informer import Informer
 from claims.log_streams import LogStreams
-from claims.models import Cluster, managed_selector
+from claims.models import Cluster, VerificationRun, managed_selector
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,16 @@ class CachedLists:
         assert at is not None
         return sync.Listed(items, at)
 
-    def streamed_logs(self) -> frozenset[tuple[int, str]]:
+    def follow_logs(
+        self, runs: list[VerificationRun], pods: run_follower.Pods
+    ) -> frozenset[tuple[int, str]]:
+        self._streams.update(
+            [
+                (run, pods[(run.claim.namespace, run.pod_name)])
+                for run in runs
+                if (run.claim.namespace, run.pod_name) in pods
+            ]
+        )
         return self._streams.streamed()
 
 
@@ -190,7 +199,7 @@ class ClusterFollower:
             if not lists.ready() or not (self.changed.is_set() or due):
                 continue
             self.changed.clear()
-            outcome = self._pass(cluster, lists, streams)
+            outcome = self._pass(cluster, lists)
             if outcome is None:  # the periodic sync holds the cluster: try again shortly
                 self.changed.set()
                 self.stop.wait(settings.RUN_FOLLOW_INTERVAL_SECONDS)
@@ -207,20 +216,9 @@ class ClusterFollower:
         by_name = sorted(classes.snapshot()[0], key=lambda device_class: device_class.name)
         sync.inventory_seen(cluster, by_name, devices)
 
-    def _pass(self, cluster: Cluster, lists: CachedLists, streams: LogStreams) -> bool | None:
+    def _pass(self, cluster: Cluster, lists: CachedLists) -> bool | None:
         cluster.refresh_from_db()
         try:
-            # Streams first: a container that ended has its stream stopped and flushed, so
-            # the pass reads only what came after.
-            pods = {(pod.namespace, pod.name): pod for pod in lists.pods().items}
-            runs = run_follower.followed_runs(cluster)
-            streams.update(
-                [
-                    (run, pods[(run.claim.namespace, run.pod_name)])
-                    for run in runs
-                    if (run.claim.namespace, run.pod_name) in pods
-                ]
-            )
             return sync.sync_from(cluster, lists)
         except Exception:  # a bad pass must not end the follower: it is tried again shortly
             log.exception("following cluster %s", cluster)

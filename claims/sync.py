@@ -30,8 +30,14 @@ from claims.kube.gateway import (
     PodState,
 )
 from claims.kube.ownership import uid_of
-from claims.models import ClaimRequest, Cluster, NamespaceRequest, managed_selector
-from claims.run_follower import GONE_GRACE, Allocations
+from claims.models import (
+    ClaimRequest,
+    Cluster,
+    NamespaceRequest,
+    VerificationRun,
+    managed_selector,
+)
+from claims.run_follower import GONE_GRACE, Allocations, Pods
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +62,10 @@ class ClusterLists(Protocol):
 
     def pods(self) -> Listed[PodState]: ...
 
-    def streamed_logs(self) -> frozenset[tuple[int, str]]:
-        """(run id, container) whose log a follow stream reads: not read by the sync."""
+    def follow_logs(self, runs: list[VerificationRun], pods: Pods) -> frozenset[tuple[int, str]]:
+        """Stream the logs of the runs' running containers where it can (the streams of
+        containers that ended are stopped and flushed first); the (run id, container) it
+        streams, which the sync does not read."""
         ...
 
 
@@ -75,7 +83,7 @@ class LiveLists:
         at = timezone.now()
         return Listed(self.gateway.list_pods(managed_selector()), at)
 
-    def streamed_logs(self) -> frozenset[tuple[int, str]]:
+    def follow_logs(self, runs: list[VerificationRun], pods: Pods) -> frozenset[tuple[int, str]]:
         return frozenset()
 
 
@@ -138,8 +146,9 @@ def _sync_cycle(cluster: Cluster, lists: ClusterLists | None = None) -> bool:
     )
     if pods is not None:
         by_name = {(pod.namespace, pod.name): pod for pod in pods.items}
+        streamed = lists.follow_logs(runs, by_name)
         problems += run_follower.follow_runs(
-            runs, by_name, pods.at, gateway, allocations or {}, lists.streamed_logs()
+            runs, by_name, pods.at, gateway, allocations or {}, streamed
         )
         problems += run_follower.retry_logs(awaiting, by_name, gateway)
     _record_outcome(cluster, problems)
