@@ -49,25 +49,6 @@ class Cluster(models.Model):
         return int(self.inventory.get("device_counts", {}).get(device_class, 0))
 
 
-class Team(models.Model):
-    """Users sharing a GPU quota; an approver may let requests within it pass on their own."""
-
-    name = models.CharField(max_length=100, unique=True)
-    members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="gpu_teams", blank=True)
-    gpu_quota = models.PositiveIntegerField(
-        default=0, help_text="Devices the team's live claims may ask for in total; 0 = no limit."
-    )
-    auto_approve = models.BooleanField(
-        default=False, help_text="Approve requests within the quota without an approver."
-    )
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-portal"}
 INSTANCE_LABEL = "gpu-portal.io/instance"
 
@@ -293,42 +274,3 @@ class RunLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}/{self.container}"
-
-
-class AuditEvent(models.Model):
-    """One row per state change (who, what, from, to, why)."""
-
-    class Kind(models.TextChoices):
-        NAMESPACE_REQUEST = "namespace_request", "namespace request"
-        CLAIM_REQUEST = "claim_request", "claim request"
-        VERIFICATION_RUN = "verification_run", "verification run"
-
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
-    )
-    object_kind = models.CharField(max_length=30, choices=Kind.choices)
-    object_id = models.PositiveBigIntegerField()
-    object_name = models.CharField(max_length=253, blank=True)
-    # Owner of the object, so a user's event list is one indexed query.
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, models.CASCADE, null=True, blank=True, related_name="+"
-    )
-    from_state = models.CharField(max_length=20, blank=True)
-    to_state = models.CharField(max_length=20)
-    message = models.TextField(blank=True)
-    created = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["created", "id"]
-        indexes = [
-            models.Index(fields=["object_kind", "object_id"]),
-            models.Index(fields=["created", "id"], name="event_oldest"),
-            models.Index(fields=["owner", "created", "id"], name="event_owner_oldest"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.object_kind} {self.object_id}: {self.from_state} → {self.to_state}"
-
-    @property
-    def actor_name(self) -> str:
-        return self.actor.get_username() if self.actor else "system"

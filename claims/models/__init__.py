@@ -1,0 +1,37 @@
+"""What users asked for (the database is its truth) and what the cluster last told us.
+
+One module per concern; everything is importable from ``claims.models``."""
+
+from claims.models.audit import AuditEvent
+from claims.models.core import (
+    INSTANCE_LABEL,
+    MANAGED_BY,
+    ClaimRequest,
+    Cluster,
+    NamespaceRequest,
+    Request,
+    RunLog,
+    VerificationRun,
+    list_indexes,
+    managed_labels,
+    managed_selector,
+)
+from claims.models.profile import Profile
+from claims.models.teams import Team
+
+__all__ = [
+    "INSTANCE_LABEL",
+    "MANAGED_BY",
+    "AuditEvent",
+    "ClaimRequest",
+    "Cluster",
+    "NamespaceRequest",
+    "Profile",
+    "Request",
+    "RunLog",
+    "Team",
+    "VerificationRun",
+    "list_indexes",
+    "managed_labels",
+    "managed_selector",
+]
