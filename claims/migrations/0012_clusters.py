@@ -1,8 +1,19 @@
-# Placeholder in the chain of this session's migrations; its owner fills in the operations.
-from django.db import migrations
+# Clusters registered in the UI: an encrypted kubeconfig, and since when one is unreachable.
+from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
     dependencies = [("claims", "0011_profile")]
 
-    operations: list = []
+    operations = [
+        migrations.AddField(
+            model_name="cluster",
+            name="kubeconfig_encrypted",
+            field=models.TextField(blank=True),
+        ),
+        migrations.AddField(
+            model_name="cluster",
+            name="unreachable_since",
+            field=models.DateTimeField(blank=True, null=True),
+        ),
+    ]
