@@ -1,0 +1,101 @@
+"""/healthz (the process answers) and /readyz (it can do its work), for probes and balancers.
+
+A middleware, first in the chain, answers both before anything looks at the Host header or
+redirects to HTTPS: the kubelet probes a Pod's own address over plain HTTP, which
+ALLOWED_HOSTS and SECURE_SSL_REDIRECT would otherwise answer with a 400 or a 301 (and a
+kubelet counts a 301 as success). Neither needs a login, and neither says more than what
+failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
+
+from claims.models import Cluster
+
+Check = dict[str, Any]
+
+
+def database_check() -> Check:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except Exception as e:  # any driver's error means the same: not ready
+        return {"ok": False, "error": f"{type(e).__name__}: {e}".strip()}
+    return {"ok": True}
+
+
+def broker_check() -> Check:
+    url = settings.CELERY_BROKER_URL
+    if not url.startswith(("redis://", "rediss://")):
+        return {"ok": True, "detail": "not Redis: not checked"}
+    timeout = settings.READYZ_TIMEOUT_SECONDS
+    client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+    try:
+        client.ping()
+    except redis.RedisError as e:
+        return {"ok": False, "error": f"{type(e).__name__}: {e}"}
+    finally:
+        client.close()
+    return {"ok": True}
+
+
+def cluster_check(cluster: Cluster) -> Check:
+    """Fresh: a follower holds its lease, or a sync listed it recently (beat's, no follower)."""
+    now = timezone.now()
+    if cluster.follower_lease_until and cluster.follower_lease_until >= now:
+        return {"ok": True, "follower": cluster.follower}
+    stale_after = timedelta(seconds=settings.READYZ_SYNC_STALE_SECONDS)
+    if cluster.polled_at and cluster.polled_at >= now - stale_after:
+        return {"ok": True, "follower": "", "polled_at": cluster.polled_at.isoformat()}
+    polled = cluster.polled_at.isoformat() if cluster.polled_at else "never"
+    return {"ok": False, "error": f"no live follower; last synced {polled}"}
+
+
+def clusters_check() -> dict[str, Check]:
+    fields = ("name", "follower", "follower_lease_until", "polled_at")
+    return {cluster.name: cluster_check(cluster) for cluster in Cluster.objects.only(*fields)}
+
+
+def readiness() -> tuple[bool, dict[str, Any]]:
+    checks: dict[str, Any] = {"database": database_check(), "broker": broker_check()}
+    ready = checks["database"]["ok"] and checks["broker"]["ok"]
+    if checks["database"]["ok"] and settings.READYZ_CHECK_FOLLOWERS:
+        checks["clusters"] = clusters_check()
+        ready = ready and all(check["ok"] for check in checks["clusters"].values())
+    return ready, checks
+
+
+def healthz() -> HttpResponse:
+    return JsonResponse({"status": "ok"})
+
+
+def readyz() -> HttpResponse:
+    ready, checks = readiness()
+    body = {"status": "ok" if ready else "unavailable", "checks": checks}
+    return JsonResponse(body, status=200 if ready else 503)
+
+
+ENDPOINTS: dict[str, Callable[[], HttpResponse]] = {"/healthz": healthz, "/readyz": readyz}
+
+
+def health_middleware(
+    get_response: Callable[[HttpRequest], HttpResponse],
+) -> Callable[[HttpRequest], HttpResponse]:
+    def middleware(request: HttpRequest) -> HttpResponse:
+        endpoint = ENDPOINTS.get(request.path_info)
+        if endpoint is not None and request.method in ("GET", "HEAD"):
+            response = endpoint()
+            response["Cache-Control"] = "no-store"
+            return response
+        return get_response(request)
+
+    return middleware
