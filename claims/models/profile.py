@@ -12,6 +12,19 @@ class Profile(models.Model):
     )
     # "" = the browser's choice (Accept-Language); otherwise one of settings.LANGUAGES.
     language = models.CharField(max_length=10, blank=True)
+    # Which emails the user gets (claims/notifications.py maps each notice to one of these).
+    notify_decisions = models.BooleanField(
+        "Decisions", default=True, help_text="A request or an extension approved or rejected."
+    )
+    notify_allocation = models.BooleanField(
+        "Allocation", default=True, help_text="A claim got its devices."
+    )
+    notify_failure = models.BooleanField(
+        "Failures", default=True, help_text="A request failed in the cluster."
+    )
+    notify_expiry = models.BooleanField(
+        "Expiry", default=True, help_text="A claim is about to expire, or was reclaimed."
+    )
 
     def __str__(self) -> str:
         return f"profile of {self.user}"
