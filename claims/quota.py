@@ -1,21 +1,33 @@
-"""Team quotas: how many devices a team's live claims ask for, and whether one more fits."""
+"""Team quotas per cluster and device class: what a team holds, and whether one more fits.
+
+A request belongs to its owner's team; a user in several teams is charged to the team they
+joined first. A user in no team has no quota (and no rule approves for them: an approver
+decides). Checks run under the team's row lock (`locked_team_of`), so parallel submits or
+approvals of one team are decided one after the other.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-from django.db.models import Sum
+from django.db.models import QuerySet
 
-from claims.models import ClaimRequest, Cluster, Team
+from claims.kube.manifests import ALL_DEVICES_QUOTA_CHARGE, device_class_quota_key
+from claims.models import ClaimRequest, Cluster, NamespaceRequest, Team, TeamMembership, TeamQuota
+from claims.transitions import enqueue
 
-# Claims that hold, or will hold, devices.
+# Claims that hold, or will hold, devices; DECIDED leaves out those still waiting for a yes.
 LIVE_CLAIM_STATES = ("pending", "approved", "applying", "waiting", "in_use")
+DECIDED_CLAIM_STATES = LIVE_CLAIM_STATES[1:]
 
 
 def team_of(user: Any) -> Team | None:
-    if not user.is_authenticated:
+    if not getattr(user, "is_authenticated", False):
         return None
-    return Team.objects.filter(members=user).order_by("pk").first()
+    first = TeamMembership.objects.filter(user=user).order_by("joined", "id").first()
+    return first.team if first else None
 
 
 def locked_team_of(user: Any) -> Team | None:
@@ -26,35 +38,176 @@ def locked_team_of(user: Any) -> Team | None:
     return Team.objects.select_for_update().get(pk=team.pk)
 
 
+def quota_row(team: Team | None, cluster: Cluster, device_class: str) -> TeamQuota | None:
+    if team is None:
+        return None
+    return TeamQuota.objects.filter(team=team, cluster=cluster, device_class=device_class).first()
+
+
+def max_lifetime(team: Team | None, cluster: Cluster, device_class: str) -> timedelta | None:
+    """The longest a claim of this team, cluster and class may live; None: no cap."""
+    row = quota_row(team, cluster, device_class)
+    return row.max_lifetime if row else None
+
+
+def default_lifetime(team: Team | None, cluster: Cluster, device_class: str) -> timedelta | None:
+    """The team's lifetime for such a claim, capped by max_lifetime; None: no default."""
+    row = quota_row(team, cluster, device_class)
+    if row is None or row.default_lifetime is None:
+        return row.max_lifetime if row else None
+    return min(row.default_lifetime, row.max_lifetime or row.default_lifetime)
+
+
 def devices_asked(
     *, cluster: Cluster, device_class: str, count: int | None, all_devices: bool
 ) -> int:
+    """An "all devices" claim holds every device of its class on the cluster."""
     return cluster.device_count(device_class) if all_devices else int(count or 0)
 
 
-def devices_held(team: Team) -> int:
-    """Devices the team's live claims ask for ("all" claims counted at their class's size)."""
-    live = ClaimRequest.objects.filter(owner__gpu_teams=team, state__in=LIVE_CLAIM_STATES)
-    counted = live.filter(all_devices=False).aggregate(total=Sum("count"))["total"] or 0
-    for claim in live.filter(all_devices=True).select_related("namespace_request__cluster"):
-        counted += claim.namespace_request.cluster.device_count(claim.device_class)
-    return counted
+def devices_of(claim: ClaimRequest) -> int:
+    return devices_asked(
+        cluster=claim.cluster,
+        device_class=claim.device_class,
+        count=claim.count,
+        all_devices=claim.all_devices,
+    )
 
 
-def quota_problem(team: Team | None, asked: int) -> str | None:
-    if team is None or not team.gpu_quota:
-        return None
-    held = devices_held(team)
-    if held + asked > team.gpu_quota:
+def charged_users(team: Team) -> list[int]:
+    """Members whose first team is this one: their claims count here."""
+    member_ids = list(team.memberships.values_list("user_id", flat=True))
+    firsts: dict[int, int] = {}
+    rows = TeamMembership.objects.filter(user_id__in=member_ids).order_by("joined", "id")
+    for user_id, team_id in rows.values_list("user_id", "team_id"):
+        firsts.setdefault(user_id, team_id)
+    return [user_id for user_id, team_id in firsts.items() if team_id == team.pk]
+
+
+def _claims_of(team: Team, cluster: Cluster, device_class: str, states: tuple) -> QuerySet:
+    return ClaimRequest.objects.filter(
+        owner_id__in=charged_users(team),
+        namespace_request__cluster=cluster,
+        device_class=device_class,
+        state__in=states,
+    )
+
+
+def devices_held(team: Team, cluster: Cluster, device_class: str, *, decided: bool = False) -> int:
+    """Devices the team's live claims of the class ask for on the cluster ("all" claims at
+    their class's size); `decided`: only those an approver (or a rule) said yes to."""
+    states = DECIDED_CLAIM_STATES if decided else LIVE_CLAIM_STATES
+    claims = _claims_of(team, cluster, device_class, states).select_related(
+        "namespace_request__cluster"
+    )
+    return sum(devices_of(claim) for claim in claims)
+
+
+@dataclass(frozen=True)
+class Use:
+    """A team's use of one class on one cluster, before and after a request."""
+
+    team: Team
+    cluster: Cluster
+    device_class: str
+    held: int
+    asked: int
+    limit: int | None
+
+    @property
+    def after(self) -> int:
+        return self.held + self.asked
+
+    @property
+    def fits(self) -> bool:
+        return self.limit is None or self.after <= self.limit
+
+    def problem(self) -> str:
+        room = max((self.limit or 0) - self.held, 0)
         return (
-            f"Team {team.name} may ask for {team.gpu_quota} device(s) in all; "
-            f"{held} are already asked for, so at most {max(team.gpu_quota - held, 0)} more."
+            f"Team {self.team.name} may hold {self.limit} {self.device_class} device(s) on "
+            f"{self.cluster.name}; {self.held} are already held or asked for, so at most "
+            f"{room} more."
         )
-    return None
 
 
-def approves_itself(team: Team | None, asked: int) -> bool:
-    """True when the team's admin chose auto-approval and the request fits the quota."""
-    if team is None or not team.auto_approve:
-        return False
-    return team.gpu_quota == 0 or devices_held(team) + asked <= team.gpu_quota
+def team_use(
+    team: Team, cluster: Cluster, device_class: str, *, asked: int, decided: bool = False
+) -> Use:
+    row = quota_row(team, cluster, device_class)
+    held = devices_held(team, cluster, device_class, decided=decided)
+    limit = row.max_devices if row else None
+    return Use(team, cluster, device_class, held, asked, limit)
+
+
+def submit_problem(
+    team: Team | None,
+    *,
+    namespace_request: NamespaceRequest,
+    device_class: str,
+    count: int | None,
+    all_devices: bool,
+) -> str | None:
+    """Why a new claim does not fit the team's quota (pending claims count), else None."""
+    if team is None:
+        return None
+    cluster = namespace_request.cluster
+    asked = devices_asked(
+        cluster=cluster, device_class=device_class, count=count, all_devices=all_devices
+    )
+    use = team_use(team, cluster, device_class, asked=asked)
+    if not use.fits:
+        return use.problem()
+    charge = ALL_DEVICES_QUOTA_CHARGE if all_devices else int(count or 0)
+    return _namespace_charge_problem(use, namespace_request, charge, LIVE_CLAIM_STATES)
+
+
+def approval_problem(team: Team | None, claim: ClaimRequest) -> str | None:
+    """Why approving the claim now would go over its team's quota, else None: claims decided
+    since (or a quota lowered since) count, other pending ones do not."""
+    if team is None:
+        return None
+    use = approval_use(team, claim)
+    if not use.fits:
+        return use.problem()
+    charge = ALL_DEVICES_QUOTA_CHARGE if claim.all_devices else int(claim.count or 0)
+    return _namespace_charge_problem(use, claim.namespace_request, charge, DECIDED_CLAIM_STATES)
+
+
+def approval_use(team: Team, claim: ClaimRequest) -> Use:
+    """The team's use of the claim's class before and after approving it."""
+    return team_use(team, claim.cluster, claim.device_class, asked=devices_of(claim), decided=True)
+
+
+def _namespace_charge_problem(
+    use: Use, ns: NamespaceRequest, charge: int, states: tuple
+) -> str | None:
+    """The namespace's ResourceQuota charges an "all devices" claim the most one claim can
+    get (32, as the API server's quota evaluator does), not the class's size: refuse here
+    what the cluster would refuse after approval."""
+    if use.limit is None:
+        return None
+    claims = ns.claim_requests.filter(device_class=use.device_class, state__in=states)
+    charged = sum(ALL_DEVICES_QUOTA_CHARGE if c.all_devices else int(c.count or 0) for c in claims)
+    if charged + charge <= use.limit:
+        return None
+    return (
+        f"The cluster's quota on namespace {ns.name} counts an 'all devices' claim as "
+        f"{ALL_DEVICES_QUOTA_CHARGE} {use.device_class} devices, over team {use.team.name}'s "
+        f"{use.limit}: ask for an exact number of devices."
+    )
+
+
+def namespace_quota_hard(team: Team | None, cluster: Cluster) -> dict[str, str]:
+    """The `spec.hard` of a team's namespaces on a cluster: one entry per limited class."""
+    if team is None:
+        return {}
+    rows = TeamQuota.objects.filter(team=team, cluster=cluster, max_devices__isnull=False)
+    return {device_class_quota_key(row.device_class): str(row.max_devices) for row in rows}
+
+
+def team_quotas_changed(*, team: Team) -> None:
+    """Put the team's quotas on its live namespaces (after an admin changed them)."""
+    live = NamespaceRequest.objects.filter(owner_id__in=charged_users(team), state="active")
+    for ns in live.only("pk"):
+        enqueue("claims.tasks.apply_namespace_quota", ns.pk)

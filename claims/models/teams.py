@@ -1,21 +1,27 @@
-"""Teams: users who share a GPU quota."""
+"""Teams: who shares a GPU quota, who may approve for it, and the rules that approve alone."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.conf import settings
 from django.db import models
 
 
 class Team(models.Model):
-    """Users sharing a GPU quota; an approver may let requests within it pass on their own."""
+    """Users sharing GPU quotas (one per cluster and device class)."""
 
     name = models.CharField(max_length=100, unique=True)
-    members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="gpu_teams", blank=True)
-    gpu_quota = models.PositiveIntegerField(
-        default=0, help_text="Devices the team's live claims may ask for in total; 0 = no limit."
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        through="TeamMembership",
+        related_name="gpu_teams",
+        blank=True,
     )
     auto_approve = models.BooleanField(
-        default=False, help_text="Approve requests within the quota without an approver."
+        default=False,
+        help_text="Approve every request of the team within its quotas without an approver "
+        "(finer choices: approval rules).",
     )
 
     class Meta:
@@ -23,3 +29,106 @@ class Team(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class TeamMembership(models.Model):
+    class Role(models.TextChoices):
+        MEMBER = "member", "member"
+        APPROVER = "approver", "team approver"
+
+    team = models.ForeignKey(Team, models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="+")
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.MEMBER)
+    joined = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["team", "joined", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "user"], name="unique_team_member"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team} ({self.get_role_display()})"
+
+
+class TeamQuota(models.Model):
+    """What a team may hold on one cluster of one device class; no row means no limit."""
+
+    team = models.ForeignKey(Team, models.CASCADE, related_name="quotas")
+    cluster = models.ForeignKey("claims.Cluster", models.CASCADE, related_name="team_quotas")
+    device_class = models.CharField(max_length=253)
+    max_devices = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Devices the team's live claims may hold at once; empty = no limit. "
+        "An 'all devices' claim counts every device of the class on the cluster.",
+    )
+    max_lifetime = models.DurationField(
+        null=True, blank=True, help_text="Longest a claim may live; empty = no cap."
+    )
+    default_lifetime = models.DurationField(
+        null=True, blank=True, help_text="A claim's lifetime unless it asks for another."
+    )
+
+    class Meta:
+        ordering = ["team", "cluster", "device_class"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "cluster", "device_class"], name="unique_team_quota"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        limit = "no limit" if self.max_devices is None else f"{self.max_devices}"
+        return f"{self.team}: {self.device_class} on {self.cluster} ({limit})"
+
+
+class ApprovalRule(models.Model):
+    """A request that matches an enabled rule (and fits its team's quota) is approved
+    without an approver; the first match in `position` order decides."""
+
+    class AppliesTo(models.TextChoices):
+        CLAIM = "claim", "claim requests"
+        NAMESPACE = "namespace", "namespace requests"
+        EXTENSION = "extension", "lifetime extensions"
+
+    name = models.SlugField(max_length=100, unique=True, help_text="Named in the audit trail.")
+    applies_to = models.CharField(max_length=20, choices=AppliesTo.choices, default=AppliesTo.CLAIM)
+    team = models.ForeignKey(
+        Team, models.CASCADE, null=True, blank=True, help_text="Empty: every team."
+    )
+    cluster = models.ForeignKey(
+        "claims.Cluster", models.CASCADE, null=True, blank=True, help_text="Empty: every cluster."
+    )
+    device_class = models.CharField(
+        max_length=253, blank=True, help_text="Empty: every device class."
+    )
+    max_devices = models.PositiveIntegerField(
+        null=True, blank=True, help_text="At most this many devices; empty: any number."
+    )
+    max_lifetime = models.DurationField(
+        null=True,
+        blank=True,
+        help_text="Extensions: the claim's whole lifetime stays within this; empty: any.",
+    )
+    enabled = models.BooleanField(default=True)
+    position = models.PositiveIntegerField(default=100)
+
+    class Meta:
+        ordering = ["position", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def describe(self) -> str:
+        parts: list[Any] = [self.get_applies_to_display()]
+        parts.append(f"of team {self.team}" if self.team_id else "of every team")
+        if self.cluster_id:
+            parts.append(f"on {self.cluster}")
+        if self.device_class:
+            parts.append(f"of class {self.device_class}")
+        if self.max_devices is not None:
+            parts.append(f"with at most {self.max_devices} device(s)")
+        if self.max_lifetime is not None:
+            parts.append(f"living at most {self.max_lifetime}")
+        return " ".join(str(part) for part in parts)

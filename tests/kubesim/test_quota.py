@@ -1,0 +1,151 @@
+"""A ResourceQuota on `<class>.deviceclass.resource.k8s.io/devices` refuses ResourceClaims
+over it, as the real quota admission does (same 403 and words), through the official client."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+import kubesim
+from tests.fixtures.kubesim import api_client, create_namespace, wait_until
+
+GPU = "gpu.nvidia.com"
+KEY = f"{GPU}.deviceclass.resource.k8s.io/devices"
+COUNT_KEY = "count/resourceclaims.resource.k8s.io"
+
+
+@pytest.fixture(scope="module")
+def handle() -> Iterator[kubesim.Handle]:
+    started = kubesim.start(speed=50)
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def api(handle: kubesim.Handle) -> Iterator[client.ApiClient]:
+    with api_client(handle) as made:
+        yield made
+
+
+@pytest.fixture
+def namespace(handle: kubesim.Handle, api: client.ApiClient) -> str:
+    name = create_namespace(handle, "quota")
+    body = {"metadata": {"name": "gpus"}, "spec": {"hard": {KEY: "3"}}}
+    client.CoreV1Api(api).create_namespaced_resource_quota(name, body)
+    return name
+
+
+def claim(name: str, *, count: int | None = 1, version: str = "v1") -> dict[str, Any]:
+    fields: dict[str, Any] = {"deviceClassName": GPU}
+    fields |= {"allocationMode": "All"} if count is None else {"count": count}
+    request = (
+        {"name": "gpu", **fields} if version == "v1beta1" else {"name": "gpu", "exactly": fields}
+    )
+    return {
+        "apiVersion": f"resource.k8s.io/{version}",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {"devices": {"requests": [request]}},
+    }
+
+
+def create(api: client.ApiClient, namespace: str, body: dict, **query: Any) -> dict:
+    version = body["apiVersion"].split("/")[1]
+    objects = client.CustomObjectsApi(api)
+    return objects.create_namespaced_custom_object(
+        "resource.k8s.io", version, namespace, "resourceclaims", body, **query
+    )
+
+
+def refusal(api: client.ApiClient, namespace: str, body: dict, **query: Any) -> dict:
+    with pytest.raises(ApiException) as refused:
+        create(api, namespace, body, **query)
+    assert refused.value.status == 403
+    return json.loads(refused.value.body)
+
+
+def used(api: client.ApiClient, namespace: str) -> dict[str, str]:
+    quota = client.CoreV1Api(api).read_namespaced_resource_quota("gpus", namespace)
+    return dict(quota.status.used or {})
+
+
+def test_it_refuses_a_claim_over_the_quota_in_the_api_servers_words(
+    api: client.ApiClient, namespace: str
+) -> None:
+    create(api, namespace, claim("one", count=2))
+    status = refusal(api, namespace, claim("two", count=2))
+    assert status["reason"] == "Forbidden"
+    assert status["message"] == (
+        'resourceclaims.resource.k8s.io "two" is forbidden: exceeded quota: gpus, '
+        f"requested: {KEY}=2, used: {KEY}=2, limited: {KEY}=3"
+    )
+    assert status["details"] == {
+        "name": "two",
+        "group": "resource.k8s.io",
+        "kind": "resourceclaims",
+    }
+    create(api, namespace, claim("three", count=1))  # exactly the last one fits
+    assert used(api, namespace) == {KEY: "3"}
+
+
+def test_it_charges_an_all_devices_claim_the_most_one_claim_can_get(
+    api: client.ApiClient, namespace: str
+) -> None:
+    status = refusal(api, namespace, claim("everything", count=None))
+    assert f"requested: {KEY}=32, used: {KEY}=0, limited: {KEY}=3" in status["message"]
+
+
+def test_it_counts_v1beta1_claims_alike_and_frees_what_is_deleted(
+    api: client.ApiClient, namespace: str
+) -> None:
+    create(api, namespace, claim("old-style", count=3, version="v1beta1"))
+    refusal(api, namespace, claim("more", count=1))
+    client.CustomObjectsApi(api).delete_namespaced_custom_object(
+        "resource.k8s.io", "v1", namespace, "resourceclaims", "old-style"
+    )
+    wait_until(lambda: used(api, namespace) == {KEY: "0"})
+    create(api, namespace, claim("more", count=1))
+
+
+def test_it_refuses_a_dry_run_over_the_quota_and_charges_none_within(
+    api: client.ApiClient, namespace: str
+) -> None:
+    refusal(api, namespace, claim("big", count=4), dry_run="All")
+    create(api, namespace, claim("small", count=3), dry_run="All")
+    assert used(api, namespace) == {KEY: "0"}
+
+
+def test_it_lets_exactly_the_quota_through_twenty_parallel_creates(
+    api: client.ApiClient, namespace: str
+) -> None:
+    def attempt(index: int) -> int:
+        try:
+            create(api, namespace, claim(f"c{index}", count=1))
+        except ApiException as error:
+            return error.status
+        return 201
+
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        results = list(pool.map(attempt, range(20)))
+    assert sorted(results) == [201] * 3 + [403] * 17
+    assert used(api, namespace) == {KEY: "3"}
+
+
+def test_it_counts_claims_when_the_quota_limits_their_number(
+    handle: kubesim.Handle, api: client.ApiClient
+) -> None:
+    namespace = create_namespace(handle, "count")
+    body = {"metadata": {"name": "claims"}, "spec": {"hard": {COUNT_KEY: "1"}}}
+    client.CoreV1Api(api).create_namespaced_resource_quota(namespace, body)
+    create(api, namespace, claim("first"))
+    status = refusal(api, namespace, claim("second"))
+    assert (
+        f"exceeded quota: claims, requested: {COUNT_KEY}=1, used: {COUNT_KEY}=1"
+        in (status["message"])
+    )
