@@ -1,15 +1,25 @@
-"""The clusters the portal knows: version, served DRA APIs, device classes, inventory."""
+"""The clusters the portal knows: version, served DRA APIs, device classes, the GPU map."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.db.models import Max
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 
-from claims import selectors
+from claims import changes, gpu_map, selectors, why_pending
 from claims.kube import preflight
 from claims.kube.parsing import ClusterInfo, DeviceClassInfo, DeviceInfo, PreflightCheck
-from claims.models import Cluster
+from claims.models import ClaimRequest, Cluster, VerificationRun
+from claims.views import live
 from claims.views.common import HtmxHttpRequest, login_required
+
+CLUSTER_PAGE = live.LivePage("claims/cluster_detail.html", "cluster", parts=("gpu_map",))
+CS, RS = ClaimRequest.State, VerificationRun.State
+# A claim waits for devices in these states; a run's Pod for a node in these.
+WAITING_CLAIMS = (CS.WAITING,)
+WAITING_RUNS = (RS.CREATING, RS.PENDING)
 
 
 @login_required
@@ -20,19 +30,128 @@ def cluster_list(request: HtmxHttpRequest) -> HttpResponse:
 
 @login_required
 def cluster_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    cluster = selectors.cluster_list().filter(pk=pk).first()
-    if cluster is None:
+    return _cluster_page(request, pk, claim=None)
+
+
+@login_required
+def cluster_claim_map(request: HtmxHttpRequest, pk: int, claim_pk: int) -> HttpResponse:
+    """The cluster page with the devices a claim may get marked on the map."""
+    claim = selectors.claim_request_get(user=request.user, pk=claim_pk)
+    if claim.namespace_request.cluster_id != pk:
         raise Http404
-    device_classes = [
-        {**dc, "count": dc["device_count"]} for dc in selectors.device_classes(cluster=cluster)
-    ]
-    context = {
+    return _cluster_page(request, pk, claim=claim)
+
+
+def _cluster_page(request: HtmxHttpRequest, pk: int, claim: ClaimRequest | None) -> HttpResponse:
+    if not selectors.cluster_list().filter(pk=pk).exists():
+        raise Http404
+    return live.respond(
+        request,
+        CLUSTER_PAGE,
+        live.Live(
+            version=lambda: map_version(pk),
+            channels=[changes.EVERYTHING],
+            context=lambda: _cluster_context(request, pk, claim),
+        ),
+    )
+
+
+def map_version(cluster_pk: int) -> str:
+    """Changes when a claim on the cluster changes (allocations) or its inventory does."""
+    claims = ClaimRequest.objects.filter(namespace_request__cluster_id=cluster_pk)
+    newest = claims.aggregate(newest=Max("updated"))["newest"]
+    synced = Cluster.objects.filter(pk=cluster_pk).values_list("inventory_synced_at", flat=True)
+    return f"{newest.isoformat() if newest else ''}|{synced.first() or ''}"
+
+
+def _cluster_context(
+    request: HtmxHttpRequest, pk: int, claim: ClaimRequest | None
+) -> dict[str, Any]:
+    cluster = Cluster.objects.get(pk=pk)
+    matching = None
+    if claim is not None:
+        matching = gpu_map.matching_ids(cluster.inventory, claim.device_class, claim.selector)
+    context: dict[str, Any] = {
         "nav": "clusters",
         "cluster": cluster,
-        "device_classes": device_classes,
-        "preflight": cluster.inventory.get("preflight") or preflight_from_sync(cluster),
+        "map_claim": claim,
+        "gpu_map": gpu_map.build(
+            cluster.inventory, holds(cluster, request.user), matching=matching
+        ),
     }
-    return render(request, "claims/cluster_detail.html", context)
+    if "since" not in request.GET:  # the rest of the page is outside the live part
+        context["device_classes"] = [
+            {**dc, "count": dc["device_count"]} for dc in selectors.device_classes(cluster=cluster)
+        ]
+        context["preflight"] = cluster.inventory.get("preflight") or preflight_from_sync(cluster)
+    return context
+
+
+def holds(cluster: Cluster, user: Any) -> list[gpu_map.Hold]:
+    """The allocations of the claims the portal follows on the cluster; whose they are only
+    for approvers and for the owner."""
+    approver = selectors.user_is_approver(user)
+    rows = ClaimRequest.objects.filter(
+        namespace_request__cluster=cluster, allocation__isnull=False
+    ).values_list(
+        "pk", "name", "namespace_request__name", "owner_id", "owner__username", "allocation"
+    )
+    found = []
+    for pk, name, namespace, owner_id, owner, allocation in rows:
+        shown = approver or owner_id == user.pk
+        found.append(
+            gpu_map.Hold(
+                claim_id=pk,  # kept to count holders; the page shows it only when shown
+                claim_name=name if shown else "",
+                namespace=namespace if shown else "",
+                owner=owner if shown else "",
+                devices=gpu_map.allocated_ids(allocation),
+                shown=shown,
+            )
+        )
+    return found
+
+
+def claim_map_context(claim: ClaimRequest, user: Any) -> dict[str, Any]:
+    """For the claim page: its node on the map with its devices marked, and why it waits."""
+    cluster = claim.namespace_request.cluster
+    found = holds(cluster, user)
+    context: dict[str, Any] = {"claim_map": None, "pending_reasons": []}
+    if claim.allocation:
+        mine = gpu_map.allocated_ids(claim.allocation)
+        nodes = [claim.allocation.get("node") or claim.node]
+        context["claim_map"] = gpu_map.build(cluster.inventory, found, highlight=mine, nodes=nodes)
+    elif claim.state in WAITING_CLAIMS:
+        waiting = claim.runs.filter(state__in=WAITING_RUNS).order_by("-created").first()
+        message = waiting.state_message if waiting else ""
+        context["pending_reasons"] = reasons_for(claim, found, message)
+    return context
+
+
+def run_pending_context(run: VerificationRun, user: Any) -> dict[str, Any]:
+    """For the run page: why its Pod waits, while it does."""
+    if run.state not in WAITING_RUNS:
+        return {"pending_reasons": []}
+    claim = run.claim
+    found = holds(claim.namespace_request.cluster, user)
+    return {"pending_reasons": reasons_for(claim, found, run.state_message)}
+
+
+def reasons_for(
+    claim: ClaimRequest, found: list[gpu_map.Hold], message: str
+) -> list[why_pending.Reason]:
+    asked = why_pending.Asked(
+        device_class=claim.device_class,
+        count=None if claim.all_devices else claim.count or 1,
+        selector=claim.selector,
+    )
+    return why_pending.explain(
+        asked=asked,
+        inventory=claim.namespace_request.cluster.inventory,
+        holds=found,
+        own_claim=claim.pk,
+        pod_message=message,
+    )
 
 
 def preflight_from_sync(cluster: Cluster) -> list[PreflightCheck]:

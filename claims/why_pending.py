@@ -1,0 +1,156 @@
+"""Why a claim waits for its devices, or a run's Pod for a node, in plain language.
+
+Pure: from what the claim asks for, the inventory and holds of the GPU map, and what the
+cluster said about the Pod (the PodScheduled condition's message, which is also the note of
+the scheduler's FailedScheduling event, or a container's image pull error, as the follower
+stores them in the run's state_message).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from claims.gpu_map import DeviceId, Hold, matching_ids
+
+SCHEDULER_WORDS = re.compile(r"\d+/\d+ nodes are available")
+IMAGE_WORDS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
+MISSING_CLASS = re.compile(r"device class (\S+) does not exist")
+
+
+@dataclass(frozen=True)
+class Asked:
+    device_class: str
+    count: int | None  # None: all matching devices
+    selector: str
+
+
+@dataclass(frozen=True)
+class Reason:
+    kind: str  # unknown_class, no_match, too_many, all_held, image, quota, unschedulable
+    text: str
+    cluster_says: str = ""  # the cluster's own words, when they are what we read
+    show_matching: bool = False  # a link to the matching devices on the map helps
+
+
+@dataclass(frozen=True)
+class Devices:
+    """Matching devices per node, those of them held, and by which claims."""
+
+    per_node: Counter[str]
+    free_per_node: Counter[str]
+    holders: set[int]
+    held: int
+
+    @property
+    def total(self) -> int:
+        return sum(self.per_node.values())
+
+
+def explain(
+    *,
+    asked: Asked,
+    inventory: dict[str, Any],
+    holds: list[Hold],
+    own_claim: int | None = None,
+    pod_message: str = "",
+) -> list[Reason]:
+    """Reasons, most telling first; empty when nothing we know of stands in the way."""
+    cluster_said = _scheduler_words(pod_message)
+    found = _from_devices(asked, inventory, holds, own_claim, cluster_said)
+    return found + _from_pod(pod_message, found)
+
+
+def _from_devices(
+    asked: Asked, inv: dict[str, Any], holds: list[Hold], own_claim: int | None, said: str
+) -> list[Reason]:
+    classes = [dc["name"] for dc in inv.get("device_classes", [])]
+    if not classes:
+        return []  # no inventory yet: nothing to judge by
+    if asked.device_class not in classes:
+        text = f"The device class {asked.device_class} does not exist on this cluster."
+        return [Reason("unknown_class", text, said)]
+    devices = _count(inv, asked, [hold for hold in holds if hold.claim_id != own_claim])
+    what = _what(asked)
+    if not devices.total:
+        return [Reason("no_match", f"No device on this cluster is {what}.", said, True)]
+    most = max(devices.per_node.values())
+    if asked.count is not None and asked.count > most:
+        text = (
+            f"You asked for {asked.count} devices on one node, but at most {most} {what} "
+            f"sit on one node."
+        )
+        return [Reason("too_many", text, said, True)]
+    if not _fits_now(asked, devices):
+        return [Reason("all_held", _held_text(asked, devices, what), said, True)]
+    return []
+
+
+def _count(inv: dict[str, Any], asked: Asked, holds: list[Hold]) -> Devices:
+    matching = matching_ids(inv, asked.device_class, asked.selector)
+    holder_of: dict[DeviceId, int] = {d: hold.claim_id for hold in holds for d in hold.devices}
+    nodes = {
+        (d["driver"], d["pool"], d["name"]): d.get("node") or d["pool"] for d in inv["devices"]
+    }
+    per_node: Counter[str] = Counter(nodes[d] for d in matching)
+    free: Counter[str] = Counter({node: 0 for node in per_node})
+    free.update(nodes[d] for d in matching if d not in holder_of)
+    held_by = {holder_of[d] for d in matching if d in holder_of}
+    return Devices(per_node, free, held_by, sum(1 for d in matching if d in holder_of))
+
+
+def _fits_now(asked: Asked, devices: Devices) -> bool:
+    if asked.count is None:  # "all": every matching device on some node must be free
+        return any(devices.free_per_node[n] == total for n, total in devices.per_node.items())
+    return max(devices.free_per_node.values()) >= asked.count
+
+
+def _what(asked: Asked) -> str:
+    selector = " and matching your selector" if asked.selector else ""
+    return f"of class {asked.device_class}{selector}"
+
+
+def _held_text(asked: Asked, devices: Devices, what: str) -> str:
+    claims = len(devices.holders)
+    by = f"by {claims} other claim{'s' if claims != 1 else ''}"
+    free = max(devices.free_per_node.values())
+    wanted = "all of them free on one node" if asked.count is None else f"{asked.count}"
+    return (
+        f"All matching devices are held: {devices.held} of the {devices.total} devices {what} "
+        f"are held {by}. At most {free} are free on one node; you need {wanted}. "
+        f"The claim gets its devices once enough of them are released."
+    )
+
+
+def _scheduler_words(message: str) -> str:
+    return message if SCHEDULER_WORDS.search(message) else ""
+
+
+def _from_pod(message: str, found: list[Reason]) -> list[Reason]:
+    """What the Pod's status says that the devices do not already explain."""
+    if not message:
+        return []
+    if any(word in message for word in IMAGE_WORDS):
+        text = "The container image could not be pulled, so the Pod cannot start."
+        return [Reason("image", text, message)]
+    if "exceeded quota" in message:
+        text = "The namespace's ResourceQuota does not allow this; ask an admin to raise it."
+        return [Reason("quota", text, message)]
+    if found or not SCHEDULER_WORDS.search(message):
+        return []
+    missing = MISSING_CLASS.search(message)
+    if missing:
+        text = f"The device class {missing.group(1)} does not exist on this cluster."
+        return [Reason("unknown_class", text, message)]
+    return [Reason("unschedulable", _unschedulable_text(message), message)]
+
+
+def _unschedulable_text(message: str) -> str:
+    if "cannot allocate all claims" in message:
+        return (
+            "No node has enough free matching devices right now. Devices held by claims "
+            "made outside the portal do not show on the map."
+        )
+    return "Kubernetes found no node for the Pod for a reason other than its devices."

@@ -1,0 +1,267 @@
+"""The GPU map, drawn from what kubesim publishes and allocates: a node of two H100s, and a
+node with an A100 cut into MIG devices next to a whole A100."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client, override_settings
+from django.urls import reverse
+
+import kubesim
+from claims import cluster_ops, gpu_map, services, sync
+from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
+from claims.transitions import transition
+from claims.views.clusters import holds
+from tests.fixtures.portal import register_cluster, wait_until
+
+TOPOLOGY = """
+nodes:
+  - name: gpu-node-1
+    gpus:
+      - model: H100-80GB-HBM3
+        count: 2
+  - name: mig-node-1
+    gpus:
+      - model: A100-SXM4-40GB
+        mig: [1g.5gb, 1g.5gb, 2g.10gb]
+      - model: A100-SXM4-40GB
+"""
+H100 = "NVIDIA H100 80GB HBM3"
+A100 = "NVIDIA A100-SXM4-40GB"
+H100_ONLY = f"device.attributes['gpu.nvidia.com'].productName == '{H100}'"
+NO_SUCH_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:no-such-tag"
+
+
+@pytest.fixture(scope="module")
+def map_kubesim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kubesim.Handle]:
+    path = Path(tmp_path_factory.mktemp("topology")) / "map.yaml"
+    path.write_text(TOPOLOGY)
+    handle = kubesim.start(topology=str(path), speed=20)
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def map_cluster(db: None, map_kubesim: kubesim.Handle) -> Iterator[Cluster]:
+    yield register_cluster(map_kubesim, name="map")
+    cluster_ops.forget_gateways()
+
+
+@pytest.fixture
+def namespace_of(
+    map_cluster: Cluster, map_kubesim: kubesim.Handle
+) -> Iterator[Callable[[User], NamespaceRequest]]:
+    """Active namespaces, deleted from kubesim afterwards (with their Pods, so the devices
+    are free for the next test)."""
+    made: list[str] = []
+
+    def make(user: User) -> NamespaceRequest:
+        ns = services.namespace_request_submit(
+            user=user, cluster=map_cluster, name=f"map-{uuid.uuid4().hex[:6]}"
+        )
+        transition(ns, to="approved", allowed=("pending",))
+        assert cluster_ops.apply_namespace(ns)
+        ns.refresh_from_db()
+        made.append(ns.name)
+        return ns
+
+    yield make
+    for name in made:
+        map_kubesim.admin("DELETE", f"/api/v1/namespaces/{name}")
+    wait_until(lambda: not any(map(namespace_exists(map_kubesim), made)), timeout=30)
+
+
+def namespace_exists(handle: kubesim.Handle) -> Callable[[str], bool]:
+    def exists(name: str) -> bool:
+        found = handle.admin("GET", "/api/v1/namespaces")["items"]
+        return any(item["metadata"]["name"] == name for item in found)
+
+    return exists
+
+
+def applied_claim(user: User, ns: NamespaceRequest, **fields: Any) -> ClaimRequest:
+    values = {"name": f"c-{uuid.uuid4().hex[:6]}", "device_class": "gpu.nvidia.com"} | fields
+    claim = services.claim_request_submit(user=user, namespace_request=ns, **values)
+    transition(claim, to="approved", allowed=("pending",))
+    cluster_ops.apply_claim(claim)
+    claim.refresh_from_db()
+    assert claim.state == "waiting", claim.state_message
+    return claim
+
+
+def started_run(user: User, claim: ClaimRequest) -> VerificationRun:
+    run = services.verification_run_start(user=user, claim_request=claim)
+    cluster_ops.start_run(run)
+    run.refresh_from_db()
+    return run
+
+
+def held_by_a_stuck_pod(user: User, ns: NamespaceRequest, **fields: Any) -> ClaimRequest:
+    """A claim whose run's Pod is scheduled (so DRA allocated the devices) but never starts:
+    its image does not pull, so the devices stay held while the test looks."""
+    claim = applied_claim(user, ns, **fields)
+    with override_settings(VECTOR_ADD_IMAGE=NO_SUCH_IMAGE):
+        started_run(user, claim)
+
+    def allocated() -> bool:
+        sync.sync_cluster(claim.cluster)
+        claim.refresh_from_db()
+        return claim.allocation is not None
+
+    wait_until(allocated, timeout=15)
+    return claim
+
+
+def test_it_draws_each_node_its_cards_and_their_mig_partitions(map_cluster: Cluster) -> None:
+    drawn = gpu_map.build(map_cluster.inventory, [])
+
+    assert [node.name for node in drawn.nodes] == ["gpu-node-1", "mig-node-1"]
+    h100s = drawn.nodes[0].cards
+    assert [(c.label, c.model, c.memory, c.is_mig) for c in h100s] == [
+        ("gpu-0", H100, "80Gi", False),
+        ("gpu-1", H100, "80Gi", False),
+    ]
+    cut, whole = drawn.nodes[1].cards
+    assert (cut.label, cut.model, cut.is_mig, whole.label, whole.is_mig) == (
+        "gpu-0",
+        A100,
+        True,
+        "gpu-1",
+        False,
+    )
+    assert [(cell.profile, cell.memory) for cell in cut.devices] == [
+        ("1g.5gb", "4864Mi"),
+        ("1g.5gb", "4864Mi"),
+        ("2g.10gb", "9984Mi"),
+    ]
+    assert all(cell.name.startswith("gpu-0-mig-") for cell in cut.devices)
+    assert (drawn.free, drawn.total) == (6, 6)
+
+
+def test_it_counts_free_and_total_per_model(map_cluster: Cluster) -> None:
+    counts = gpu_map.build(map_cluster.inventory, []).models
+
+    assert [(c.model, c.kind, c.free, c.total) for c in counts] == [
+        (A100, "1g.5gb", 2, 2),
+        (A100, "2g.10gb", 1, 1),
+        (A100, "whole GPU", 1, 1),
+        (H100, "whole GPU", 2, 2),
+    ]
+
+
+def test_it_marks_the_devices_dra_allocated_to_a_claim(
+    alice: User, bob: User, carol: User, map_cluster: Cluster, namespace_of: Any
+) -> None:
+    ns = namespace_of(alice)
+    claim = held_by_a_stuck_pod(alice, ns, count=1, selector=H100_ONLY)
+    [device] = claim.allocation["devices"]
+
+    for viewer, shown in ((alice, True), (carol, True), (bob, False)):
+        drawn = gpu_map.build(map_cluster.inventory, holds(map_cluster, viewer))
+        held = [cell for node in drawn.nodes for cell in node.devices if cell.holder]
+        assert [(cell.pool, cell.name) for cell in held] == [(device["pool"], device["device"])]
+        holder = held[0].holder
+        assert holder is not None and holder.shown is shown
+        assert holder.owner == ("alice" if shown else "")
+        assert holder.claim_name == (claim.name if shown else "")
+        assert (drawn.free, drawn.total) == (5, 6)
+        assert [(c.model, c.free) for c in drawn.models if c.model == H100] == [(H100, 1)]
+
+
+def test_it_marks_the_devices_a_claims_class_and_selector_match(map_cluster: Cluster) -> None:
+    inv = map_cluster.inventory
+    h100s = gpu_map.matching_ids(inv, "gpu.nvidia.com", H100_ONLY)
+    migs = gpu_map.matching_ids(inv, "mig.nvidia.com", "")
+    whole = gpu_map.matching_ids(inv, "gpu.nvidia.com", "")
+
+    assert sorted(name for _, _, name in h100s) == ["gpu-0", "gpu-1"]
+    assert {pool for _, pool, _ in h100s} == {"gpu-node-1"}
+    assert len(migs) == 3 and {pool for _, pool, _ in migs} == {"mig-node-1"}
+    assert len(whole) == 3
+    assert gpu_map.matching_ids(inv, "no.such.class", "") == set()
+    drawn = gpu_map.build(inv, [], matching=migs)
+    assert drawn.filtered
+    assert [cell.matching for cell in drawn.nodes[1].devices] == [True, True, True, False]
+
+
+def test_it_limits_a_compact_map_to_the_claims_node_and_highlights_its_devices(
+    alice: User, map_cluster: Cluster, namespace_of: Any
+) -> None:
+    ns = namespace_of(alice)
+    claim = held_by_a_stuck_pod(alice, ns, device_class="mig.nvidia.com", count=2)
+    mine = gpu_map.allocated_ids(claim.allocation)
+
+    drawn = gpu_map.build(
+        map_cluster.inventory, holds(map_cluster, alice), highlight=mine, nodes=[claim.node]
+    )
+
+    assert [node.name for node in drawn.nodes] == ["mig-node-1"] == [claim.node]
+    marked = [cell for cell in drawn.nodes[0].devices if cell.highlighted]
+    assert {cell.id for cell in marked} == mine and len(marked) == 2
+    assert all(cell.kind == "mig" and cell.holder for cell in marked)
+
+
+def page(user: User, url: str) -> str:
+    client = Client()
+    client.force_login(user)
+    response = client.get(url)
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_the_cluster_page_names_the_holder_only_to_approvers_and_the_owner(
+    alice: User, bob: User, carol: User, map_cluster: Cluster, namespace_of: Any
+) -> None:
+    ns = namespace_of(alice)
+    claim = held_by_a_stuck_pod(alice, ns, count=2, selector=H100_ONLY)
+    url = reverse("cluster", args=[map_cluster.pk])
+    link = f'held by <a href="{reverse("claim", args=[claim.pk])}">alice/{claim.name}</a>'
+
+    assert page(alice, url).count(link) == 2
+    assert page(carol, url).count(link) == 2
+    seen_by_bob = page(bob, url)
+    assert claim.name not in seen_by_bob and "alice" not in seen_by_bob
+    assert seen_by_bob.count('data-state="held"') == 2
+    assert seen_by_bob.count('data-state="free"') == 4
+    assert "<li><strong>4/6</strong> devices free</li>" in seen_by_bob
+
+
+def test_the_claim_page_shows_its_devices_on_its_node(
+    alice: User, map_cluster: Cluster, namespace_of: Any
+) -> None:
+    ns = namespace_of(alice)
+    claim = held_by_a_stuck_pod(alice, ns, count=1, selector=H100_ONLY)
+    [device] = claim.allocation["devices"]
+
+    content = page(alice, reverse("claim", args=[claim.pk]))
+
+    assert 'id="claim-gpu-map"' in content
+    assert 'id="gpu-node-gpu-node-1"' in content and "mig-node-1" not in content
+    cell = f'id="device-gpu-node-1-{device["device"]}"'
+    assert cell in content
+    assert "★ this claim's device" in content
+
+
+def test_the_map_for_a_claim_is_only_for_those_who_may_see_the_claim(
+    alice: User, bob: User, carol: User, map_cluster: Cluster, namespace_of: Any
+) -> None:
+    ns = namespace_of(alice)
+    claim = applied_claim(alice, ns, device_class="mig.nvidia.com", count=1)
+    url = reverse("cluster-claim-map", args=[map_cluster.pk, claim.pk])
+
+    for viewer in (alice, carol):
+        content = page(viewer, url)
+        assert 'id="gpu-map-filter"' in content
+        assert content.count('<span class="gpu-mark">✓ matches</span>') == 3
+    client = Client()
+    client.force_login(bob)
+    assert client.get(url).status_code == 404
+    other = Cluster.objects.create(name="elsewhere")
+    client.force_login(alice)
+    assert client.get(reverse("cluster-claim-map", args=[other.pk, claim.pk])).status_code == 404
