@@ -23,7 +23,7 @@ from django.db import close_old_connections
 from django.db.models import Q
 from django.utils import timezone
 
-from claims import run_follower, sync
+from claims import cluster_registry, run_follower, sync
 from claims.cluster_ops import gateway_for
 from claims.kube import parsing
 from claims.kube.gateway import ClaimState, DeviceClassInfo, PodState
@@ -34,10 +34,25 @@ from claims.models import Cluster, VerificationRun, managed_selector
 log = logging.getLogger(__name__)
 
 LOG_FLUSH_SECONDS = 0.2  # how often lines read by log streams are written
+NEW_CLUSTER_SECONDS = 2.0  # how often follow_all looks for newly registered clusters
 
 
 def _as_is(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
+
+
+UNREACHABLE = "cannot reach the cluster"
+
+
+def connection_of(cluster: Cluster) -> tuple[Any, ...]:
+    """What the follower's gateway was built from: a change (an admin edited the cluster)
+    means following anew with the new credentials."""
+    return (
+        cluster.kubeconfig_path,
+        cluster.context,
+        cluster.in_cluster,
+        cluster.kubeconfig_encrypted,
+    )
 
 
 def holder_name() -> str:
@@ -125,10 +140,13 @@ class ClusterFollower:
         self.log_streams: LogStreams | None = None
         self.inventory_changed = threading.Event()
         self.inventory: tuple[Informer[DeviceClassInfo], Informer[dict[str, Any]]]
+        self.informers: tuple[Informer[Any], ...] = ()
+        self.connection: tuple[Any, ...] = ()
+        self.unreachable = False
 
     def run(self) -> None:
         try:
-            while not self.stop.is_set():
+            while not self.stop.is_set() and Cluster.objects.filter(pk=self.cluster_id).exists():
                 if take_lease(self.cluster_id, self.holder):
                     log.info("following cluster %s as %s", self.cluster_id, self.holder)
                     self._follow()
@@ -139,7 +157,10 @@ class ClusterFollower:
             close_old_connections()
 
     def _follow(self) -> None:
-        cluster = Cluster.objects.get(pk=self.cluster_id)
+        cluster = Cluster.objects.filter(pk=self.cluster_id).first()
+        if cluster is None:
+            return  # removed meanwhile
+        self.connection = connection_of(cluster)
         gateway = gateway_for(cluster)
         selector = managed_selector()
         watch_seconds = settings.FOLLOWER_WATCH_SECONDS
@@ -167,7 +188,7 @@ class ClusterFollower:
             gateway, "DeviceClass", "", parsing.device_class_info, self.inventory_changed.set
         )
         self.inventory = (classes, slices)
-        informers = (claims, pods, slices, classes)
+        informers = self.informers = (claims, pods, slices, classes)
         for informer in informers:
             informer.start()
         try:
@@ -189,10 +210,14 @@ class ClusterFollower:
             self.changed.wait(min(wait, max(renew_at - time.monotonic(), 0)))
             streams.flush()
             self._refresh_inventory(cluster)
+            self._note_reachability()
             due = False
             if time.monotonic() >= renew_at:
                 if not take_lease(self.cluster_id, self.holder):
                     log.warning("lost the lease of cluster %s", self.cluster_id)
+                    return
+                if self._connection_changed():
+                    log.info("cluster %s has a new connection: following anew", cluster)
                     return
                 renew_at = time.monotonic() + renew_every
                 due = runs_under_way
@@ -206,6 +231,23 @@ class ClusterFollower:
             else:
                 runs_under_way = outcome
                 self.passes += 1
+
+    def _note_reachability(self) -> None:
+        """Unreachable since the first watch or list that could not reach it; reachable
+        again when every cache is current (recorded on change only)."""
+        errors = [i.error for i in self.informers if i.error and not i.watching]
+        unreachable = next((e for e in errors if UNREACHABLE in e), "")
+        if unreachable and not self.unreachable:
+            cluster_registry.mark_unreachable(
+                self.cluster_id, cluster_registry.plain_words(unreachable)
+            )
+        elif not errors and self.unreachable:
+            cluster_registry.mark_reachable(self.cluster_id)
+        self.unreachable = bool(unreachable) or (self.unreachable and bool(errors))
+
+    def _connection_changed(self) -> bool:
+        cluster = Cluster.objects.filter(pk=self.cluster_id).first()
+        return cluster is None or connection_of(cluster) != self.connection
 
     def _refresh_inventory(self, cluster: Cluster) -> None:
         classes, slices = self.inventory
@@ -227,8 +269,10 @@ class ClusterFollower:
             return True
 
 
-def follow_all(stop: threading.Event) -> None:
-    """Follow every registered cluster (new ones too) until stop is set; for the command."""
+def follow_all(stop: threading.Event, *, look_every: float = NEW_CLUSTER_SECONDS) -> None:
+    """Follow every registered cluster until stop is set; for the command. Clusters
+    registered meanwhile are followed within `look_every` seconds (no restart), a removed
+    one's follower ends, and each has a thread of its own: a dead cluster stalls no other."""
     threads: dict[int, threading.Thread] = {}
     while not stop.is_set():
         for cluster_id in Cluster.objects.values_list("pk", flat=True):
@@ -239,6 +283,6 @@ def follow_all(stop: threading.Event) -> None:
                 )
                 threads[cluster_id].start()
         close_old_connections()
-        stop.wait(lease_seconds())
+        stop.wait(look_every)
     for thread in threads.values():
         thread.join(timeout=lease_seconds())

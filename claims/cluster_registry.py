@@ -1,0 +1,382 @@
+"""Clusters an admin registers on the Clusters page: a kubeconfig (encrypted at rest with
+CLUSTER_CREDENTIALS_KEYS, MultiFernet so keys rotate) or the portal's in-cluster service
+account, and the first contact (discovery, preflight, inventory) in plain words.
+
+The plaintext kubeconfig lives only in memory: the gateway loads it from a dict
+(claims.kube.connection.load_from_memory), never from a file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.conf import settings
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.timesince import timesince
+
+from claims import inventory
+from claims.kube.gateway import ClusterGateway, KubeError, PermanentKubeError, PreflightCheck
+from claims.models import ClaimRequest, Cluster, NamespaceRequest
+
+Obj = dict[str, Any]
+NO_KEYS = (
+    "CLUSTER_CREDENTIALS_KEYS is not set: the portal cannot encrypt or read uploaded "
+    "kubeconfigs. Set it to one or more Fernet keys, newest first (.env.example says how)."
+)
+IN_CLUSTER = "in_cluster"
+KUBECONFIG = "kubeconfig"
+# Parts of a kubeconfig that would make the portal's server read its own files or run a
+# program: an uploaded kubeconfig must carry its credentials inline.
+LOCAL_REFERENCES = {
+    "certificate-authority": "certificate-authority-data",
+    "client-certificate": "client-certificate-data",
+    "client-key": "client-key-data",
+    "tokenFile": "token",
+}
+
+
+# --- encryption at rest ---------------------------------------------------------------
+
+
+def _fernet() -> MultiFernet:
+    keys = settings.CLUSTER_CREDENTIALS_KEYS
+    if not keys:
+        raise ImproperlyConfigured(NO_KEYS)
+    return MultiFernet([Fernet(key) for key in keys])
+
+
+def encrypt(text: str) -> str:
+    return _fernet().encrypt(text.encode()).decode()
+
+
+def decrypt(token: str) -> str:
+    try:
+        return _fernet().decrypt(token.encode()).decode()
+    except InvalidToken:
+        raise ImproperlyConfigured(
+            "A stored kubeconfig does not decrypt with any key in CLUSTER_CREDENTIALS_KEYS "
+            "(was a key removed before the kubeconfigs were re-encrypted?)."
+        ) from None
+
+
+def reencrypt_all() -> int:
+    """Encrypt every stored kubeconfig again with the newest key (after adding one in front);
+    the older keys can then be removed. Returns how many were re-encrypted."""
+    fernet, done = _fernet(), 0
+    for cluster in Cluster.objects.exclude(kubeconfig_encrypted=""):
+        rotated = fernet.rotate(cluster.kubeconfig_encrypted.encode()).decode()
+        Cluster.objects.filter(pk=cluster.pk).update(kubeconfig_encrypted=rotated)
+        done += 1
+    return done
+
+
+@checks.register(checks.Tags.security, deploy=True)
+def credentials_keys_check(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
+    try:
+        _fernet()
+    except ImproperlyConfigured as error:
+        return [checks.Error(str(error), id="claims.E001")]
+    except ValueError as error:
+        message = f"CLUSTER_CREDENTIALS_KEYS holds a key that is not a Fernet key: {error}"
+        return [checks.Error(message, id="claims.E002")]
+    return []
+
+
+# --- kubeconfigs ----------------------------------------------------------------------
+
+
+def _invalid(message: str) -> ValidationError:
+    return ValidationError({"kubeconfig": [message]})
+
+
+def parse_kubeconfig(text: str) -> Obj:
+    """The kubeconfig as a dict, or ValidationError on the kubeconfig field in plain words."""
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        where = getattr(error, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        raise _invalid(f"This is not valid YAML{line}.") from None
+    if not isinstance(loaded, dict):
+        raise _invalid("This is not a kubeconfig: expected a YAML mapping with contexts.")
+    if not context_names(loaded):
+        raise _invalid("This kubeconfig has no contexts.")
+    return loaded
+
+
+def context_names(kubeconfig: Obj) -> list[str]:
+    contexts = kubeconfig.get("contexts")
+    if not isinstance(contexts, list):
+        return []
+    return [str(c["name"]) for c in contexts if isinstance(c, dict) and c.get("name")]
+
+
+def _named(kubeconfig: Obj, section: str, name: Any) -> Obj | None:
+    for entry in kubeconfig.get(section) or []:
+        if isinstance(entry, dict) and entry.get("name") == name:
+            value = entry.get(section[:-1])
+            return value if isinstance(value, dict) else {}
+    return None
+
+
+def check_context(kubeconfig: Obj, context: str) -> None:
+    """The context exists, names a cluster and user present, and needs nothing local."""
+    names = context_names(kubeconfig)
+    if context not in names:
+        raise ValidationError(
+            {"context": [f"Pick one of this kubeconfig's contexts: {', '.join(names)}."]}
+        )
+    chosen = _named(kubeconfig, "contexts", context) or {}
+    cluster = _named(kubeconfig, "clusters", chosen.get("cluster"))
+    user = _named(kubeconfig, "users", chosen.get("user"))
+    if cluster is None or not cluster.get("server"):
+        raise _invalid(
+            f"Context {context!r} names cluster {chosen.get('cluster')!r}, "
+            "which has no server here."
+        )
+    if user is None:
+        raise _invalid(f"Context {context!r} names user {chosen.get('user')!r}, which is not here.")
+    _refuse_local(cluster, user)
+
+
+def _refuse_local(cluster: Obj, user: Obj) -> None:
+    for entry in (cluster, user):
+        for key, inline in LOCAL_REFERENCES.items():
+            if entry.get(key):
+                raise _invalid(f"It refers to a file ({key}); embed it as {inline} instead.")
+    if user.get("exec") or user.get("auth-provider"):
+        raise _invalid(
+            "Its user runs a credential plugin (exec or auth-provider), which would run a "
+            "program on the portal's server; use a token or a client certificate, e.g. a "
+            "ServiceAccount token."
+        )
+
+
+def kubeconfig_of(cluster: Cluster) -> Obj | None:
+    """The cluster's uploaded kubeconfig, decrypted (in memory only); None for others."""
+    if not cluster.kubeconfig_encrypted:
+        return None
+    loaded = yaml.safe_load(decrypt(cluster.kubeconfig_encrypted))
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def gateway_options(cluster: Cluster) -> Obj:
+    """How claims.cluster_ops builds this cluster's gateway."""
+    return {
+        "kubeconfig_path": (cluster.kubeconfig_path or None)
+        if not cluster.kubeconfig_encrypted
+        else None,
+        "context": cluster.context or None,
+        "in_cluster": cluster.in_cluster,
+        "kubeconfig": kubeconfig_of(cluster),
+        "service_account_dir": settings.KUBE_SERVICE_ACCOUNT_DIR,
+    }
+
+
+def connection_label(cluster: Cluster) -> str:
+    if cluster.in_cluster:
+        return "in-cluster service account"
+    if cluster.kubeconfig_encrypted:
+        return f"uploaded kubeconfig, context {cluster.context}"
+    return f"kubeconfig file {cluster.kubeconfig_path or '(default)'}"
+
+
+# --- registration ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterInput:
+    name: str
+    source: str  # KUBECONFIG or IN_CLUSTER
+    kubeconfig_text: str = ""  # "" when editing: keep the stored one
+    context: str = ""
+
+
+def _connection_fields(data: ClusterInput, cluster: Cluster | None) -> Obj:
+    if data.source == IN_CLUSTER:
+        return {
+            "in_cluster": True,
+            "kubeconfig_encrypted": "",
+            "kubeconfig_path": "",
+            "context": "",
+        }
+    if data.kubeconfig_text:
+        kubeconfig = parse_kubeconfig(data.kubeconfig_text)
+        text = data.kubeconfig_text
+    elif cluster is not None and cluster.kubeconfig_encrypted:
+        text = decrypt(cluster.kubeconfig_encrypted)
+        kubeconfig = parse_kubeconfig(text)
+    else:
+        raise _invalid("Upload or paste a kubeconfig.")
+    check_context(kubeconfig, data.context)
+    fields = {"in_cluster": False, "kubeconfig_path": "", "context": data.context}
+    return fields | {"kubeconfig_encrypted": encrypt(text)}
+
+
+def _check_name(name: str, cluster: Cluster | None) -> None:
+    taken = Cluster.objects.filter(name=name)
+    if cluster is not None:
+        taken = taken.exclude(pk=cluster.pk)
+    if taken.exists():
+        raise ValidationError({"name": [f"A cluster named {name!r} is already registered."]})
+
+
+def save_cluster(data: ClusterInput, cluster: Cluster | None = None) -> Cluster:
+    """Register a cluster (cluster=None) or change one; ValidationError by field."""
+    _check_name(data.name, cluster)
+    fields = _connection_fields(data, cluster)
+    with transaction.atomic():
+        if cluster is None:
+            cluster = Cluster.objects.create(name=data.name, **fields)
+        else:
+            for key, value in {"name": data.name, **fields}.items():
+                setattr(cluster, key, value)
+            cluster.save()
+    return cluster
+
+
+def live_requests(cluster: Cluster) -> int:
+    namespaces = NamespaceRequest.objects.filter(cluster=cluster).exclude(
+        state__in=NamespaceRequest.FINAL_STATES
+    )
+    claims = ClaimRequest.objects.filter(namespace_request__cluster=cluster).exclude(
+        state__in=ClaimRequest.FINAL_STATES
+    )
+    uncleaned = ClaimRequest.objects.filter(
+        namespace_request__cluster=cluster,
+        state=ClaimRequest.State.RELEASED,
+        cleaned_up_at__isnull=True,
+    )
+    return namespaces.count() + claims.count() + uncleaned.count()
+
+
+def past_requests(cluster: Cluster) -> int:
+    return NamespaceRequest.objects.filter(cluster=cluster).count()
+
+
+def remove_cluster(cluster: Cluster) -> None:
+    """Forget a cluster with nothing live on it, and the records of its finished requests;
+    refused (ValidationError) while a namespace or claim there is live."""
+    with transaction.atomic():
+        Cluster.objects.select_for_update().filter(pk=cluster.pk).first()
+        live = live_requests(cluster)
+        if live:
+            raise ValidationError(
+                f"{cluster.name} still has {live} live request(s): delete its namespaces "
+                "and release its claims first."
+            )
+        NamespaceRequest.objects.filter(cluster=cluster).delete()
+        cluster.delete()
+
+
+# --- contact --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Contact:
+    problem: str  # "" when the cluster answered
+    preflight: list[PreflightCheck]
+
+    @property
+    def reachable(self) -> bool:
+        return not self.problem
+
+
+def plain_words(error: KubeError | str) -> str:
+    """What went wrong, for an admin, from the client's message."""
+    text = error if isinstance(error, str) else error.message
+    status = error.status if isinstance(error, PermanentKubeError) else None
+    lowered = text.lower()
+    rules = [
+        (
+            "certificate_verify_failed",
+            "certificate not trusted (the cluster's CA is not the kubeconfig's)",
+        ),
+        ("hostname mismatch", "certificate does not match the server's address"),
+        ("connection refused", "connection refused (nothing listens at the server's address)"),
+        ("name or service not known", "the server's host name is not known"),
+        ("timed out", "no answer in time (timed out)"),
+    ]
+    for needle, words in rules:
+        if needle in lowered:
+            return words
+    if status == 401:
+        return "unauthorised: the cluster did not accept the credentials"
+    if status == 403:
+        return f"forbidden: the credentials may not do this ({text})"
+    return text
+
+
+def contact(cluster: Cluster) -> Contact:
+    """Connect afresh, discover, run the preflight, read the inventory; record the outcome."""
+    try:
+        with ClusterGateway(**gateway_options(cluster)) as gateway:
+            checks_done = gateway.preflight()
+            info = gateway.discover()
+            built: Obj = {}
+            if info.preferred_resource_version:
+                built = inventory.build_inventory(
+                    gateway.list_device_classes(), gateway.list_devices()
+                )
+    except KubeError as error:
+        problem = plain_words(error)
+        mark_unreachable(cluster.pk, problem)
+        return Contact(problem, [])
+    built["preflight"] = [dataclasses.asdict(check) for check in checks_done]
+    Cluster.objects.filter(pk=cluster.pk).update(
+        server_version=info.server_version,
+        resource_versions=info.resource_versions,
+        preferred_resource_version=info.preferred_resource_version or "",
+        inventory=built,
+        inventory_synced_at=timezone.now(),
+    )
+    mark_reachable(cluster.pk)
+    return Contact("", checks_done)
+
+
+def mark_unreachable(cluster_pk: int, problem: str) -> None:
+    """Record the problem; `unreachable_since` keeps the first failure of the outage."""
+    Cluster.objects.filter(pk=cluster_pk).update(last_error=problem)
+    Cluster.objects.filter(pk=cluster_pk, unreachable_since__isnull=True).update(
+        unreachable_since=timezone.now()
+    )
+
+
+def mark_reachable(cluster_pk: int) -> None:
+    Cluster.objects.filter(pk=cluster_pk).exclude(unreachable_since=None, last_error="").update(
+        unreachable_since=None, last_error=""
+    )
+
+
+def note_sync_outcome(cluster_pk: int) -> None:
+    """After a periodic sync: its recorded error says whether the cluster answered."""
+    cluster = Cluster.objects.filter(pk=cluster_pk).only("last_error").first()
+    if cluster is None:
+        return
+    if "cannot reach the cluster" in cluster.last_error:
+        mark_unreachable(cluster_pk, cluster.last_error)
+    elif not cluster.last_error:
+        mark_reachable(cluster_pk)
+
+
+def status_label(cluster: Cluster, now: datetime | None = None) -> str:
+    """ "unreachable since 2026-12-01 10:42 UTC (5 minutes)", or "" while it answers."""
+    since = cluster.unreachable_since
+    if since is None:
+        return ""
+    at = since.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"unreachable since {at} ({timesince(since, now)})"
+
+
+def picker_label(cluster: Cluster) -> str:
+    """A cluster in the namespace form's picker."""
+    status = status_label(cluster)
+    return f"{cluster.name} ({status})" if status else cluster.name
