@@ -1,73 +1,143 @@
-"""Team quotas: the portal refuses what does not fit and, if the admin chose it, approves
-on its own what does."""
+"""Team quotas per cluster and device class: the portal refuses what does not fit, at submit
+and again at approval, with the reason next to the field."""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 
 from claims import quota, services
-from claims.models import ClaimRequest, Cluster, NamespaceRequest, Team
+from claims.models import ClaimRequest, Cluster, NamespaceRequest, Team, TeamMembership, TeamQuota
+from claims.transitions import transition
 from tests.fixtures.portal import work_sent
 
 GPU = "gpu.nvidia.com"
+MIG = "mig.nvidia.com"
+
+
+def make_cluster(name: str, gpus: int = 8) -> Cluster:
+    classes = [{"name": GPU, "selectors": []}, {"name": MIG, "selectors": []}]
+    inventory = {"device_classes": classes, "device_counts": {GPU: gpus, MIG: 14}}
+    return Cluster.objects.create(name=name, inventory=inventory)
 
 
 @pytest.fixture
 def cluster(db: None) -> Cluster:
-    inventory = {"device_classes": [{"name": GPU, "selectors": []}], "device_counts": {GPU: 8}}
-    return Cluster.objects.create(name="lab", inventory=inventory)
+    return make_cluster("lab")
 
 
 @pytest.fixture
-def team(alice: User, bob: User) -> Team:
-    team = Team.objects.create(name="vision", gpu_quota=4)
+def team(alice: User, bob: User, cluster: Cluster) -> Team:
+    team = Team.objects.create(name="vision")
     team.members.add(alice, bob)
+    TeamQuota.objects.create(team=team, cluster=cluster, device_class=GPU, max_devices=4)
     return team
 
 
-def submit(user: User, cluster: Cluster, name: str, **fields: object) -> ClaimRequest:
+def namespace_of(user: User, cluster: Cluster) -> NamespaceRequest:
     ns, _ = NamespaceRequest.objects.get_or_create(
         owner=user, cluster=cluster, name=f"ns-{user.username}"
     )
+    return ns
+
+
+def submit(user: User, cluster: Cluster, name: str, **fields: object) -> ClaimRequest:
     values: dict = {"device_class": GPU, "count": 1} | fields
+    ns = namespace_of(user, cluster)
     return services.claim_request_submit(user=user, namespace_request=ns, name=name, **values)
 
 
-def test_it_counts_what_the_teams_live_claims_ask_for(
+def test_it_counts_the_teams_live_claims_of_one_class_on_one_cluster(
     team: Team, alice: User, bob: User, cluster: Cluster
 ) -> None:
     submit(alice, cluster, "a", count=2)
     submit(bob, cluster, "b", count=1)
+    submit(bob, cluster, "mig", device_class=MIG, count=5)
+    submit(alice, make_cluster("elsewhere"), "far", count=3)
     released = submit(bob, cluster, "c", count=1)
     services.claim_request_release(user=bob, claim_request=released)
-    assert quota.devices_held(team) == 3
+    assert quota.devices_held(team, cluster, GPU) == 3
+    assert quota.devices_held(team, cluster, MIG) == 5
 
 
-def test_it_refuses_a_claim_beyond_the_quota(
+def test_it_refuses_a_claim_beyond_the_quota_with_the_reason(
     team: Team, alice: User, bob: User, cluster: Cluster
 ) -> None:
     submit(alice, cluster, "a", count=3)
-    with pytest.raises(ValidationError) as excinfo:
+    with pytest.raises(ValidationError) as refused:
         submit(bob, cluster, "b", count=2)
-    assert excinfo.value.message_dict["count"] == [
-        "Team vision may ask for 4 device(s) in all; 3 are already asked for, so at most 1 more."
+    assert refused.value.message_dict["count"] == [
+        "Team vision may hold 4 gpu.nvidia.com device(s) on lab; 3 are already held or asked "
+        "for, so at most 1 more."
     ]
+    assert not ClaimRequest.objects.filter(name="b").exists()
+
+
+def test_it_limits_only_the_class_and_cluster_the_quota_names(
+    team: Team, alice: User, cluster: Cluster
+) -> None:
+    assert submit(alice, cluster, "mig", device_class=MIG, count=14).state == "pending"
+    assert submit(alice, make_cluster("big"), "far", count=8).state == "pending"
 
 
 def test_it_counts_an_all_devices_claim_at_its_class_size(
     team: Team, alice: User, cluster: Cluster
 ) -> None:
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError) as refused:
         submit(alice, cluster, "a", count=None, all_devices=True)  # 8 > 4
+    assert "at most 4 more" in refused.value.message_dict["count"][0]
+
+
+def test_it_refuses_an_all_devices_claim_the_clusters_quota_would_refuse(
+    team: Team, alice: User, cluster: Cluster
+) -> None:
+    TeamQuota.objects.filter(team=team).update(max_devices=10)
+    with pytest.raises(ValidationError) as refused:
+        submit(alice, cluster, "a", count=None, all_devices=True)  # 8 of 10, charged 32
+    assert refused.value.message_dict["count"] == [
+        "The cluster's quota on namespace ns-alice counts an 'all devices' claim as 32 "
+        "gpu.nvidia.com devices, over team vision's 10: ask for an exact number of devices."
+    ]
 
 
 def test_it_sets_no_limit_without_a_team(carol: User, cluster: Cluster) -> None:
     assert submit(carol, cluster, "a", count=8).state == "pending"
+    assert quota.namespace_quota_hard(quota.team_of(carol), cluster) == {}
 
 
-def test_it_approves_within_the_quota_when_the_admin_chose_so(
+def test_it_charges_a_user_in_two_teams_to_the_one_they_joined_first(
+    team: Team, alice: User, cluster: Cluster
+) -> None:
+    later = Team.objects.create(name="nlp")
+    TeamMembership.objects.create(team=later, user=alice)
+    TeamQuota.objects.create(team=later, cluster=cluster, device_class=GPU, max_devices=1)
+    assert quota.team_of(alice) == team
+    submit(alice, cluster, "a", count=3)
+    assert quota.devices_held(team, cluster, GPU) == 3
+    assert quota.devices_held(later, cluster, GPU) == 0
+
+
+def test_it_gives_the_lifetimes_of_a_class_on_a_cluster(team: Team, cluster: Cluster) -> None:
+    TeamQuota.objects.filter(team=team).update(
+        max_lifetime=timedelta(days=7), default_lifetime=timedelta(days=10)
+    )
+    assert quota.max_lifetime(team, cluster, GPU) == timedelta(days=7)
+    assert quota.default_lifetime(team, cluster, GPU) == timedelta(days=7)  # capped
+    assert quota.max_lifetime(team, cluster, MIG) is None
+    assert quota.max_lifetime(None, cluster, GPU) is None
+
+
+def test_it_puts_the_limited_classes_in_the_namespaces_quota(team: Team, cluster: Cluster) -> None:
+    TeamQuota.objects.create(team=team, cluster=cluster, device_class=MIG, max_devices=None)
+    assert quota.namespace_quota_hard(team, cluster) == {
+        "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "4"
+    }
+
+
+def test_it_approves_within_the_quota_when_the_team_chose_so(
     team: Team, alice: User, cluster: Cluster, django_capture_on_commit_callbacks: object
 ) -> None:
     Team.objects.filter(pk=team.pk).update(auto_approve=True)
@@ -80,10 +150,38 @@ def test_it_approves_within_the_quota_when_the_admin_chose_so(
     claim.refresh_from_db()
     assert claim.state == "approved"
     assert claim.decided_by is None
-    assert "within team vision's quota" in claim.state_message
+    assert claim.state_message == (
+        "Approved automatically by team vision's auto-approval (within its quota)."
+    )
     assert len(work_sent(callbacks)) == 1  # applying it
 
 
-def test_it_leaves_other_teams_requests_to_an_approver(alice: User, cluster: Cluster) -> None:
-    Team.objects.create(name="nlp", gpu_quota=0, auto_approve=False).members.add(alice)
-    assert submit(alice, cluster, "a", count=8).state == "pending"
+def test_approval_refuses_what_the_admin_lowered_the_quota_below(
+    team: Team, alice: User, carol: User, cluster: Cluster
+) -> None:
+    claim = submit(alice, cluster, "big", count=3)
+    TeamQuota.objects.filter(team=team).update(max_devices=2)
+    with pytest.raises(ValidationError) as refused:
+        services.claim_request_approve(user=carol, claim_request=claim)
+    assert "Over the quota now: Team vision may hold 2" in str(refused.value)
+    assert ClaimRequest.objects.get(pk=claim.pk).state == "pending"
+
+
+def test_approval_refuses_when_claims_decided_since_used_the_quota_up(
+    team: Team, alice: User, carol: User, cluster: Cluster
+) -> None:
+    """dave joins the team with claims already approved: alice's pending one no longer fits."""
+    pending = submit(alice, cluster, "mine", count=3)
+    dave = User.objects.create_user("dave")
+    held = submit(dave, cluster, "held", count=2)
+    services.claim_request_approve(user=carol, claim_request=held)
+    team.members.add(dave)
+    with pytest.raises(ValidationError) as refused:
+        services.claim_request_approve(user=carol, claim_request=pending)
+    assert refused.value.messages == [
+        "Over the quota now: Team vision may hold 4 gpu.nvidia.com device(s) on lab; 2 are "
+        "already held or asked for, so at most 2 more."
+    ]
+    transition(held, to="released", allowed=("approved",))
+    services.claim_request_approve(user=carol, claim_request=pending)
+    assert ClaimRequest.objects.get(pk=pending.pk).state == "approved"
