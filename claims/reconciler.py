@@ -5,6 +5,11 @@ The drift policy (docs/operations.md): an object of ours deleted outside the por
 created again; one whose labels were changed is relabelled (its uid proves it is ours); one
 replaced by an object we did not make fails its request with the reason, and nothing is
 touched. Rows with a retry already scheduled (next_attempt_at) are left to that retry.
+
+Orphans (sweep_orphans, on a slower timer): an object with this installation's labels whose
+request (namespace request, claim or run named in its labels) is gone from the database is
+deleted, with its uid as precondition. Unlabelled objects and those of another installation
+(PORTAL_INSTANCE) are never listed, so never touched.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from django.utils import timezone
 from claims import observations
 from claims.cluster_ops import gateway_for
 from claims.kube import manifests
-from claims.kube.gateway import ClusterGateway, KubeError
+from claims.kube.gateway import ClusterGateway, KubeError, PermanentKubeError
 from claims.kube.ownership import is_terminating, owns, uid_of
 from claims.models import (
     ClaimRequest,
@@ -171,3 +176,84 @@ def _ended_runs_with_live_pods(
         pod_name__in={name for _, name in live},
     ).select_related("claim__namespace_request")
     return [run.pk for run in runs if (run.claim.namespace, run.pod_name) in live]
+
+
+# The request each label names, and the kinds the portal creates, in the order they are
+# deleted (what is inside a namespace before the namespace).
+REQUEST_LABELS: dict[str, type[Any]] = {
+    "gpu-portal.io/namespace-request": NamespaceRequest,
+    "gpu-portal.io/claim-request": ClaimRequest,
+    "gpu-portal.io/verification-run": VerificationRun,
+}
+SWEPT_KINDS = (
+    ("v1", "Pod"),
+    ("resource.k8s.io/v1", "ResourceClaim"),
+    ("v1", "ResourceQuota"),
+    ("v1", "ServiceAccount"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    ("v1", "Namespace"),
+)
+
+
+def sweep_orphans() -> int:
+    """Delete the portal's objects whose request is gone, on every cluster; count them."""
+    removed = 0
+    for cluster in Cluster.objects.all():
+        try:
+            removed += _sweep_cluster(gateway_for(cluster))
+        except KubeError as error:
+            log.warning("orphan sweep of %s: %s", cluster, error)
+    return removed
+
+
+def _sweep_cluster(gateway: ClusterGateway) -> int:
+    found = [(version, kind, obj) for version, kind in SWEPT_KINDS for obj in _ours(gateway, kind)]
+    orphans = _orphans([obj for _, _, obj in found])
+    removed = 0
+    for version, kind, obj in found:
+        if id(obj) in orphans:
+            metadata = obj["metadata"]
+            namespace, name = metadata.get("namespace"), metadata["name"]
+            if gateway.delete(version, kind, namespace, name, uid=uid_of(obj)):
+                log.warning("deleted orphan %s %s/%s: its request is gone", kind, namespace, name)
+                removed += 1
+    return removed
+
+
+def _ours(gateway: ClusterGateway, kind: str) -> list[dict[str, Any]]:
+    selector = managed_selector()
+    if kind in ("ServiceAccount", "RoleBinding"):
+        return gateway.list_access_objects(selector)[kind]
+    try:
+        return gateway.list_with_version(kind, selector)[0]
+    except PermanentKubeError as error:
+        if error.status == 404:  # a kind this cluster does not serve
+            return []
+        raise
+
+
+def _orphans(objects: list[dict[str, Any]]) -> set[int]:
+    """id() of each object naming a request that is not in the database."""
+    named: dict[str, set[int]] = {label: set() for label in REQUEST_LABELS}
+    for obj in objects:
+        for label, value in _request_labels(obj).items():
+            named[label].add(value)
+    existing = {
+        label: set(model.objects.filter(pk__in=ids).values_list("pk", flat=True))
+        for label, model in REQUEST_LABELS.items()
+        if (ids := named[label])
+    }
+    return {
+        id(obj)
+        for obj in objects
+        if any(value not in existing[label] for label, value in _request_labels(obj).items())
+    }
+
+
+def _request_labels(obj: dict[str, Any]) -> dict[str, int]:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return {
+        label: int(labels[label])
+        for label in REQUEST_LABELS
+        if str(labels.get(label, "")).isdigit()
+    }

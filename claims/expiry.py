@@ -1,0 +1,239 @@
+"""A claim's lifetime: it starts when the ResourceClaim is created in the cluster (the claim
+becomes `waiting`; approval alone holds nothing), its owner is reminded once before the end,
+and at the end the portal releases it through the usual path (the ResourceClaim and its
+runs' Pods are deleted with uid preconditions). The owner may ask for more time: the admins'
+rules (claims.rules) grant it, or an approver decides.
+
+The lifetime is the team's default for the claim's cluster and device class (else
+CLAIM_DEFAULT_LIFETIME), never more than the team's max lifetime (else CLAIM_MAX_LIFETIME).
+Beat runs expire_claims every minute; each step is a conditional UPDATE, so two beats at
+once remind once and reclaim once.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from claims import notifications, quota, rules, services
+from claims.models import ClaimExtension, ClaimRequest
+from claims.selectors import user_is_approver
+from claims.transitions import record_event
+
+CS = ClaimRequest.State
+ES = ClaimExtension.State
+# States in which a claim whose clock runs may hold cluster objects.
+RUNNING = (CS.APPROVED, CS.APPLYING, CS.WAITING, CS.IN_USE, CS.FAILED)
+MAX_EXTENSION_HOURS = 24 * 365
+
+
+def lifetime_limits(claim: ClaimRequest) -> tuple[timedelta, timedelta]:
+    """(the claim's lifetime, the most it may live with extensions)."""
+    team = quota.team_of(claim.owner)
+    cap = quota.max_lifetime(team, claim.cluster, claim.device_class)
+    cap = cap or settings.CLAIM_MAX_LIFETIME
+    default = quota.default_lifetime(team, claim.cluster, claim.device_class)
+    return min(default or settings.CLAIM_DEFAULT_LIFETIME, cap), cap
+
+
+def start_clock(sender: type, *, obj: Any, to_state: str, **kwargs: Any) -> None:
+    """Receiver of transitions.state_changed: the first time a claim is in the cluster, its
+    lifetime starts (in the transaction of that change). A re-apply after drift keeps it."""
+    if not isinstance(obj, ClaimRequest) or to_state != CS.WAITING or obj.expires_at:
+        return
+    lifetime, _ = lifetime_limits(obj)
+    expires_at = timezone.now() + lifetime
+    started = ClaimRequest.objects.filter(pk=obj.pk, expires_at__isnull=True).update(
+        lifetime=lifetime, expires_at=expires_at
+    )
+    if started:
+        obj.lifetime, obj.expires_at = lifetime, expires_at
+
+
+def reminder_at(claim: ClaimRequest) -> datetime | None:
+    if claim.expires_at is None:
+        return None
+    lead = settings.CLAIM_REMINDER_BEFORE
+    if claim.lifetime:
+        lead = min(lead, claim.lifetime * settings.CLAIM_REMINDER_FRACTION)
+    return claim.expires_at - lead
+
+
+def send_reminders(now: datetime | None = None) -> list[int]:
+    """Remind the owners of claims near their end, once per end; the ids reminded."""
+    now = now or timezone.now()
+    near = ClaimRequest.objects.filter(
+        state__in=RUNNING,
+        reminded_at__isnull=True,
+        expires_at__gt=now,
+        expires_at__lte=now + settings.CLAIM_REMINDER_BEFORE,
+    )
+    reminded = []
+    for claim in near.select_related("namespace_request"):
+        due = reminder_at(claim)
+        if due is None or due > now:
+            continue
+        with transaction.atomic():
+            if ClaimRequest.objects.filter(pk=claim.pk, reminded_at__isnull=True).update(
+                reminded_at=now
+            ):
+                notifications.notify(claim, "expiry_reminder")
+                reminded.append(claim.pk)
+    return reminded
+
+
+def reclaim_expired(now: datetime | None = None) -> list[int]:
+    """Release every claim whose lifetime has ended; the ids reclaimed."""
+    now = now or timezone.now()
+    due = ClaimRequest.objects.filter(state__in=RUNNING, expires_at__lte=now)
+    return [pk for pk in due.values_list("pk", flat=True) if _reclaim(pk, now)]
+
+
+def _reclaim(pk: int, now: datetime) -> bool:
+    with transaction.atomic():
+        # Locked and checked again: an extension granted meanwhile wins.
+        claim = (
+            ClaimRequest.objects.select_for_update()
+            .filter(pk=pk, state__in=RUNNING, expires_at__lte=now)
+            .first()
+        )
+        if claim is None or claim.expires_at is None:
+            return False
+        ended = timezone.localtime(claim.expires_at).strftime("%Y-%m-%d %H:%M %Z")
+        message = f"Expired: its lifetime ended at {ended}; reclaimed by the portal."
+        try:
+            services.claim_request_expire(claim_request=claim, message=message)
+        except ValidationError:
+            return False  # released by its owner meanwhile
+        claim.extensions.filter(state=ES.PENDING).update(
+            state=ES.REJECTED, decided_at=now, decision="The claim expired before a decision."
+        )
+        notifications.notify(claim, "reclaimed", message)
+    return True
+
+
+def extension_request(
+    *, user: Any, claim_request: ClaimRequest, hours: int, reason: str = ""
+) -> ClaimExtension:
+    """Ask for `hours` more; granted at once when a rule allows it, else an approver decides."""
+    claim = claim_request
+    if not user.is_authenticated or (user.pk != claim.owner_id and not user_is_approver(user)):
+        raise PermissionDenied("Only the claim's owner can ask for more time.")
+    if not isinstance(hours, int) or not 1 <= hours <= MAX_EXTENSION_HOURS:
+        raise ValidationError({"hours": [f"Ask for 1 to {MAX_EXTENSION_HOURS} hours."]})
+    extra = timedelta(hours=hours)
+    try:
+        with transaction.atomic():
+            # Locked: a reclaim at this moment either comes first (refused here) or waits.
+            claim = ClaimRequest.objects.select_for_update().get(pk=claim.pk)
+            _require_running(claim)
+            extension = ClaimExtension.objects.create(
+                claim=claim,
+                requested_by=user,
+                extra=extra,
+                reason=(reason or "").strip(),
+                expires_before=claim.expires_at,
+            )
+            asked = f"Asked for {hours} h more: {extension.reason or 'no reason given'}."
+            record_event(claim, asked, user, action="extension_asked")
+    except IntegrityError:
+        raise ValidationError(
+            {NON_FIELD_ERRORS: ["An extension of this claim is already waiting for a decision."]}
+        ) from None
+    if decision := _auto_decision(claim, extra):
+        _grant(extension, None, decision)
+    return extension
+
+
+def _require_running(claim: ClaimRequest) -> None:
+    if claim.state not in RUNNING or claim.expires_at is None:
+        raise ValidationError(
+            {
+                NON_FIELD_ERRORS: [
+                    f"The claim is {claim.get_state_display()}: only a claim whose lifetime "
+                    "runs (created in the cluster, not released) can be extended."
+                ]
+            }
+        )
+
+
+def _auto_decision(claim: ClaimRequest, extra: timedelta) -> str | None:
+    lifetime = (claim.lifetime or timedelta()) + extra
+    _, cap = lifetime_limits(claim)
+    if lifetime > cap:
+        return None
+    return rules.extension_auto_approval(claim, lifetime)
+
+
+def extension_approve(*, user: Any, extension: ClaimExtension) -> ClaimExtension:
+    rules.require_decider(user, extension.claim, approving=True)
+    _grant(extension, user, f"Approved by {user.get_username()}.")
+    return extension
+
+
+def extension_reject(*, user: Any, extension: ClaimExtension, reason: str) -> ClaimExtension:
+    rules.require_decider(user, extension.claim, approving=False)
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValidationError({"reason": ["Say why, so the owner knows what to change."]})
+    with transaction.atomic():
+        _decide(extension, ES.REJECTED, user, reason)
+        record_event(
+            extension.claim, f"Extension of {_hours(extension)} h rejected: {reason}", user
+        )
+        notifications.notify(extension.claim, "extension_rejected", reason)
+    return extension
+
+
+def _grant(extension: ClaimExtension, actor: Any, decision: str) -> None:
+    with transaction.atomic():
+        claim = ClaimRequest.objects.select_for_update().get(pk=extension.claim_id)
+        _require_running(claim)
+        assert claim.expires_at is not None  # checked by _require_running
+        _decide(
+            extension,
+            ES.APPROVED,
+            actor,
+            decision,
+            expires_after=claim.expires_at + extension.extra,
+        )
+        lifetime = (claim.lifetime or timedelta()) + extension.extra
+        ClaimRequest.objects.filter(pk=claim.pk).update(
+            expires_at=extension.expires_after, lifetime=lifetime, reminded_at=None
+        )
+        claim.expires_at, claim.lifetime = extension.expires_after, lifetime
+        extension.claim = claim
+        ends = timezone.localtime(claim.expires_at).strftime("%Y-%m-%d %H:%M %Z")
+        message = f"Extended by {_hours(extension)} h, now expires at {ends}: {decision}"
+        record_event(claim, message, actor)
+        notifications.notify(claim, "extension_approved", message)
+
+
+def _decide(
+    extension: ClaimExtension, state: str, actor: Any, decision: str, **fields: Any
+) -> None:
+    """Pending → decided, once: of two approvers deciding at the same time one wins."""
+    now = timezone.now()
+    values = {
+        "state": state,
+        "decided_by": actor,
+        "decided_at": now,
+        "decision": decision,
+        **fields,
+    }
+    if not ClaimExtension.objects.filter(pk=extension.pk, state=ES.PENDING).update(**values):
+        extension.refresh_from_db()
+        raise ValidationError(
+            {NON_FIELD_ERRORS: [f"This extension is already {extension.get_state_display()}."]}
+        )
+    for field, value in values.items():
+        setattr(extension, field, value)
+
+
+def _hours(extension: ClaimExtension) -> int:
+    return round(extension.extra.total_seconds() / 3600)

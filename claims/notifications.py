@@ -1,0 +1,167 @@
+"""What people are told: an email to the owner (as their profile asks) and a POST to the
+team's webhook, for approval, rejection, allocation, failure, expiry reminder and reclaim.
+
+State changes reach here in one place, the transitions' `state_changed` signal; the two
+notices that are not state changes of their own (a reminder, a reclaim, an extension's
+decision) are sent by claims.expiry. Nothing is sent before the change commits, and the
+sending is a Celery task (claims.tasks.notify), so a slow mail server delays no request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils import timezone
+
+from claims import quota, webhooks
+from claims.models import AuditEvent, ClaimRequest, NamespaceRequest, Profile, TeamWebhook
+from portal.celery import app
+
+Notified = NamespaceRequest | ClaimRequest
+KINDS: dict[str, type[Notified]] = {"namespace": NamespaceRequest, "claim": ClaimRequest}
+
+
+@dataclass(frozen=True)
+class Event:
+    subject: str  # formatted with what= and name=
+    preference: str  # the Profile field that lets the owner turn it off
+
+
+EVENTS = {
+    "approved": Event("Your {what} {name} was approved", "notify_decisions"),
+    "rejected": Event("Your {what} {name} was rejected", "notify_decisions"),
+    "allocated": Event("Your claim {name} got its devices", "notify_allocation"),
+    "failed": Event("Your {what} {name} failed", "notify_failure"),
+    "expiry_reminder": Event("Your claim {name} expires soon", "notify_expiry"),
+    "reclaimed": Event("Your claim {name} expired and was reclaimed", "notify_expiry"),
+    "extension_approved": Event("More time for your claim {name}", "notify_decisions"),
+    "extension_rejected": Event("No extension for your claim {name}", "notify_decisions"),
+}
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One notice to send once the transaction commits (an on-commit callback)."""
+
+    event: str
+    kind: str
+    pk: int
+    message: str
+
+    def __call__(self) -> None:
+        args = (self.event, self.kind, self.pk, self.message)
+        app.send_task("claims.tasks.notify", args=args, queue=settings.CELERY_TASK_DEFAULT_QUEUE)
+
+    def deliver(self) -> None:
+        """What the task does with it (tests call this in-process)."""
+        deliver(event=self.event, kind=self.kind, pk=self.pk, message=self.message)
+
+
+def notify(obj: Notified, event: str, message: str = "") -> None:
+    kind = "claim" if isinstance(obj, ClaimRequest) else "namespace"
+    transaction.on_commit(Notice(event, kind, obj.pk, message), robust=True)
+
+
+def on_state_changed(
+    sender: type, *, obj: Any, from_state: str, to_state: str, message: str, **kwargs: Any
+) -> None:
+    """Receiver of claims.transitions.state_changed (connected in ClaimsConfig.ready)."""
+    event = _event_for(obj, from_state, to_state)
+    if event:
+        notify(obj, event, message)
+
+
+def _event_for(obj: Any, from_state: str, to_state: str) -> str | None:
+    if not isinstance(obj, NamespaceRequest | ClaimRequest):
+        return None
+    if to_state in ("approved", "rejected") and from_state == "pending":
+        return to_state
+    if to_state == "failed":
+        return "failed"
+    if isinstance(obj, ClaimRequest) and to_state == "in_use" and _first_allocation(obj):
+        return "allocated"
+    return None
+
+
+def _first_allocation(claim: ClaimRequest) -> bool:
+    """The claim flips between waiting and in use with every Pod: tell the owner once."""
+    rows = AuditEvent.objects.filter(
+        object_kind=AuditEvent.Kind.CLAIM_REQUEST, object_id=claim.pk, to_state="in_use"
+    )
+    return rows.exclude(from_state="in_use").count() <= 1
+
+
+def deliver(*, event: str, kind: str, pk: int, message: str) -> None:
+    """Email the owner (unless they said no) and POST to their team's webhook."""
+    obj = KINDS[kind].objects.select_related("owner").filter(pk=pk).first()
+    if obj is None or event not in EVENTS:
+        return
+    context = _context(obj, kind, event, message)
+    _email(obj, event, context)
+    webhook = _webhook_of(obj)
+    if webhook is not None:
+        webhooks.queue(webhook, event, _payload(obj, kind, event, context))
+
+
+def _context(obj: Notified, kind: str, event: str, message: str) -> dict[str, Any]:
+    what = "claim" if kind == "claim" else "namespace request"
+    path = reverse("claim" if kind == "claim" else "namespace", args=[obj.pk])
+    return {
+        "obj": obj,
+        "what": what,
+        "event": event,
+        "message": message,
+        "url": settings.SITE_URL + path,
+        "profile_url": settings.SITE_URL + reverse("profile"),
+        "site_name": settings.SITE_NAME,
+        "subject": EVENTS[event].subject.format(what=what, name=obj.name),
+    }
+
+
+def wants(user: Any, event: str) -> bool:
+    profile = Profile.objects.filter(user=user).first()
+    return profile is None or bool(getattr(profile, EVENTS[event].preference))
+
+
+def _email(obj: Notified, event: str, context: dict[str, Any]) -> None:
+    owner = obj.owner
+    if not owner.email or not wants(owner, event):
+        return
+    body = render_to_string(f"emails/{event}.txt", context)
+    send_mail(context["subject"], body, None, [owner.email])
+
+
+def _webhook_of(obj: Notified) -> TeamWebhook | None:
+    team = quota.team_of(obj.owner)
+    if team is None:
+        return None
+    return TeamWebhook.objects.filter(team=team, active=True).first()
+
+
+def _payload(obj: Notified, kind: str, event: str, context: dict[str, Any]) -> dict[str, Any]:
+    described: dict[str, Any] = {
+        "kind": kind,
+        "id": obj.pk,
+        "name": obj.name,
+        "state": obj.state,
+        "owner": obj.owner.get_username(),
+        "url": context["url"],
+    }
+    if isinstance(obj, ClaimRequest):
+        described |= {
+            "namespace": obj.namespace_request.name,
+            "expires_at": obj.expires_at.isoformat() if obj.expires_at else None,
+        }
+    return {
+        "event": event,
+        "occurred_at": timezone.now().isoformat(),
+        "subject": context["subject"],
+        "message": context["message"],
+        "object": described,
+    }

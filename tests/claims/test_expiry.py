@@ -1,0 +1,280 @@
+"""A claim's lifetime, with a frozen clock: it starts in the cluster, the owner is reminded
+once, the portal reclaims it at the end (kubesim loses the claim and its Pods), and the owner
+can ask for more time."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import time_machine
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core import mail
+from django.core.exceptions import PermissionDenied, ValidationError
+
+import kubesim
+from claims import cluster_ops, expiry, notifications, services
+from claims.kube.gateway import TransientKubeError
+from claims.models import (
+    ApprovalRule,
+    AuditEvent,
+    ClaimExtension,
+    ClaimRequest,
+    Cluster,
+    Team,
+    TeamMembership,
+    TeamQuota,
+)
+from tests.fixtures.portal import pods_in, wait_until
+
+pytestmark = pytest.mark.django_db
+START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+CLAIMS = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims"
+
+
+def approved_claim(owner: User, approver: User, cluster: Cluster) -> ClaimRequest:
+    ns = services.namespace_request_submit(
+        user=owner, cluster=cluster, name=f"exp-{uuid.uuid4().hex[:6]}"
+    )
+    claim = services.claim_request_submit(
+        user=owner, namespace_request=ns, name="train", device_class="gpu.nvidia.com"
+    )
+    services.claim_request_approve(user=approver, claim_request=claim)
+    claim.refresh_from_db()
+    return claim
+
+
+def applied_claim(owner: User, approver: User, cluster: Cluster) -> ClaimRequest:
+    """A claim created in kubesim at START (the clock frozen while it is)."""
+    claim = approved_claim(owner, approver, cluster)
+    with time_machine.travel(START, tick=False):
+        cluster_ops.apply_claim(claim)
+    claim.refresh_from_db()
+    return claim
+
+
+def notices(callbacks: list[Callable[[], Any]]) -> list[notifications.Notice]:
+    return [c for c in callbacks if isinstance(c, notifications.Notice)]
+
+
+def team_of(user: User, **quota: Any) -> Team:
+    team = Team.objects.create(name=f"team-{uuid.uuid4().hex[:6]}")
+    TeamMembership.objects.create(team=team, user=user)
+    if quota:
+        cluster = quota.pop("cluster")
+        TeamQuota.objects.create(team=team, cluster=cluster, device_class="gpu.nvidia.com", **quota)
+    return team
+
+
+def test_it_starts_the_lifetime_when_the_claim_is_created_in_the_cluster(
+    alice: User, carol: User, cluster: Cluster
+) -> None:
+    claim = approved_claim(alice, carol, cluster)
+    assert claim.expires_at is None  # approval alone holds nothing in the cluster
+    with time_machine.travel(START, tick=False):
+        cluster_ops.apply_claim(claim)
+    claim.refresh_from_db()
+    assert claim.state == "waiting"
+    assert claim.lifetime == settings.CLAIM_DEFAULT_LIFETIME
+    assert claim.expires_at == START + settings.CLAIM_DEFAULT_LIFETIME
+
+
+def test_it_takes_the_teams_default_capped_by_its_max_lifetime(
+    alice: User, carol: User, cluster: Cluster
+) -> None:
+    team_of(
+        alice, cluster=cluster, default_lifetime=timedelta(days=9), max_lifetime=timedelta(hours=5)
+    )
+    claim = applied_claim(alice, carol, cluster)
+    assert claim.lifetime == timedelta(hours=5)
+    assert claim.expires_at == START + timedelta(hours=5)
+
+
+def test_it_keeps_the_end_when_a_drifted_claim_is_applied_again(
+    alice: User, carol: User, cluster: Cluster
+) -> None:
+    claim = applied_claim(alice, carol, cluster)
+    ClaimRequest.objects.filter(pk=claim.pk).update(state="approved")
+    claim.refresh_from_db()
+    with time_machine.travel(START + timedelta(days=2), tick=False):
+        cluster_ops.apply_claim(claim)
+    claim.refresh_from_db()
+    assert claim.expires_at == START + settings.CLAIM_DEFAULT_LIFETIME
+
+
+def test_it_reminds_the_owner_once_before_the_end(
+    alice: User, carol: User, cluster: Cluster, django_capture_on_commit_callbacks: Any
+) -> None:
+    claim = applied_claim(alice, carol, cluster)
+    end = START + settings.CLAIM_DEFAULT_LIFETIME
+    # A week's lifetime: reminded 10% of it (16.8 h) before the end, as that is under 24 h.
+    with time_machine.travel(end - timedelta(hours=17), tick=False):
+        assert expiry.send_reminders() == []
+    with django_capture_on_commit_callbacks() as callbacks:
+        with time_machine.travel(end - timedelta(hours=16), tick=False):
+            assert expiry.send_reminders() == [claim.pk]
+            assert expiry.send_reminders() == []
+        with time_machine.travel(end - timedelta(hours=1), tick=False):
+            assert expiry.send_reminders() == []
+    [notice] = notices(callbacks)
+    assert (notice.event, notice.pk) == ("expiry_reminder", claim.pk)
+    notice.deliver()
+    [email] = mail.outbox
+    assert email.to == ["alice@example.org"]
+    assert email.subject == "Your claim train expires soon"
+    assert "expires at 2026-03-09 09:00 UTC" in email.body
+    assert f"/claims/{claim.pk}/" in email.body
+
+
+def test_it_reclaims_the_claim_and_its_pods_at_the_end(
+    alice: User,
+    carol: User,
+    cluster: Cluster,
+    kubesim_cluster: kubesim.Handle,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    claim = applied_claim(alice, carol, cluster)
+    run = services.verification_run_start(user=alice, claim_request=claim)
+    cluster_ops.start_run(run)
+    assert pods_in(kubesim_cluster, claim.namespace) == [run.pod_name]
+    end = START + settings.CLAIM_DEFAULT_LIFETIME
+
+    with time_machine.travel(end - timedelta(seconds=1), tick=False):
+        assert expiry.reclaim_expired() == []
+    with django_capture_on_commit_callbacks() as callbacks, time_machine.travel(end, tick=False):
+        assert expiry.reclaim_expired() == [claim.pk]
+        assert expiry.reclaim_expired() == []
+
+    claim.refresh_from_db()
+    assert claim.state == "released"
+    assert (
+        claim.state_message
+        == "Expired: its lifetime ended at 2026-03-09 09:00 UTC; reclaimed by the portal."
+    )
+    expired = AuditEvent.objects.get(
+        object_id=claim.pk, object_kind="claim_request", to_state="released"
+    )
+    assert expired.actor is None and expired.message.startswith("Expired")
+    run.refresh_from_db()
+    assert run.state in ("failed", "succeeded")
+    [notice] = notices(callbacks)
+    assert notice.event == "reclaimed"
+    # What the delete_claim task does once the release commits.
+    wait_until(lambda: settles(lambda: cluster_ops.delete_claim(claim)), timeout=60)
+    assert kubesim_cluster.admin("GET", CLAIMS.format(ns=claim.namespace))["items"] == []
+    assert pods_in(kubesim_cluster, claim.namespace) == []
+    notice.deliver()
+    [email] = mail.outbox
+    assert email.subject == "Your claim train expired and was reclaimed"
+
+
+def settles(step: Callable[[], Any]) -> bool:
+    try:
+        step()
+    except TransientKubeError:
+        return False
+    return True
+
+
+def test_it_extends_at_once_when_a_rule_allows_it(
+    alice: User, carol: User, cluster: Cluster, django_capture_on_commit_callbacks: Any
+) -> None:
+    team = team_of(alice)
+    ApprovalRule.objects.create(
+        name="a-day-more", applies_to="extension", team=team, max_lifetime=timedelta(days=8)
+    )
+    claim = applied_claim(alice, carol, cluster)
+    ClaimRequest.objects.filter(pk=claim.pk).update(reminded_at=START)
+    with django_capture_on_commit_callbacks() as callbacks:
+        extension = expiry.extension_request(
+            user=alice, claim_request=claim, hours=24, reason="training runs late"
+        )
+    assert extension.state == "approved"
+    assert extension.decision == "Extended automatically by rule 'a-day-more'."
+    assert extension.expires_before == START + timedelta(days=7)
+    assert extension.expires_after == START + timedelta(days=8)
+    claim.refresh_from_db()
+    assert claim.expires_at == START + timedelta(days=8)
+    assert claim.lifetime == timedelta(days=8)
+    assert claim.reminded_at is None  # a new end, a new reminder
+    messages = [e.message for e in AuditEvent.objects.filter(object_id=claim.pk)]
+    assert "Asked for 24 h more: training runs late." in messages
+    assert any(m.startswith("Extended by 24 h, now expires at 2026-03-10 09:00") for m in messages)
+    assert [n.event for n in notices(callbacks)] == ["extension_approved"]
+    # Past the rule's 8 days: an approver decides.
+    assert expiry.extension_request(user=alice, claim_request=claim, hours=1).state == "pending"
+
+
+def test_an_approver_decides_an_extension_no_rule_allows(
+    alice: User, carol: User, cluster: Cluster
+) -> None:
+    claim = applied_claim(alice, carol, cluster)
+    extension = expiry.extension_request(user=alice, claim_request=claim, hours=48)
+    assert extension.state == "pending"
+    with pytest.raises(ValidationError, match="already waiting for a decision"):
+        expiry.extension_request(user=alice, claim_request=claim, hours=1)
+    with pytest.raises(PermissionDenied):
+        expiry.extension_approve(user=alice, extension=extension)
+    expiry.extension_approve(user=carol, extension=extension)
+    claim.refresh_from_db()
+    assert claim.expires_at == START + timedelta(days=9)
+    assert extension.decided_by == carol
+    with pytest.raises(ValidationError, match="already approved"):
+        expiry.extension_reject(user=carol, extension=extension, reason="no")
+
+    second = expiry.extension_request(user=alice, claim_request=claim, hours=48)
+    with pytest.raises(ValidationError) as refused:
+        expiry.extension_reject(user=carol, extension=second, reason="  ")
+    assert "reason" in refused.value.message_dict
+    expiry.extension_reject(user=carol, extension=second, reason="The pool is short this week.")
+    claim.refresh_from_db()
+    assert claim.expires_at == START + timedelta(days=9)
+    assert ClaimExtension.objects.get(pk=second.pk).state == "rejected"
+
+
+def test_it_refuses_extensions_that_cannot_be(
+    alice: User, bob: User, carol: User, cluster: Cluster
+) -> None:
+    pending = approved_claim(alice, carol, cluster)
+    with pytest.raises(ValidationError, match="only a claim whose lifetime runs"):
+        expiry.extension_request(user=alice, claim_request=pending, hours=1)
+    claim = applied_claim(alice, carol, cluster)
+    for hours in (0, -3, expiry.MAX_EXTENSION_HOURS + 1):
+        with pytest.raises(ValidationError) as refused:
+            expiry.extension_request(user=alice, claim_request=claim, hours=hours)
+        assert "hours" in refused.value.message_dict
+    with pytest.raises(PermissionDenied):
+        expiry.extension_request(user=bob, claim_request=claim, hours=1)
+    assert not ClaimExtension.objects.exists()
+
+
+def test_an_extension_granted_in_time_keeps_the_claim(
+    alice: User, carol: User, cluster: Cluster
+) -> None:
+    claim = applied_claim(alice, carol, cluster)
+    end = START + settings.CLAIM_DEFAULT_LIFETIME
+    with time_machine.travel(end - timedelta(minutes=5), tick=False):
+        extension = expiry.extension_request(user=alice, claim_request=claim, hours=2)
+        expiry.extension_approve(user=carol, extension=extension)
+    with time_machine.travel(end + timedelta(hours=1), tick=False):
+        assert expiry.reclaim_expired() == []
+    with time_machine.travel(end + timedelta(hours=2), tick=False):
+        assert expiry.reclaim_expired() == [claim.pk]
+
+
+def test_a_reclaim_closes_the_extension_still_waiting(
+    alice: User, carol: User, cluster: Cluster
+) -> None:
+    claim = applied_claim(alice, carol, cluster)
+    extension = expiry.extension_request(user=alice, claim_request=claim, hours=48)
+    with time_machine.travel(START + timedelta(days=7), tick=False):
+        assert expiry.reclaim_expired() == [claim.pk]
+    extension.refresh_from_db()
+    assert extension.state == "rejected"
+    assert extension.decision == "The claim expired before a decision."
+    with pytest.raises(ValidationError, match="only a claim whose lifetime runs"):
+        expiry.extension_request(user=alice, claim_request=claim, hours=1)
