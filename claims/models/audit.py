@@ -1,33 +1,85 @@
-"""The audit trail: who changed what, when."""
+"""The audit trail: who did what, to what, when, from where (append-only, see 0017)."""
 
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils import timezone
 
 
+def _user_reference() -> models.ForeignKey:
+    """A user the row names, kept as it was: deleting the user touches no audit row (the
+    trigger would refuse the UPDATE of SET_NULL and the DELETE of CASCADE), so no database
+    constraint, and a join to a deleted user finds nothing."""
+    return models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        models.DO_NOTHING,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_constraint=False,
+    )
+
+
 class AuditEvent(models.Model):
-    """One row per state change (who, what, from, to, why)."""
+    """One row per action: a state change, a login, a token, a kubeconfig, an admin's edit."""
 
     class Kind(models.TextChoices):
         NAMESPACE_REQUEST = "namespace_request", "namespace request"
         CLAIM_REQUEST = "claim_request", "claim request"
         VERIFICATION_RUN = "verification_run", "verification run"
+        USER = "user", "user"
+        API_TOKEN = "api_token", "API token"
+        CLUSTER = "cluster", "cluster"
+        TEAM = "team", "team"
+        TEAM_MEMBERSHIP = "team_membership", "team membership"
+        TEAM_QUOTA = "team_quota", "team quota"
+        APPROVAL_RULE = "approval_rule", "approval rule"
 
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
-    )
+    class Action(models.TextChoices):
+        STATE_CHANGE = "state_change", "state change"
+        NOTE = "note", "note"
+        LOGIN = "login", "login"
+        LOGIN_FAILED = "login_failed", "login failed"
+        LOCKED_OUT = "locked_out", "locked out"
+        LOGOUT = "logout", "logout"
+        TOKEN_CREATED = "token_created", "token created"
+        TOKEN_REVOKED = "token_revoked", "token revoked"
+        KUBECONFIG_ISSUED = "kubeconfig_issued", "kubeconfig issued"
+        EXTENSION_ASKED = "extension_asked", "extension asked"
+        CREATED = "created", "created"
+        CHANGED = "changed", "changed"
+        DELETED = "deleted", "deleted"
+
+    class Channel(models.TextChoices):
+        WEB = "web", "web"
+        API = "api", "API"
+        ADMIN = "admin", "admin"
+        SYSTEM = "system", "system"
+
+    action = models.CharField(max_length=30, choices=Action.choices, default=Action.STATE_CHANGE)
+    actor = _user_reference()
+    # The actor's username when it happened: the row still says who after the user is gone.
+    actor_username = models.CharField(max_length=150, blank=True)
     object_kind = models.CharField(max_length=30, choices=Kind.choices)
-    object_id = models.PositiveBigIntegerField()
+    object_id = models.PositiveBigIntegerField(null=True, blank=True)
     object_name = models.CharField(max_length=253, blank=True)
     # Owner of the object, so a user's event list is one indexed query.
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, models.CASCADE, null=True, blank=True, related_name="+"
-    )
+    owner = _user_reference()
     from_state = models.CharField(max_length=20, blank=True)
-    to_state = models.CharField(max_length=20)
+    to_state = models.CharField(max_length=20, blank=True)
     message = models.TextField(blank=True)
+    channel = models.CharField(max_length=10, choices=Channel.choices, default=Channel.SYSTEM)
+    client_ip = models.GenericIPAddressField(null=True, blank=True)
+    user_agent = models.CharField(max_length=300, blank=True)
+    before = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    after = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    # SHA-256 of the applied manifest as canonical JSON (claims.audit.manifest_sha256).
+    manifest_sha256 = models.CharField(max_length=64, blank=True)
+    allocation = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    # A verification run's verdict when it ended: passed, what each CUDA sample said.
+    result = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -36,11 +88,16 @@ class AuditEvent(models.Model):
             models.Index(fields=["object_kind", "object_id"]),
             models.Index(fields=["created", "id"], name="event_oldest"),
             models.Index(fields=["owner", "created", "id"], name="event_owner_oldest"),
+            models.Index(fields=["action", "created"], name="event_action_oldest"),
+            models.Index(fields=["actor_username", "created"], name="event_actor_oldest"),
+            models.Index(fields=["object_name"], name="event_object_name"),
         ]
 
     def __str__(self) -> str:
-        return f"{self.object_kind} {self.object_id}: {self.from_state} → {self.to_state}"
+        if self.action == self.Action.STATE_CHANGE:
+            return f"{self.object_kind} {self.object_id}: {self.from_state} → {self.to_state}"
+        return f"{self.action} {self.object_kind} {self.object_name}".strip()
 
     @property
     def actor_name(self) -> str:
-        return self.actor.get_username() if self.actor else "system"
+        return self.actor_username or "system"

@@ -1,0 +1,216 @@
+"""claims/audit.py: what each action records, and that the trail is append-only (the trigger
+of migration 0017, the admin's read-only pages, users deleted without touching it)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import DatabaseError, connection, transaction
+from django.test import Client
+from django.urls import reverse
+
+from claims import audit, cluster_ops, services, sync
+from claims.models import AuditEvent, ClaimRequest, Cluster, NamespaceRequest, Team
+from claims.transitions import transition
+from tests.claims.test_sync import applied_claims, stuck_pod
+from tests.fixtures.portal import PASSWORD, wait_until
+
+BROWSER = "Mozilla/5.0 (X11; Linux x86_64) audit-test"
+
+
+def last(action: str, **filters: Any) -> AuditEvent:
+    event = AuditEvent.objects.filter(action=action, **filters).order_by("id").last()
+    assert event is not None, f"no {action} row"
+    return event
+
+
+def a_row() -> AuditEvent:
+    return audit.record(AuditEvent.Action.NOTE, kind="user", name="someone", message="kept")
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE claims_auditevent SET message = 'rewritten'",
+        "DELETE FROM claims_auditevent",
+        "SET LOCAL portal.audit_truncate = 'off'; TRUNCATE claims_auditevent",
+    ],
+)
+def test_it_refuses_to_change_or_remove_rows_in_the_database(db: None, statement: str) -> None:
+    row = a_row()
+    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(statement)
+    assert AuditEvent.objects.get(pk=row.pk).message == "kept"
+
+
+def test_it_refuses_the_orm_too(db: None) -> None:
+    row = a_row()
+    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
+        AuditEvent.objects.filter(pk=row.pk).update(message="rewritten")
+    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
+        row.delete()
+    assert AuditEvent.objects.filter(pk=row.pk, message="kept").exists()
+
+
+def test_it_records_a_login_through_the_login_form(alice: User) -> None:
+    client = Client(REMOTE_ADDR="192.0.2.10", HTTP_USER_AGENT=BROWSER)
+    response = client.post(reverse("login"), {"username": "alice", "password": PASSWORD})
+    assert response.status_code == 302
+    event = last("login")
+    assert (event.actor, event.actor_username, event.object_kind) == (alice, "alice", "user")
+    assert (event.object_id, event.owner_id) == (alice.pk, alice.pk)
+    assert (event.channel, event.client_ip, event.user_agent) == ("web", "192.0.2.10", BROWSER)
+
+
+def test_it_records_a_failed_login_and_the_lockout(alice: User, settings: Any) -> None:
+    settings.AXES_FAILURE_LIMIT = 2
+    client = Client(REMOTE_ADDR="192.0.2.11")
+    wrong = {"username": "alice", "password": "not-it"}
+    assert client.post(reverse("login"), wrong).status_code == 200
+    event = last("login_failed")
+    assert (event.actor, event.object_name, event.client_ip) == (None, "alice", "192.0.2.11")
+    assert "not-it" not in json.dumps([event.message, event.before, event.after])
+    assert client.post(reverse("login"), wrong).status_code == 429
+    locked = last("locked_out")
+    assert locked.object_name == "alice" and "192.0.2.11" in locked.message
+
+
+def test_it_records_a_logout(alice: User) -> None:
+    client = Client()
+    client.post(reverse("login"), {"username": "alice", "password": PASSWORD})
+    client.post(reverse("logout"))
+    event = last("logout")
+    assert (event.actor, event.object_id) == (alice, alice.pk)
+
+
+def test_it_records_the_applied_manifest_hash_and_the_allocation(
+    alice: User, cluster: Cluster
+) -> None:
+    [claim] = applied_claims(alice, cluster, 1)
+    applied = last("state_change", object_id=claim.pk, to_state="waiting")
+    canonical = json.dumps(claim.applied_manifest, sort_keys=True, separators=(",", ":"))
+    assert applied.manifest_sha256 == hashlib.sha256(canonical.encode()).hexdigest()
+    assert applied.before == {"state": "applying"}
+    assert applied.after["applied_api_version"] == claim.applied_api_version
+    cluster_ops.gateway_for(cluster).apply(stuck_pod(claim))
+
+    def in_use() -> bool:
+        sync.sync_cluster(cluster)
+        return ClaimRequest.objects.get(pk=claim.pk).state == "in_use"
+
+    wait_until(in_use, timeout=15)
+    claim.refresh_from_db()
+    allocated = last("state_change", object_id=claim.pk, to_state="in_use")
+    assert allocated.allocation == claim.allocation
+    assert allocated.allocation["devices"][0]["device"] in allocated.message
+
+
+def test_it_records_the_result_of_a_run(alice: User, cluster: Cluster) -> None:
+    [claim] = applied_claims(alice, cluster, 1)
+    run = services.verification_run_start(user=alice, claim_request=claim)
+    assert last("state_change", object_kind="verification_run").actor == alice
+    cluster_ops.start_run(run)
+
+    def finished() -> bool:
+        sync.sync_cluster(cluster)
+        run.refresh_from_db()
+        return run.is_final
+
+    wait_until(finished, timeout=20, interval=0.02)
+    event = last("state_change", object_kind="verification_run", object_id=run.pk)
+    assert event.to_state == run.state == "succeeded"
+    assert event.result == {
+        "passed": True,
+        "vector_add_passed": True,
+        "device_query_passed": True,
+        "device_name": run.device_name,
+        "compute_capability": run.compute_capability,
+        "memory_mib": run.memory_mib,
+    }
+    assert event.allocation == run.devices and run.devices
+
+
+def test_it_records_who_decided(alice: User, carol: User, cluster: Cluster) -> None:
+    ns = services.namespace_request_submit(user=alice, cluster=cluster, name="audit-a")
+    services.namespace_request_approve(user=carol, namespace_request=ns)
+    event = last("state_change", object_kind="namespace_request", to_state="approved")
+    assert (event.actor_username, event.owner_id, event.channel) == ("carol", alice.pk, "system")
+    assert event.before == {"state": "pending"}
+    assert event.after["decided_by"] == carol.pk
+
+
+def test_it_records_edits_of_teams_and_clusters_with_before_and_after(db: None) -> None:
+    team = Team.objects.create(name="vision")
+    assert last("created", object_kind="team").after["name"] == "vision"
+    team.name = "vision-lab"
+    team.save()
+    changed = last("changed", object_kind="team", object_id=team.pk)
+    assert (changed.before, changed.after) == ({"name": "vision"}, {"name": "vision-lab"})
+    team.delete()
+    assert last("deleted", object_kind="team").before["name"] == "vision-lab"
+
+    lab = Cluster.objects.create(name="lab", kubeconfig_encrypted="gAAAA-ciphertext")
+    assert last("created", object_kind="cluster").after["kubeconfig_encrypted"] == "(secret)"
+    before = AuditEvent.objects.count()
+    lab.server_version = "v1.34.1"
+    lab.save(update_fields=["server_version"])  # what each sync writes: not an admin's edit
+    assert AuditEvent.objects.count() == before
+
+
+def test_it_keeps_the_rows_of_a_deleted_user(alice: User) -> None:
+    Client().post(reverse("login"), {"username": "alice", "password": PASSWORD})
+    cluster = Cluster.objects.create(name=f"gone-{uuid.uuid4().hex[:4]}")
+    ns = NamespaceRequest.objects.create(owner=alice, cluster=cluster, name="team-gone")
+    transition(ns, to="pending", actor=alice, message="Submitted.", initial=True)
+    alice.delete()
+    rows = AuditEvent.objects.filter(actor_username="alice")
+    assert {row.action for row in rows} == {"login", "state_change"}
+    assert AuditEvent.objects.select_related("actor").get(action="login").actor is None
+    assert last("login").actor_name == "alice"
+
+
+@pytest.fixture
+def admin_client(db: None) -> Client:
+    admin = User.objects.create_superuser("admin", "admin@example.org", PASSWORD)
+    client = Client()
+    client.force_login(admin)
+    return client
+
+
+def test_it_shows_audit_rows_read_only_in_the_admin(admin_client: Client) -> None:
+    row = a_row()
+    change = reverse("admin:claims_auditevent_change", args=[row.pk])
+    page = admin_client.get(change)
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'name="_save"' not in html and "deletelink" not in html
+    listing = admin_client.get(reverse("admin:claims_auditevent_changelist")).content.decode()
+    assert 'value="delete_selected"' not in listing
+    assert reverse("admin:claims_auditevent_add") not in listing
+    assert admin_client.post(change, {"message": "rewritten"}).status_code == 403
+    delete = reverse("admin:claims_auditevent_delete", args=[row.pk])
+    assert admin_client.post(delete, {"post": "yes"}).status_code == 403
+    assert admin_client.get(reverse("admin:claims_auditevent_add")).status_code == 403
+    assert AuditEvent.objects.get(pk=row.pk).message == "kept"
+
+
+def test_it_shows_the_state_of_a_request_read_only_in_the_admin(
+    admin_client: Client, alice: User
+) -> None:
+    cluster = Cluster.objects.create(name="lab")
+    ns = NamespaceRequest.objects.create(owner=alice, cluster=cluster, name="team-x")
+    change = reverse("admin:claims_namespacerequest_change", args=[ns.pk])
+    html = admin_client.get(change).content.decode()
+    assert 'name="state"' not in html and 'name="name"' in html
+    form = {"cluster": cluster.pk, "name": "team-x", "owner": alice.pk, "state": "active"}
+    form |= {"purpose": "edited", "created_0": "2026-12-01", "created_1": "10:00:00"}
+    form |= {"updated_0": "2026-12-01", "updated_1": "10:00:00", "cluster_waits": 0}
+    assert admin_client.post(change, form).status_code == 302
+    ns.refresh_from_db()
+    assert (ns.purpose, ns.state) == ("edited", "pending")
