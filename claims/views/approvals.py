@@ -9,14 +9,16 @@ from typing import Any
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
+from django.db.models import Count, Max, Value
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, redirect
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
-from claims import feasibility, limits, selectors, services
+from claims import changes, feasibility, limits, selectors, services
 from claims.forms import ApprovalFilterForm, RejectForm
 from claims.models import ClaimRequest, Cluster, NamespaceRequest
+from claims.views import live
 from claims.views.common import HtmxHttpRequest, login_required
 
 ROWS = {
@@ -38,9 +40,45 @@ class CountedPaginator(Paginator):
         self.count = count
 
 
+APPROVALS_PAGE = live.LivePage(
+    "claims/approvals.html", "approvals", parts=("count", "namespaces", "claims")
+)
+# Parameters of the watcher's own (the version, a token per part, the rows shown so far).
+WATCH_PARAMS = ("since", "shown_ns", "shown_claims", *APPROVALS_PAGE.parts)
+
+
 @login_required
 def approvals(request: HtmxHttpRequest) -> HttpResponse:
+    """The queue, live: a new request appears without a reload; rows already shown stay, with
+    the decision taken on them (here or elsewhere)."""
     _require_approver(request)
+    partial = "queue" if request.htmx and request.htmx.target == "approval-queue" else ""
+    return live.respond(
+        request,
+        APPROVALS_PAGE,
+        live.Live(
+            version=_queue_version,
+            channels=[changes.EVERYTHING],
+            context=lambda: _approvals_context(request),
+        ),
+        partial=partial,
+    )
+
+
+def _queue_version() -> str:
+    """Changes with any request made or decided (every state change sets `updated`)."""
+    newest = [
+        model.objects.order_by()
+        .annotate(every=Value(1))
+        .values("every")
+        .annotate(newest=Max("updated"), count=Count("id"))
+        .values_list("newest", "count")
+        for model in (NamespaceRequest, ClaimRequest)
+    ]
+    return str(list(newest[0].union(newest[1], all=True)))
+
+
+def _approvals_context(request: HtmxHttpRequest) -> dict[str, Any]:
     form = ApprovalFilterForm(request.GET)
     shown = form.queue_filter()
     queue = selectors.approval_queue(user=request.user, shown=shown)
@@ -50,21 +88,44 @@ def approvals(request: HtmxHttpRequest) -> HttpResponse:
     claims = CountedPaginator(queue["claims"], size, counts["claims_shown"])
     namespace_page = namespaces.get_page(request.GET.get("ns_page"))
     claim_page = claims.get_page(request.GET.get("claim_page"))
-    context = {
+    ns_rows = _with_shown(list(namespace_page), NamespaceRequest, request.GET.get("shown_ns"))
+    claim_rows = _with_shown(list(claim_page), ClaimRequest, request.GET.get("shown_claims"))
+    filters = {key: value for key, value in request.GET.items() if key not in WATCH_PARAMS}
+    return {
         "nav": "approvals",
         "form": form,
         "shown": shown,
         "namespace_page": namespace_page if shown.shows("namespace") else None,
         "claim_page": claim_page if shown.shows("claim") else None,
-        "claims": _with_feasibility_all(list(claim_page), form.clusters)
-        if shown.shows("claim")
-        else [],
+        "namespace_rows": ns_rows if shown.shows("namespace") else [],
+        "claims": _with_feasibility_all(claim_rows, form.clusters) if shown.shows("claim") else [],
+        "waiting": counts["namespaces"] + counts["claims"],
         "approvals_waiting": counts["namespaces"] + counts["claims"],
         "all_clusters": form.clusters,
+        "live_query": filters | _shown_ids(ns_rows, claim_rows),
     }
-    if request.htmx and request.htmx.target == "approval-queue":
-        return render(request, "claims/approvals.html#queue", context)
-    return render(request, "claims/approvals.html", context)
+
+
+def _with_shown(rows: list[Any], model: type[Any], shown: str | None) -> list[Any]:
+    """The page's pending rows and the rows the approver saw before (decided since)."""
+    ids = {int(pk) for pk in (shown or "").split(",") if pk.isdigit()}
+    ids -= {row.pk for row in rows}
+    if not ids:
+        return rows
+    related = (
+        "owner",
+        "decided_by",
+        "cluster" if model is NamespaceRequest else "namespace_request__cluster",
+    )
+    extra = model.objects.filter(pk__in=ids).select_related(*related)
+    return sorted([*rows, *extra], key=lambda row: (row.created, row.pk))
+
+
+def _shown_ids(namespaces: list[Any], claims: list[Any]) -> dict[str, str]:
+    return {
+        "shown_ns": ",".join(str(row.pk) for row in namespaces),
+        "shown_claims": ",".join(str(row.pk) for row in claims),
+    }
 
 
 def _with_feasibility_all(
@@ -176,12 +237,9 @@ def _row(
     if isinstance(item, ClaimRequest):
         _with_feasibility(item)
     context = {name: item, "reject_form": reject_form, "decision_error": decision_error}
+    # Approving a claim approves its pending namespace too: the live queue redraws that row
+    # when it is on the page (an out-of-band row here would miss when it is not).
     html = render_to_string(template, context, request=request)
-    if isinstance(item, ClaimRequest):
-        # Approving a claim approves its pending namespace too: update that row as well.
-        html += render_to_string(
-            ROWS[NamespaceRequest][0], {"ns": item.namespace_request, "oob": True}, request=request
-        )
     waiting = selectors.approval_count(request.user)
     html += render_to_string("claims/_pending_count.html", {"waiting": waiting}, request=request)
     return HttpResponse(html)

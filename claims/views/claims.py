@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpResponse
 from django.shortcuts import redirect
-from django.views.decorators.http import require_POST
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods, require_POST
 
 from claims import changes, cluster_ops, selectors, services
 from claims.kube import manifests
-from claims.models import ClaimRequest, RunLog, VerificationRun
-from claims.views import live
+from claims.models import AuditEvent, ClaimRequest, RunLog, VerificationRun
+from claims.views import confirm, live
+from claims.views.clusters import claim_map_context, run_pending_context
 from claims.views.common import (
     HtmxHttpRequest,
     call_for_button,
@@ -61,6 +65,7 @@ def _claim_context(request: HtmxHttpRequest, pk: int) -> dict[str, Any]:
     }
     if "since" not in request.GET:  # the manifests are outside the live parts
         context.update(_manifest_context(claim))
+    context.update(claim_map_context(claim, request.user))
     return context
 
 
@@ -100,8 +105,12 @@ def in_kubernetes_order(value: Any) -> Any:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def claim_release(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """GET asks to confirm (what the release stops and frees); the POST from there releases."""
+    if request.method != "POST":
+        claim = selectors.claim_request_get(user=request.user, pk=pk)
+        return confirm.confirm_claim_release(request, claim)
     return _claim_action(request, pk, services.claim_request_release, "Claim released.")
 
 
@@ -150,16 +159,45 @@ def _run_context(request: HtmxHttpRequest, pk: int) -> dict[str, Any]:
     logs = {log.container: log for log in run.logs.all()}
     return {
         "run": run,
+        "elapsed": run_elapsed(run),
+        "phases": run_phases(list(selectors.events_for(run)), run),
         "logs": [logs.get(name) or RunLog(container=name) for name in VerificationRun.CONTAINERS],
         # A finished run whose logs are read again still changes: keep the page following it.
         "live_final": run.is_final and not run.log_retry_until,
+        **run_pending_context(run, request.user),
     }
 
 
+@dataclass(frozen=True)
+class Phase:
+    event: AuditEvent
+    seconds: float | None  # how long the run stayed in it; None for the state it ends in
+
+
+def run_phases(events: list[AuditEvent], run: VerificationRun) -> list[Phase]:
+    """Each state the run went through (its audit rows), with how long it lasted; the
+    current state of a run still going lasts until now."""
+    ends: list[datetime | None] = [event.created for event in events[1:]]
+    ends.append(None if run.is_final else timezone.now())
+    return [
+        Phase(event, None if end is None else (end - event.created).total_seconds())
+        for event, end in zip(events, ends, strict=True)
+    ]
+
+
+def run_elapsed(run: VerificationRun) -> timedelta:
+    """From the start of the Pod to its end (or now), or since it was queued when not started."""
+    start = run.started_at or run.created
+    end = run.finished_at or timezone.now()
+    return max(end - start, timedelta(0))
+
+
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def run_cancel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     run = selectors.verification_run_get(user=request.user, pk=pk)
+    if request.method != "POST":
+        return confirm.confirm_run_cancel(request, run)
     done = "Run cancelled; its Pod is being deleted, which frees the GPU."
     call_for_button(
         request, lambda: services.verification_run_cancel(user=request.user, run=run), done=done

@@ -44,8 +44,9 @@ class LivePage:
 class Live:
     """How to read the page's state: its version, where changes are announced, its context.
 
-    The context may hold "live_final" (nothing changes any more: stop watching) and "logs",
-    a list of objects with container, text and truncated, each rendered by the "log" partial.
+    The context may hold "live_final" (nothing changes any more: stop watching), "logs",
+    a list of objects with container, text and truncated, each rendered by the "log" partial,
+    and "live_query", parameters the watcher's URL carries so the context is read the same way.
     """
 
     version: Callable[[], Any]
@@ -53,8 +54,11 @@ class Live:
     context: Callable[[], dict[str, Any]]
 
 
-def respond(request: HtmxHttpRequest, page: LivePage, live: Live) -> HttpResponse:
-    """The whole page, or for the watcher the parts that changed once something did."""
+def respond(
+    request: HtmxHttpRequest, page: LivePage, live: Live, *, partial: str = ""
+) -> HttpResponse:
+    """The whole page (or only its partial, for a region htmx redraws), or for the watcher the
+    parts that changed once something did."""
     if "since" not in request.GET:
         version = live.version()
         context = live.context()
@@ -64,7 +68,7 @@ def respond(request: HtmxHttpRequest, page: LivePage, live: Live) -> HttpRespons
         panes = [shown[f"log-{log.container}"] for log in context.get("logs", [])]
         return render(
             request,
-            page.template,
+            f"{page.template}#{partial}" if partial else page.template,
             context | {"live": shown, "live_logs": panes, "live_watch": watch},
         )
     since = request.GET["since"]
@@ -144,6 +148,8 @@ def _watcher(
     if context.get("live_final"):
         return format_html('<div id="{}-watch"></div>', page.name)
     query = QueryDict(mutable=True)
+    # What else the page's context depends on (its filters, say) goes along with each wait.
+    query.update(context.get("live_query", {}))
     query.update({"since": str(version), **{name: token for name, (_, token) in parts.items()}})
     return _watcher_at(request, page, query, 0)
 

@@ -15,17 +15,21 @@ from django.views.decorators.http import require_POST
 from claims import access, changes, selectors
 from claims.kube import names
 from claims.kube.errors import KubeError, TransientKubeError
-from claims.models import NamespaceRequest
+from claims.models import NamespaceRequest, VerificationRun
 from claims.views import live
 from claims.views.common import HtmxHttpRequest, login_required
 
 NS = NamespaceRequest.State
 # Nothing on the page changes by itself any more: stop polling.
 SETTLED_STATES = (NS.REJECTED, NS.DELETED, NS.FAILED)
+DELETABLE_STATES = (NS.PENDING, NS.APPROVED, NS.ACTIVE, NS.FAILED)
+RUNS_SHOWN = 50
 
 
 NAMESPACE_PAGE = live.LivePage(
-    "claims/namespace_detail.html", "namespace", parts=("status", "access", "claims", "timeline")
+    "claims/namespace_detail.html",
+    "namespace",
+    parts=("status", "access", "claims", "runs", "timeline"),
 )
 
 
@@ -49,6 +53,10 @@ def _namespace_context(request: HtmxHttpRequest, pk: int) -> dict[str, Any]:
         "ns": ns,
         "live_final": _settled(ns),
         "claims": ns.claim_requests.order_by("-created"),
+        "runs": VerificationRun.objects.filter(claim__namespace_request=ns)
+        .select_related("claim")
+        .order_by("-created")[:RUNS_SHOWN],
+        "deletable_states": DELETABLE_STATES,
         "events": selectors.events_for(ns),
         "is_owner": request.user.pk == ns.owner_id,
         **_access_context(ns),

@@ -8,3 +8,49 @@ function retryWatcher(event) {
 }
 document.addEventListener("htmx:afterRequest", retryWatcher);
 document.addEventListener("htmx:sendError", retryWatcher);
+
+// A success notice ("requested; an approver decides next") describes the moment of the action:
+// once the live state it talks about changes, it is stale, so it goes.
+document.addEventListener("htmx:oobAfterSwap", function (event) {
+  const swapped = event.detail.target;
+  if (swapped && swapped.id && swapped.id.endsWith("-status")) {
+    document.querySelectorAll(".messages li.success").forEach(function (notice) { notice.remove(); });
+  }
+});
+
+// Copy buttons: the clipboard when the browser allows it (HTTPS or localhost), else the text
+// is selected so Ctrl+C copies it. Without JavaScript the buttons stay hidden.
+function copyText(button) {
+  const source = document.getElementById(button.dataset.copy);
+  const status = button.nextElementSibling;
+  const text = source.innerText.replace(/\n$/, "");
+  const selectIt = function () {
+    window.getSelection().selectAllChildren(source);
+    status.textContent = "Selected: press Ctrl+C (⌘C) to copy.";
+  };
+  if (!navigator.clipboard || !window.isSecureContext) { selectIt(); return; }
+  navigator.clipboard.writeText(text).then(function () {
+    status.textContent = "Copied.";
+  }, selectIt);
+}
+document.addEventListener("click", function (event) {
+  const button = event.target.closest("button[data-copy]");
+  if (button) { copyText(button); }
+});
+function showCopyButtons(root) {
+  root.querySelectorAll("button[data-copy]").forEach(function (button) { button.hidden = false; });
+}
+
+// Elapsed time of what is still going, ticking each second (the server renders the value
+// at page load; the live region replaces the element when the state changes).
+function tickElapsed() {
+  document.querySelectorAll("[data-elapsed-since]").forEach(function (clock) {
+    const seconds = Math.max(0, Math.floor((Date.now() - Date.parse(clock.dataset.elapsedSince)) / 1000));
+    const h = Math.floor(seconds / 3600), m = Math.floor((seconds % 3600) / 60), s = seconds % 60;
+    const pad = function (n) { return String(n).padStart(2, "0"); };
+    clock.textContent = h ? h + " h " + pad(m) + " min" : m ? m + " min " + pad(s) + " s" : s + " s";
+  });
+}
+setInterval(tickElapsed, 1000);
+document.addEventListener("htmx:load", function (event) { showCopyButtons(event.detail.elt); });
+document.addEventListener("DOMContentLoaded", function () { showCopyButtons(document); });

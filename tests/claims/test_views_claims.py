@@ -263,9 +263,18 @@ def test_it_says_when_a_runs_device_was_named_by_device_query(run: VerificationR
 def test_it_offers_to_cancel_a_run_while_it_is_going(run: VerificationRun) -> None:
     content = client_for(run.owner).get(reverse("run", args=[run.pk])).content.decode()
     cancel = reverse("run-cancel", args=[run.pk])
-    form = re.search(rf'<form method="post" action="{cancel}">(.*?)</form>', content, re.S)
+    assert f'<a class="button danger" href="{cancel}" id="cancel-run">Cancel run…</a>' in content
+
+
+def test_it_asks_before_cancelling_a_run(run: VerificationRun) -> None:
+    url = reverse("run-cancel", args=[run.pk])
+    content = client_for(run.owner).get(url).content.decode()
+    form = re.search(rf'<form method="post" action="{url}">(.*?)</form>', content, re.S)
     assert form and "csrfmiddlewaretoken" in form.group(1)
-    assert ">Cancel run</button>" in form.group(1)
+    assert ">Cancel the run</button>" in form.group(1)
+    assert "The run ends without a verdict" in content
+    run.refresh_from_db()
+    assert run.state == "queued"  # the GET changed nothing
 
 
 def test_it_cancels_a_run_and_says_so(run: VerificationRun) -> None:
@@ -289,7 +298,7 @@ def test_it_lets_an_approver_cancel_a_run(run: VerificationRun, charlie: User) -
 def test_it_keeps_others_from_cancelling_a_run(run: VerificationRun, bob: User) -> None:
     url = reverse("run-cancel", args=[run.pk])
     assert client_for(bob).post(url).status_code == 404
-    assert client_for(run.owner).get(url).status_code == 405
+    assert client_for(bob).get(url).status_code == 404
     assert client_for(None).post(url)["Location"].startswith(reverse("login"))
     run.refresh_from_db()
     assert run.state == "queued"
