@@ -16,7 +16,8 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from claims import inventory
+from claims import device_picker
+from claims.kube import dracel
 from claims.models import ClaimRequest, Cluster
 
 FREE_NOW_COUNTS = (
@@ -56,9 +57,17 @@ class Feasibility:
             f"this cluster cannot give {self.asked} to one claim."
         )
 
+    def line(self) -> str:
+        """The picker's one line: "N devices match, M free now, at most K on one node"."""
+        return (
+            f"{self.matching} device{'' if self.matching == 1 else 's'} match, "
+            f"{self.free_in_cluster} free now, at most {self.max_on_one_node} on one node"
+        )
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "possible": self.possible,
+            "matching": self.matching,
             "max_on_one_node": self.max_on_one_node,
             "free_now_on_one_node": self.free_on_best_node,
             "free_now_in_cluster": self.free_in_cluster,
@@ -158,19 +167,27 @@ def check_count(*, cluster: Cluster, device_class: str, count: int | None, selec
 def _matching_devices(
     inv: dict[str, Any], device_class: str, selector: str
 ) -> tuple[list[dict[str, Any]], bool]:
-    """Devices of the class, and of the selector when it can be evaluated on some device."""
-    classes = {dc["name"]: dc for dc in inv.get("device_classes", [])}
-    if device_class not in classes:
-        return [], True
-    class_selectors = classes[device_class]["selectors"]
-    of_class = [d for d in inv.get("devices", []) if inventory.matches(class_selectors, d)]
+    """Devices of the class, and of the selector when it compiles in the DRA CEL
+    environment (quantity(), semver(), ... as the scheduler has them)."""
+    of_class = device_picker.devices_of_class(inv, device_class)
     if not selector:
         return of_class, True
-    outcomes = [(d, inventory.selector_holds(selector, d)) for d in of_class]
+    if dracel.compile_error(selector):
+        return of_class, False
+    outcomes = [(d, _holds(selector, d)) for d in of_class]
     if of_class and all(held is None for _, held in outcomes):
         return of_class, False
     # Where it fails on one device only, the scheduler would not allocate that device either.
     return [d for d, held in outcomes if held], True
+
+
+def _holds(selector: str, device: dict[str, Any]) -> bool | None:
+    """Whether the selector holds for the device; None when evaluating it fails (an
+    attribute the device lacks): then neither it nor its negation holds."""
+    activation = dracel.device_activation(device["driver"], device)
+    if dracel.matches(selector, activation):
+        return True
+    return False if dracel.matches(f"!({selector})", activation) else None
 
 
 def _per_node(devices: list[dict[str, Any]]) -> Counter[str]:

@@ -10,6 +10,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from claims import device_picker
+from claims.device_picker import Picks
 from claims.kube import dracel
 from claims.models import Cluster
 
@@ -133,6 +135,23 @@ def _selector_field_problem(cluster: Cluster, device_class: str, selector: str) 
     return None
 
 
+def claim_selector(*, cluster: Cluster, device_class: str, picks: Picks, selector: str) -> str:
+    """The selector a claim carries: the picker's clauses and the CEL the user wrote, both
+    must hold. Picks the devices of the class do not publish are field errors."""
+    offered = device_picker.options(cluster.inventory, device_class)
+    problems = device_picker.problems(picks, offered)
+    if problems:
+        raise ValidationError({field: [problem] for field, problem in problems.items()})
+    return device_picker.combined(device_picker.selector_for(picks, offered.domain), selector)
+
+
+def selector_field_of(picks: Picks | None, written: str) -> str:
+    """Where a problem of the combined selector shows: the user's CEL, else the picker."""
+    if written or not picks:
+        return "selector"
+    return "gpu_model" if picks.gpu_model else "mig_profile" if picks.mig_profile else "min_memory"
+
+
 def validate_claim_fields(
     *,
     cluster: Cluster,
@@ -141,12 +160,16 @@ def validate_claim_fields(
     count: int | None,
     all_devices: bool,
     selector: str,
+    picks: Picks | None = None,
+    written: str = "",
 ) -> None:
-    """All problems at once, each next to its field."""
+    """All problems at once, each next to its field. `selector` is the claim's whole
+    selector; `written` the part the user typed (the rest came from the picker's `picks`)."""
+    selector_field = selector_field_of(picks, written)
     problems = {
         "name": dns_label_problem(name),
         "device_class": _device_class_problem(cluster, device_class),
-        "selector": _selector_field_problem(cluster, device_class, selector),
+        selector_field: _selector_field_problem(cluster, device_class, selector),
     }
     if not problems["device_class"] and not all_devices:
         problems["count"] = _count_problem(cluster, device_class, count)

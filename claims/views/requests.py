@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 from django.conf import settings
@@ -12,7 +13,17 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from claims import changes, cluster_ops, feasibility, selectors, services, validation
+from claims import (
+    changes,
+    cluster_ops,
+    device_picker,
+    dry_run,
+    feasibility,
+    selectors,
+    services,
+    validation,
+)
+from claims.device_picker import Picks
 from claims.forms import ClaimRequestForm, NamespaceRequestForm
 from claims.kube import manifests
 from claims.models import ClaimRequest, NamespaceRequest, VerificationRun
@@ -89,7 +100,7 @@ def namespace_request_create(request: HtmxHttpRequest) -> HttpResponse:
             messages.info(request, "You already submitted this namespace request.")
             return redirect("dashboard")
         try:
-            ns = services.namespace_request_submit(
+            ns = dry_run.namespace_request_submit(
                 user=request.user,
                 cluster=form.cleaned_data["cluster"],
                 name=form.cleaned_data["name"],
@@ -125,47 +136,69 @@ def claim_request_create(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, "claims/claim_form.html", context)
 
 
+CLAIM_FIELDS = ("namespace_request", "name", "device_class", "count", "all_devices")
+PICKER_FIELDS = ("selector", "gpu_model", "min_memory", "mig_profile", "purpose")
+
+
 def _submit_claim(request: HtmxHttpRequest, data: dict[str, Any]) -> ClaimRequest:
-    return services.claim_request_submit(
-        user=request.user,
-        namespace_request=data["namespace_request"],
-        name=data["name"],
-        device_class=data["device_class"],
-        count=data["count"],
-        all_devices=data["all_devices"],
-        selector=data["selector"],
-        purpose=data["purpose"],
-    )
+    fields = {name: data[name] for name in (*CLAIM_FIELDS, *PICKER_FIELDS)}
+    return dry_run.claim_request_submit(user=request.user, **fields)
 
 
 @login_required
 @require_POST
 def claim_request_preview(request: HtmxHttpRequest) -> HttpResponse:
     form = ClaimRequestForm(request.POST, user=request.user)
-    return render(request, "claims/claim_form.html#preview", _preview_context(form))
+    context = {**_preview_context(form), "oob": True}
+    return render(request, "claims/claim_form.html#preview", context)
 
 
 def _preview_context(form: ClaimRequestForm) -> dict[str, Any]:
-    """The ResourceClaim the form would produce, as far as the input allows."""
+    """The ResourceClaim the form would produce, as far as the input allows, and what the
+    picker offers and matches on the chosen namespace's cluster."""
     raw = form.data if form.is_bound else form.initial
     namespace = _chosen_namespace(form, raw.get("namespace_request"))
     name = (raw.get("name") or "").strip()
-    device_class = raw.get("device_class") or ""
+    device_class = raw.get("device_class") or _first_class(form)
     if namespace is None:
         return {"preview_problem": "Choose a namespace to see the manifest."}
-    if not name or not device_class:
-        return {"preview_problem": "Enter a claim name and choose a device class."}
     cluster = namespace.cluster
     unsaved = _unsaved_claim(namespace, name, device_class, raw)
+    picker = _picker_context(unsaved)
+    if not name or not device_class:
+        return {**picker, "preview_problem": "Enter a claim name and choose a device class."}
     manifest = cluster_ops.planned_claim_manifest(unsaved)
     # The claim has no id before it is submitted; say so rather than show "None".
     manifest["metadata"]["labels"]["gpu-portal.io/claim-request"] = ""
     return {
+        **picker,
         "preview_yaml": manifests.to_yaml(manifest),
         "preview_version": cluster.preferred_resource_version or "v1",
         "preview_cluster": cluster.name,
-        "preview_feasibility": feasibility.of_claim(unsaved),
         **validation.selector_preview(cluster, device_class, unsaved.selector),
+    }
+
+
+def _first_class(form: ClaimRequestForm) -> str:
+    choices = list(form.fields["device_class"].widget.choices)
+    return str(choices[0][0]) if choices else ""
+
+
+def _picker_context(claim: ClaimRequest) -> dict[str, Any]:
+    """The picker's lists, its CEL, and the feasibility line of the whole selector (the
+    picks the cluster cannot honour are left out of it and said)."""
+    cluster = claim.namespace_request.cluster
+    offered = device_picker.options(cluster.inventory, claim.device_class)
+    picks = Picks(claim.gpu_model, claim.min_memory, claim.mig_profile)
+    problems = device_picker.problems(picks, offered)
+    usable = Picks(**{k: v for k, v in asdict(picks).items() if k not in problems})
+    generated = device_picker.selector_for(usable, offered.domain)
+    claim.selector = device_picker.combined(generated, claim.selector)
+    return {
+        "picker_options": offered,
+        "picker_problems": problems,
+        "generated_selector": generated,
+        "preview_feasibility": feasibility.of_claim(claim) if claim.device_class else None,
     }
 
 
@@ -179,6 +212,9 @@ def _unsaved_claim(
         count=_as_count(raw.get("count")),
         all_devices=str(raw.get("all_devices", "")).lower() in ("on", "true", "1"),
         selector=(raw.get("selector") or "").strip(),
+        gpu_model=(raw.get("gpu_model") or "").strip(),
+        min_memory=(raw.get("min_memory") or "").strip(),
+        mig_profile=(raw.get("mig_profile") or "").strip(),
     )
 
 

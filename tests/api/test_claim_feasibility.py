@@ -31,6 +31,7 @@ def test_it_says_whether_a_pending_claim_can_be_met(api: Api, namespace: Namespa
 
     assert created["feasibility"] | {"summary": "", "node": ""} == {
         "possible": True,
+        "matching": 8,
         "max_on_one_node": 4,
         "free_now_on_one_node": 4,
         "free_now_in_cluster": 8,

@@ -123,6 +123,18 @@ def test_it_shows_the_approver_whether_a_claim_can_be_met(
     assert "Free now: 4 on gpu-node-" in page
 
 
+def test_the_approver_sees_the_pickers_feasibility_line_for_each_pending_claim(
+    alice: User, carol: User, namespace: NamespaceRequest, client: Client
+) -> None:
+    claim = submit(alice, namespace, count=3, gpu_model="NVIDIA H100 80GB HBM3")
+    client.force_login(carol)
+
+    page = client.get(reverse("approvals")).content.decode()
+
+    assert f'id="feasibility-line-{claim.pk}"' in page
+    assert "4 devices match, 4 free now, at most 4 on one node (most free on gpu-node-1)." in page
+
+
 def test_it_shows_feasibility_in_the_form_preview(
     alice: User, namespace: NamespaceRequest, client: Client
 ) -> None:

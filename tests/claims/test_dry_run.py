@@ -1,0 +1,170 @@
+"""The server dry-run at submit: every manifest goes to kubesim with dryRun=All before the
+request enters the approval queue; a refusal is shown in the server's words and nothing is
+saved; an unreachable cluster does not hold the request back (it carries a note)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+
+import kubesim
+from claims import cluster_ops, dry_run
+from claims.kube.errors import PermanentKubeError
+from claims.kube.manifests import resource_claim_manifest
+from claims.models import ClaimRequest, Cluster, NamespaceRequest
+from tests.claims.test_views_requests import claim_form_data, field_errors
+from tests.fixtures.portal import granted_namespace, register_cluster
+
+CLAIMS = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims"
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture
+def active(cluster: Cluster, alice: User, carol: User) -> NamespaceRequest:
+    return granted_namespace(cluster, alice, carol, unique("dry"))
+
+
+@pytest.fixture
+def web(alice: User) -> Client:
+    client = Client()
+    client.force_login(alice)
+    return client
+
+
+@pytest.fixture
+def stopped_cluster(db: None) -> Iterator[Cluster]:
+    """A cluster the portal knows (inventory synced) whose API server has gone away."""
+    handle = kubesim.start(speed=50)
+    try:
+        cluster = register_cluster(handle, name="gone")
+    finally:
+        handle.stop()
+    cluster_ops.forget_gateways()
+    yield cluster
+    cluster_ops.forget_gateways()
+
+
+def on_cluster(handle: kubesim.Handle, ns: str, name: str) -> bool:
+    claims = handle.admin("GET", CLAIMS.format(ns=ns))["items"]
+    return any(item["metadata"]["name"] == name for item in claims)
+
+
+def test_a_claim_the_cluster_accepts_is_queued_and_nothing_is_created_there(
+    web: Client, active: NamespaceRequest, kubesim_cluster: kubesim.Handle
+) -> None:
+    response = web.post(reverse("claim-request"), claim_form_data(active, name="checked"))
+
+    assert response.status_code == 302
+    claim = ClaimRequest.objects.get(namespace_request=active, name="checked")
+    assert (claim.state, claim.dry_run_note) == ("pending", "")
+    assert not on_cluster(kubesim_cluster, active.name, "checked")
+
+
+def test_a_claim_the_cluster_refuses_is_shown_in_its_words_and_not_saved(
+    web: Client, active: NamespaceRequest, kubesim_cluster: kubesim.Handle
+) -> None:
+    theirs = {"metadata": {"name": "taken"}, "spec": {"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}  # fmt: skip
+    kubesim_cluster.admin("POST", CLAIMS.format(ns=active.name), theirs)
+
+    response = web.post(reverse("claim-request"), claim_form_data(active, name="taken"))
+
+    assert response.status_code == 200
+    errors = field_errors(response.content.decode(), "name")
+    assert "refuses it: resourceclaims.resource.k8s.io &quot;taken&quot; already exists" in errors
+    assert not ClaimRequest.objects.filter(name="taken").exists()
+
+
+def test_a_namespace_that_exists_on_the_cluster_is_refused_at_submit(
+    web: Client, cluster: Cluster, kubesim_cluster: kubesim.Handle
+) -> None:
+    name = unique("theirs")
+    kubesim_cluster.admin("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+
+    data = {"cluster": cluster.pk, "name": name, "submission_token": "t1"}
+    response = web.post(reverse("namespace-request"), data)
+
+    assert response.status_code == 200
+    errors = field_errors(response.content.decode(), "name")
+    assert f"namespaces &quot;{name}&quot; already exists" in errors
+    assert not NamespaceRequest.objects.filter(name=name).exists()
+
+
+def test_a_namespace_the_cluster_accepts_is_queued_and_not_created(
+    web: Client, cluster: Cluster, kubesim_cluster: kubesim.Handle
+) -> None:
+    name = unique("mine")
+
+    response = web.post(reverse("namespace-request"), {"cluster": cluster.pk, "name": name})
+
+    assert response.status_code == 302
+    ns = NamespaceRequest.objects.get(name=name)
+    assert (ns.state, ns.dry_run_note) == ("pending", "")
+    names = [
+        n["metadata"]["name"] for n in kubesim_cluster.admin("GET", "/api/v1/namespaces")["items"]
+    ]
+    assert name not in names
+
+
+def test_a_claim_in_a_namespace_not_created_yet_is_checked_all_the_same(
+    web: Client, alice: User, cluster: Cluster
+) -> None:
+    ns = dry_run.namespace_request_submit(user=alice, cluster=cluster, name=unique("later"))
+
+    manifest = dry_run.claim_manifest(
+        ClaimRequest(namespace_request=ns, name="c", device_class="x")
+    )
+    response = web.post(reverse("claim-request"), claim_form_data(ns, name="early"))
+
+    assert manifest["metadata"]["namespace"] == dry_run.STAND_IN_NAMESPACE
+    assert response.status_code == 302
+    assert ClaimRequest.objects.get(name="early").dry_run_note == ""
+
+
+def test_the_servers_validation_runs_on_the_dry_run(cluster: Cluster) -> None:
+    manifest = resource_claim_manifest(
+        api_version="v1", namespace="default", name="bad-cel", device_class="gpu.nvidia.com",
+        count=1, selector="device.attributes['gpu.nvidia.com'].memory >", labels={},
+    )  # fmt: skip
+
+    with pytest.raises(PermanentKubeError) as refused:
+        dry_run.check(cluster, manifest)
+
+    assert refused.value.status == 422
+    assert "selectors[0].cel.expression: Invalid value" in refused.value.message
+    assert "compilation failed" in refused.value.message
+
+
+def test_an_unreachable_cluster_does_not_hold_a_request_back(
+    alice: User, stopped_cluster: Cluster
+) -> None:
+    ns = dry_run.namespace_request_submit(user=alice, cluster=stopped_cluster, name=unique("off"))
+    claim = dry_run.claim_request_submit(
+        user=alice, namespace_request=ns, name="offline", device_class="gpu.nvidia.com"
+    )
+
+    for request in (ns, claim):
+        request.refresh_from_db()
+        assert request.state == "pending"
+        assert request.dry_run_note.startswith("gone could not check this request")
+
+
+def test_the_approver_sees_that_the_check_could_not_run(
+    alice: User, carol: User, stopped_cluster: Cluster
+) -> None:
+    ns = dry_run.namespace_request_submit(user=alice, cluster=stopped_cluster, name=unique("off"))
+    approver = Client()
+    approver.force_login(carol)
+
+    page = approver.get(reverse("approvals")).content.decode()
+
+    assert f'id="dry-run-note-namespace-approve-{ns.pk}"' in page
+    assert "could not check this request before it was queued" in page
