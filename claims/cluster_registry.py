@@ -316,7 +316,8 @@ def plain_words(error: KubeError | str) -> str:
 
 
 def contact(cluster: Cluster) -> Contact:
-    """Connect afresh, discover, run the preflight, read the inventory; record the outcome."""
+    """Connect afresh, discover, run the preflight, read the inventory; record the outcome
+    (on the row and on `cluster`)."""
     try:
         with ClusterGateway(**gateway_options(cluster)) as gateway:
             checks_done = gateway.preflight()
@@ -329,6 +330,7 @@ def contact(cluster: Cluster) -> Contact:
     except KubeError as error:
         problem = plain_words(error)
         mark_unreachable(cluster.pk, problem)
+        cluster.refresh_from_db()
         return Contact(problem, [])
     built["preflight"] = [dataclasses.asdict(check) for check in checks_done]
     Cluster.objects.filter(pk=cluster.pk).update(
@@ -339,6 +341,7 @@ def contact(cluster: Cluster) -> Contact:
         inventory_synced_at=timezone.now(),
     )
     mark_reachable(cluster.pk)
+    cluster.refresh_from_db()
     return Contact("", checks_done)
 
 
@@ -358,12 +361,16 @@ def mark_reachable(cluster_pk: int) -> None:
 
 def note_sync_outcome(cluster_pk: int) -> None:
     """After a periodic sync: its recorded error says whether the cluster answered."""
-    cluster = Cluster.objects.filter(pk=cluster_pk).only("last_error").first()
+    cluster = Cluster.objects.filter(pk=cluster_pk).first()
     if cluster is None:
         return
     if "cannot reach the cluster" in cluster.last_error:
-        mark_unreachable(cluster_pk, cluster.last_error)
-    elif not cluster.last_error:
+        mark_unreachable(cluster_pk, plain_words(cluster.last_error))
+        return
+    # A sync with nothing to follow asks the cluster nothing: only the inventory it read
+    # since the outage began says the cluster answers again.
+    since, read = cluster.unreachable_since, cluster.inventory_synced_at
+    if since and not cluster.last_error and read and read >= since:
         mark_reachable(cluster_pk)
 
 

@@ -1,17 +1,21 @@
-"""Each cluster is followed by its own task: a slow cluster delays no other (real worker)."""
+"""Several clusters side by side, with a real worker: each is synced by its own task (a slow
+one delays no other), each serves its own requests, and one that goes down stops no other."""
 
 from __future__ import annotations
 
+import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 
 import kubesim
-from claims import cluster_ops
-from claims.models import Cluster
-from tests.claims.test_cluster_ops import approved_claim
-from tests.fixtures.portal import register_cluster, wait_until
+from claims import cluster_ops, cluster_registry, services
+from claims.cluster_registry import KUBECONFIG, ClusterInput
+from claims.models import ClaimRequest, Cluster
+from tests.claims.test_cluster_ops import approved_claim, claims_in
+from tests.fixtures.portal import register_cluster, state_of, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,3 +44,52 @@ def test_a_slow_cluster_does_not_hold_up_the_others(
     wait_until(lambda: syncs_seen(fast, fast_syncs) >= 4, timeout=60)
     assert syncs_seen(slow, slow_syncs) <= 1
     assert Cluster.objects.get(pk=fast.pk).last_error == ""
+
+
+def approved_flow(owner: User, approver: User, cluster: Cluster) -> ClaimRequest:
+    """A namespace and a claim in it, asked for and approved: the worker takes it from here."""
+    ns = services.namespace_request_submit(
+        user=owner, cluster=cluster, name=f"on-{cluster.name}-{uuid.uuid4().hex[:4]}"
+    )
+    claim = services.claim_request_submit(
+        user=owner, namespace_request=ns, name="train", device_class="gpu.nvidia.com", count=1
+    )
+    services.claim_request_approve(user=approver, claim_request=claim)
+    return claim
+
+
+def run_passes(owner: User, claim: ClaimRequest) -> None:
+    run = services.verification_run_start(user=owner, claim_request=claim)
+    wait_until(lambda: state_of(run) in ("succeeded", "failed"), timeout=90)
+    assert run.state == "succeeded", run.state_message
+
+
+def test_each_cluster_serves_its_own_requests_and_one_down_stops_no_other(
+    alice: User,
+    carol: User,
+    kubesim_cluster: kubesim.Handle,
+    kubesim_private: kubesim.Handle,
+    celery_beat_process: Any,
+) -> None:
+    first = register_cluster(kubesim_cluster, name="first")  # a kubeconfig file
+    # An uploaded kubeconfig: the worker reads it decrypted, in memory.
+    text = Path(kubesim_private.kubeconfig).read_text()
+    second = cluster_registry.save_cluster(ClusterInput("second", KUBECONFIG, text, "kubesim"))
+    assert cluster_registry.contact(second).reachable
+    for cluster, handle in ((first, kubesim_cluster), (second, kubesim_private)):
+        claim = approved_flow(alice, carol, cluster)
+        wait_until(lambda claim=claim: state_of(claim) == "waiting", timeout=60)
+        assert claims_in(handle, claim.namespace) == ["train"]
+        run_passes(alice, claim)
+
+    kubesim_private.stop()
+    stuck = approved_flow(alice, carol, second)
+    wait_until(lambda: Cluster.objects.get(pk=second.pk).unreachable_since, timeout=60)
+    claim = approved_flow(alice, carol, first)
+    wait_until(lambda: state_of(claim) == "waiting", timeout=60)
+    run_passes(alice, claim)
+    assert claims_in(kubesim_cluster, claim.namespace) == ["train"]
+    assert state_of(stuck) in ("approved", "applying")  # waits for its cluster, fails nothing
+    healthy = Cluster.objects.get(pk=first.pk)
+    assert healthy.unreachable_since is None and healthy.last_error == ""
+    assert "connection refused" in Cluster.objects.get(pk=second.pk).last_error
