@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
+from django.template import Context, Template
 
 from claims import quota, services
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, Team, TeamMembership, TeamQuota
@@ -153,7 +154,8 @@ def test_it_approves_within_the_quota_when_the_team_chose_so(
     assert claim.state_message == (
         "Approved automatically by team vision's auto-approval (within its quota)."
     )
-    assert len(work_sent(callbacks)) == 1  # applying it
+    enqueued = [c for c in work_sent(callbacks) if "enqueue" in getattr(c, "__qualname__", "")]
+    assert len(enqueued) == 1  # applying it
 
 
 def test_approval_refuses_what_the_admin_lowered_the_quota_below(
@@ -185,3 +187,30 @@ def test_approval_refuses_when_claims_decided_since_used_the_quota_up(
     transition(held, to="released", allowed=("approved",))
     services.claim_request_approve(user=carol, claim_request=pending)
     assert ClaimRequest.objects.get(pk=pending.pk).state == "approved"
+
+
+def team_use_html(claim: ClaimRequest) -> str:
+    template = Template("{% load teams %}{% team_use claim %}")
+    return " ".join(template.render(Context({"claim": claim})).split())
+
+
+def test_the_approval_screen_shows_the_teams_use_before_and_after(
+    team: Team, alice: User, bob: User, carol: User, cluster: Cluster
+) -> None:
+    held = submit(bob, cluster, "held", count=1)
+    services.claim_request_approve(user=carol, claim_request=held)
+    pending = submit(alice, cluster, "asked", count=2)
+    assert (
+        "Team vision, gpu.nvidia.com on lab: <strong>1</strong> of 4 held now, "
+        "<strong>3</strong> of 4 after approving."
+    ) in team_use_html(pending)
+    TeamQuota.objects.filter(team=team).update(max_devices=2)
+    assert "of 2 after approving (over the quota)." in team_use_html(pending)
+    held.refresh_from_db()
+    assert team_use_html(held) == ""  # decided
+
+
+def test_the_approval_screen_shows_nothing_for_a_user_in_no_team(
+    carol: User, cluster: Cluster
+) -> None:
+    assert team_use_html(submit(carol, cluster, "solo")) == ""
