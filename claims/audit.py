@@ -374,7 +374,7 @@ class TimeFilter(django_filters.Filter):
 
 class AuditTrailFilter(django_filters.FilterSet):
     actor = django_filters.CharFilter(field_name="actor_username", help_text="Username.")
-    action = django_filters.ChoiceFilter(choices=Action.choices)
+    action = django_filters.MultipleChoiceFilter(choices=Action.choices)
     object_kind = django_filters.ChoiceFilter(choices=Kind.choices)
     object_name = django_filters.CharFilter(help_text="Exactly this name.")
     since = TimeFilter(field_name="created", lookup_expr="gte", help_text="From (ISO 8601).")

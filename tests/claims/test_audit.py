@@ -43,9 +43,12 @@ def a_row() -> AuditEvent:
 )
 def test_it_refuses_to_change_or_remove_rows_in_the_database(db: None, statement: str) -> None:
     row = a_row()
-    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(statement)
+    with (
+        pytest.raises(DatabaseError, match="append-only"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(statement)
     assert AuditEvent.objects.get(pk=row.pk).message == "kept"
 
 
