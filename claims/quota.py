@@ -16,6 +16,7 @@ from django.db.models import QuerySet
 
 from claims.kube.manifests import ALL_DEVICES_QUOTA_CHARGE, device_class_quota_key
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, Team, TeamMembership, TeamQuota
+from claims.models.teams import first_team_members
 from claims.transitions import enqueue
 
 # Claims that hold, or will hold, devices; DECIDED leaves out those still waiting for a yes.
@@ -76,12 +77,7 @@ def devices_of(claim: ClaimRequest) -> int:
 
 def charged_users(team: Team) -> list[int]:
     """Members whose first team is this one: their claims count here."""
-    member_ids = list(team.memberships.values_list("user_id", flat=True))
-    firsts: dict[int, int] = {}
-    rows = TeamMembership.objects.filter(user_id__in=member_ids).order_by("joined", "id")
-    for user_id, team_id in rows.values_list("user_id", "team_id"):
-        firsts.setdefault(user_id, team_id)
-    return [user_id for user_id, team_id in firsts.items() if team_id == team.pk]
+    return first_team_members([team.pk])
 
 
 def _claims_of(team: Team, cluster: Cluster, device_class: str, states: tuple) -> QuerySet:

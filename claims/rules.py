@@ -23,8 +23,8 @@ from claims.models import (
     Cluster,
     NamespaceRequest,
     Team,
-    TeamMembership,
 )
+from claims.models.teams import approved_team_ids
 from claims.selectors import user_is_approver
 
 Decidable = NamespaceRequest | ClaimRequest
@@ -36,10 +36,7 @@ KIND_OF = {
 
 def approved_teams(user: Any) -> list[int]:
     """Ids of the teams the user is a team approver of."""
-    if not getattr(user, "is_authenticated", False):
-        return []
-    mine = TeamMembership.objects.filter(user=user, role=TeamMembership.Role.APPROVER)
-    return list(mine.values_list("team_id", flat=True))
+    return approved_team_ids(user)
 
 
 def is_any_approver(user: Any) -> bool:

@@ -132,3 +132,22 @@ class ApprovalRule(models.Model):
         if self.max_lifetime is not None:
             parts.append(f"living at most {self.max_lifetime}")
         return " ".join(str(part) for part in parts)
+
+
+def first_team_members(team_ids: list[int]) -> list[int]:
+    """Users whose first team (the one they joined first) is one of these: a user in several
+    teams is charged to, and decided for by, that team."""
+    members = TeamMembership.objects.filter(team_id__in=team_ids).values("user_id")
+    rows = TeamMembership.objects.filter(user_id__in=members).order_by("joined", "id")
+    firsts: dict[int, int] = {}
+    for user_id, team_id in rows.values_list("user_id", "team_id"):
+        firsts.setdefault(user_id, team_id)
+    return [user_id for user_id, team_id in firsts.items() if team_id in team_ids]
+
+
+def approved_team_ids(user: Any) -> list[int]:
+    """Ids of the teams the user is a team approver of."""
+    if not getattr(user, "is_authenticated", False):
+        return []
+    mine = TeamMembership.objects.filter(user=user, role=TeamMembership.Role.APPROVER)
+    return list(mine.values_list("team_id", flat=True))

@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from claims import rules, services
+from claims import rules, selectors, services
 from claims.models import (
     ApprovalRule,
     AuditEvent,
@@ -221,3 +221,18 @@ def test_the_approval_queue_refuses_self_approval_with_403(carol: User, cluster:
     browser.force_login(carol)
     assert browser.post(reverse("claim-approve", args=[claim.pk])).status_code == 403
     assert ClaimRequest.objects.get(pk=claim.pk).state == "pending"
+
+
+def test_a_team_approvers_queue_holds_their_teams_requests_only(
+    dave: User, carol: User, ns: NamespaceRequest, bob: User, cluster: Cluster
+) -> None:
+    alices = submit(ns.owner, ns, "alices")
+    other = NamespaceRequest.objects.create(owner=bob, cluster=cluster, name="bobs")
+    bobs = submit(bob, other, "bobs")
+    queue = selectors.approval_queue(user=dave)
+    assert list(queue["claims"]) == [alices]
+    assert list(queue["namespaces"]) == []  # alice's namespace is active already
+    assert selectors.approval_counts(user=dave)["claims"] == 1
+    assert set(selectors.approval_queue(user=carol)["claims"]) == {alices, bobs}
+    assert not selectors.user_may_decide(bob)
+    assert list(selectors.approval_queue(user=bob)["claims"]) == []
