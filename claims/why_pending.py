@@ -124,6 +124,11 @@ def _held_text(asked: Asked, devices: Devices, what: str) -> str:
     )
 
 
+def from_refusal(message: str) -> list[Reason]:
+    """Why the cluster refused to create the claim (it never waited for devices)."""
+    return _from_pod(message, []) if "exceeded quota" in message else []
+
+
 def _scheduler_words(message: str) -> str:
     return message if SCHEDULER_WORDS.search(message) else ""
 

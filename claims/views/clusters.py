@@ -125,6 +125,8 @@ def claim_map_context(claim: ClaimRequest, user: Any) -> dict[str, Any]:
         waiting = claim.runs.filter(state__in=WAITING_RUNS).order_by("-created").first()
         message = waiting.state_message if waiting else ""
         context["pending_reasons"] = reasons_for(claim, found, message)
+    elif claim.state == CS.FAILED:
+        context["pending_reasons"] = why_pending.from_refusal(claim.state_message)
     return context
 
 

@@ -20,6 +20,9 @@ from claims.transitions import transition
 from claims.views.clusters import holds
 from tests.fixtures.portal import register_cluster, wait_until
 
+# test_why_pending takes these fixtures with `import *`.
+__all__ = ["map_cluster", "map_kubesim", "namespace_of"]
+
 TOPOLOGY = """
 nodes:
   - name: gpu-node-1
@@ -106,7 +109,7 @@ def held_by_a_stuck_pod(user: User, ns: NamespaceRequest, **fields: Any) -> Clai
     """A claim whose run's Pod is scheduled (so DRA allocated the devices) but never starts:
     its image does not pull, so the devices stay held while the test looks."""
     claim = applied_claim(user, ns, **fields)
-    with override_settings(VECTOR_ADD_IMAGE=NO_SUCH_IMAGE):
+    with override_settings(VECTOR_ADD_IMAGE=NO_SUCH_IMAGE, DEVICE_QUERY_IMAGE=NO_SUCH_IMAGE):
         started_run(user, claim)
 
     def allocated() -> bool:

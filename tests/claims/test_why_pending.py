@@ -1,0 +1,245 @@
+"""Why a claim or run waits, from what kubesim's scheduler, kubelet and quota admission say
+and what its ResourceSlices publish (the topology of test_gpu_map: 2 H100s on gpu-node-1,
+MIG devices and a whole A100 on mig-node-1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+
+from claims import cluster_ops, selectors, services, sync, why_pending
+from claims.gpu_map import Hold
+from claims.models import ClaimRequest, Cluster, VerificationRun
+from claims.transitions import transition
+from claims.views.clusters import claim_map_context, holds, reasons_for, run_pending_context
+from tests.claims.test_gpu_map import *  # noqa: F403 (fixtures)
+from tests.claims.test_gpu_map import (
+    H100_ONLY,
+    applied_claim,
+    held_by_a_stuck_pod,
+    started_run,
+)
+from tests.fixtures.portal import wait_until
+
+GPU = "gpu.nvidia.com"
+# kubesim's scheduler, for a Pod whose nodeSelector no node has (tests/kubesim/test_scheduler).
+AFFINITY = (
+    "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector. "
+    "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+)
+
+
+def asked(count: int | None = 1, selector: str = "", device_class: str = GPU) -> Any:
+    return why_pending.Asked(device_class=device_class, count=count, selector=selector)
+
+
+def kinds(reasons: list[why_pending.Reason]) -> list[str]:
+    return [reason.kind for reason in reasons]
+
+
+def scheduler_said(run: VerificationRun, cluster: Cluster, words: str) -> None:
+    def said() -> bool:
+        sync.sync_cluster(cluster)
+        run.refresh_from_db()
+        return words in run.state_message
+
+    wait_until(said, timeout=15)
+
+
+def test_it_says_when_all_matching_devices_are_held_and_by_how_many_claims(
+    alice: User, bob: User, map_cluster: Cluster, namespace_of: Any
+) -> None:
+    held_by_a_stuck_pod(alice, namespace_of(alice), count=1, selector=H100_ONLY)
+    held_by_a_stuck_pod(bob, namespace_of(bob), count=1, selector=H100_ONLY)
+    waiting = applied_claim(alice, namespace_of(alice), count=1, selector=H100_ONLY)
+    run = started_run(alice, waiting)
+    scheduler_said(run, map_cluster, "cannot allocate all claims")
+
+    [reason] = reasons_for(waiting, holds(map_cluster, alice), run.state_message)
+
+    assert reason.kind == "all_held" and reason.show_matching
+    assert reason.text.startswith(
+        "All matching devices are held: 2 of the 2 devices of class gpu.nvidia.com and "
+        "matching your selector are held by 2 other claims. At most 0 are free on one node; "
+        "you need 1."
+    )
+    assert reason.cluster_says == run.state_message
+    assert reason.cluster_says.startswith("0/2 nodes are available: 2 cannot allocate all claims")
+    assert kinds(run_pending_context(run, alice)["pending_reasons"]) == ["all_held"]
+    claim_page = claim_map_context(waiting, alice)
+    assert claim_page["claim_map"] is None
+    assert kinds(claim_page["pending_reasons"]) == ["all_held"]
+
+
+def test_it_says_when_no_device_matches_with_the_schedulers_words(
+    alice: User, map_cluster: Cluster, namespace_of: Any
+) -> None:
+    # The portal refuses such a claim when it is asked for; this one predates the GPU's
+    # removal (so the cluster is the one to say it cannot be met).
+    claim = services.claim_request_submit(
+        user=alice, namespace_request=namespace_of(alice), name="gone", device_class=GPU, count=1
+    )
+    transition(claim, to="approved", allowed=("pending",))
+    no_such = "device.attributes['gpu.nvidia.com'].productName == 'No Such GPU'"
+    ClaimRequest.objects.filter(pk=claim.pk).update(selector=no_such)
+    claim.refresh_from_db()
+    cluster_ops.apply_claim(claim)
+    claim.refresh_from_db()
+    run = started_run(alice, claim)
+    scheduler_said(run, map_cluster, "nodes are available")
+
+    [reason] = run_pending_context(run, alice)["pending_reasons"]
+
+    assert reason.kind == "no_match"
+    assert reason.text == (
+        "No device on this cluster is of class gpu.nvidia.com and matching your selector."
+    )
+    assert "nodes are available" in reason.cluster_says
+
+
+def test_it_says_when_the_image_does_not_pull(
+    alice: User, map_cluster: Cluster, namespace_of: Any
+) -> None:
+    claim = held_by_a_stuck_pod(alice, namespace_of(alice), count=1, selector=H100_ONLY)
+    [run] = claim.runs.all()
+
+    def pull_failed() -> bool:
+        sync.sync_cluster(map_cluster)
+        run.refresh_from_db()
+        return "ErrImagePull" in run.state_message
+
+    wait_until(pull_failed, timeout=15)
+
+    assert run.state == "pending"
+    assert run.state_message.startswith("ctr0: ErrImagePull (")
+    [reason] = run_pending_context(run, alice)["pending_reasons"]
+    assert reason.kind == "image"
+    assert reason.text == "The container image could not be pulled, so the Pod cannot start."
+    assert reason.cluster_says == run.state_message
+
+
+def test_it_keeps_one_wording_through_the_pull_back_off(
+    alice: User, map_cluster: Cluster, namespace_of: Any, map_kubesim: Any
+) -> None:
+    claim = held_by_a_stuck_pod(alice, namespace_of(alice), count=1, selector=H100_ONLY)
+    [run] = claim.runs.all()
+    path = f"/api/v1/namespaces/{claim.namespace}/pods/{run.pod_name}"
+
+    def container_waits_for(reason: str) -> bool:
+        statuses = map_kubesim.admin("GET", path)["status"].get("containerStatuses") or []
+        waiting = [(s.get("state") or {}).get("waiting") or {} for s in statuses]
+        if not any(state.get("reason") == reason for state in waiting):
+            return False
+        sync.sync_cluster(map_cluster)
+        return True
+
+    wait_until(lambda: container_waits_for("ErrImagePull"), timeout=20)
+    wait_until(lambda: container_waits_for("ImagePullBackOff"), timeout=20)
+    run.refresh_from_db()
+
+    assert run.state_message.startswith("ctr0: ErrImagePull (")
+    assert "Back-off" not in run.state_message
+    trail = selectors.events_for(run).values_list("message", flat=True)
+    assert len([message for message in trail if "ErrImagePull" in message]) == 1
+
+
+def test_it_says_when_a_quota_refused_the_claim(
+    alice: User, map_cluster: Cluster, namespace_of: Any, map_kubesim: Any
+) -> None:
+    ns = namespace_of(alice)
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpus"},
+        "spec": {"hard": {f"{GPU}.deviceclass.resource.k8s.io/devices": "1"}},
+    }
+    map_kubesim.admin("POST", f"/api/v1/namespaces/{ns.name}/resourcequotas", quota)
+    claim = services.claim_request_submit(
+        user=alice, namespace_request=ns, name="too-big", device_class=GPU, count=2
+    )
+    transition(claim, to="approved", allowed=("pending",))
+
+    def refused() -> bool:
+        cluster_ops.apply_claim(claim)
+        claim.refresh_from_db()
+        return claim.state == "failed"
+
+    wait_until(refused, timeout=15)
+
+    assert "exceeded quota: gpus" in claim.state_message
+    [reason] = claim_map_context(claim, alice)["pending_reasons"]
+    assert reason.kind == "quota"
+    assert reason.text.startswith("The namespace's ResourceQuota does not allow this")
+    assert "exceeded quota: gpus" in reason.cluster_says
+
+
+def test_it_judges_the_request_against_the_published_devices(map_cluster: Cluster) -> None:
+    inv = map_cluster.inventory
+
+    def explain(request: Any, message: str = "", held: list[Hold] | None = None) -> list[Any]:
+        return why_pending.explain(
+            asked=request, inventory=inv, holds=held or [], pod_message=message
+        )
+
+    [unknown] = explain(asked(device_class="tpu.example.com"))
+    assert unknown.text == "The device class tpu.example.com does not exist on this cluster."
+    [too_many] = explain(asked(count=3, selector=H100_ONLY))
+    assert too_many.kind == "too_many"
+    assert too_many.text == (
+        "You asked for 3 devices on one node, but at most 2 of class gpu.nvidia.com and "
+        "matching your selector sit on one node."
+    )
+    assert explain(asked(count=2, selector=H100_ONLY)) == []
+    assert explain(asked(count=None, device_class="mig.nvidia.com")) == []
+    mig = [d for d in inv["devices"] if d["attributes"].get("type") == "mig"]
+    one = Hold(7, "", "", "", frozenset({(mig[0]["driver"], mig[0]["pool"], mig[0]["name"])}))
+    [all_of_them] = explain(asked(count=None, device_class="mig.nvidia.com"), held=[one])
+    assert all_of_them.kind == "all_held"
+    assert "1 of the 3 devices of class mig.nvidia.com are held by 1 other claim." in (
+        all_of_them.text
+    )
+    assert "you need all of them free on one node" in all_of_them.text
+
+
+def test_it_passes_on_other_scheduling_problems_in_plain_words(map_cluster: Cluster) -> None:
+    [other] = why_pending.explain(
+        asked=asked(), inventory=map_cluster.inventory, holds=[], pod_message=AFFINITY
+    )
+    assert other.kind == "unschedulable"
+    assert other.text == (
+        "Kubernetes found no node for the Pod for a reason other than its devices."
+    )
+    assert other.cluster_says == AFFINITY
+    # What the scheduler says when a class is missing, even before the inventory knows it.
+    missing = (
+        "0/2 nodes are available: request gpu: device class gpu.example.com does not exist. "
+        "still not schedulable, preemption: 0/2 nodes are available: 2 Preemption is not "
+        "helpful for scheduling."
+    )
+    [unknown] = why_pending.explain(asked=asked(), inventory={}, holds=[], pod_message=missing)
+    assert (unknown.kind, unknown.cluster_says) == ("unknown_class", missing)
+    assert why_pending.explain(asked=asked(), inventory={}, holds=[]) == []
+
+
+def test_the_pages_explain_and_link_to_the_matching_devices(
+    alice: User, bob: User, map_cluster: Cluster, namespace_of: Any
+) -> None:
+    held_by_a_stuck_pod(bob, namespace_of(bob), count=2, selector=H100_ONLY)
+    waiting = applied_claim(alice, namespace_of(alice), count=1, selector=H100_ONLY)
+    run = started_run(alice, waiting)
+    scheduler_said(run, map_cluster, "cannot allocate all claims")
+    client = Client()
+    client.force_login(alice)
+    link = reverse("cluster-claim-map", args=[map_cluster.pk, waiting.pk]) + "#gpu-map"
+
+    for url in (reverse("claim", args=[waiting.pk]), reverse("run", args=[run.pk])):
+        content = client.get(url).content.decode()
+        assert 'id="why-pending"' in content
+        assert "held by 1 other claim." in content
+        assert f'<a href="{link}">See the matching devices on the GPU map</a>' in content
+        assert "bob" not in content
+    client.force_login(bob)
+    assert client.get(reverse("run", args=[run.pk])).status_code == 404
