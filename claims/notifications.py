@@ -9,7 +9,9 @@ sending is a Celery task (claims.tasks.notify), so a slow mail server delays no 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from smtplib import SMTPException
 from typing import Any
 
 from django.conf import settings
@@ -23,6 +25,7 @@ from claims import quota, webhooks
 from claims.models import AuditEvent, ClaimRequest, NamespaceRequest, Profile, TeamWebhook
 from portal.celery import app
 
+log = logging.getLogger(__name__)
 Notified = NamespaceRequest | ClaimRequest
 KINDS: dict[str, type[Notified]] = {"namespace": NamespaceRequest, "claim": ClaimRequest}
 
@@ -103,10 +106,14 @@ def deliver(*, event: str, kind: str, pk: int, message: str) -> None:
     if obj is None or event not in EVENTS:
         return
     context = _context(obj, kind, event, message)
-    _email(obj, event, context)
     webhook = _webhook_of(obj)
     if webhook is not None:
         webhooks.queue(webhook, event, _payload(obj, kind, event, context))
+    try:
+        _email(obj, event, context)
+    except (OSError, SMTPException) as error:
+        # The notice stays in the webhook's log and the audit trail; mail is best effort.
+        log.warning("email %s about %s %s not sent: %s", event, kind, pk, error)
 
 
 def _context(obj: Notified, kind: str, event: str, message: str) -> dict[str, Any]:
