@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 from django.db.models import Q
 from django.utils import timezone
 
@@ -154,7 +154,7 @@ class ClusterFollower:
                     self.stop.wait(lease_seconds() / 3)
         finally:
             release_lease(self.cluster_id, self.holder)
-            close_old_connections()
+            connections.close_all()  # this thread's: it ends here
 
     def _follow(self) -> None:
         cluster = Cluster.objects.filter(pk=self.cluster_id).first()
@@ -259,7 +259,10 @@ class ClusterFollower:
         sync.inventory_seen(cluster, by_name, devices)
 
     def _pass(self, cluster: Cluster, lists: CachedLists) -> bool | None:
-        cluster.refresh_from_db()
+        try:
+            cluster.refresh_from_db()
+        except Cluster.DoesNotExist:
+            return None  # removed: the lease goes with it, and so does this follower
         try:
             return sync.sync_from(cluster, lists)
         except Exception:  # a bad pass must not end the follower: it is tried again shortly
@@ -286,3 +289,4 @@ def follow_all(stop: threading.Event, *, look_every: float = NEW_CLUSTER_SECONDS
         stop.wait(look_every)
     for thread in threads.values():
         thread.join(timeout=lease_seconds())
+    connections.close_all()

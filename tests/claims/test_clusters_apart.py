@@ -3,15 +3,17 @@ one delays no other), each serves its own requests, and one that goes down stops
 
 from __future__ import annotations
 
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import override_settings
 
 import kubesim
-from claims import cluster_ops, cluster_registry, services
+from claims import cluster_ops, cluster_registry, follower, services
 from claims.cluster_registry import KUBECONFIG, ClusterInput
 from claims.models import ClaimRequest, Cluster
 from tests.claims.test_cluster_ops import approved_claim, claims_in
@@ -93,3 +95,46 @@ def test_each_cluster_serves_its_own_requests_and_one_down_stops_no_other(
     healthy = Cluster.objects.get(pk=first.pk)
     assert healthy.unreachable_since is None and healthy.last_error == ""
     assert "connection refused" in Cluster.objects.get(pk=second.pk).last_error
+
+
+def follower_threads() -> set[str]:
+    return {thread.name for thread in threading.enumerate() if thread.name.startswith("follower-")}
+
+
+@override_settings(FOLLOWER_LEASE_SECONDS=1.5)
+def test_the_followers_take_new_clusters_and_a_dead_one_stalls_no_other(
+    alice: User, kubesim_cluster: kubesim.Handle, kubesim_private: kubesim.Handle
+) -> None:
+    first = register_cluster(kubesim_cluster, name="first")
+    stop = threading.Event()
+    command = threading.Thread(target=follower.follow_all, args=(stop,), kwargs={"look_every": 0.2})
+    command.start()
+    try:
+        wait_until(lambda: Cluster.objects.get(pk=first.pk).follower, timeout=30)
+        # Registered while the command runs: followed without a restart.
+        text = Path(kubesim_private.kubeconfig).read_text()
+        second = cluster_registry.save_cluster(ClusterInput("second", KUBECONFIG, text, "kubesim"))
+        wait_until(lambda: Cluster.objects.get(pk=second.pk).follower, timeout=30)
+        spare = register_cluster(kubesim_cluster, name="spare")
+        wait_until(lambda: f"follower-{spare.pk}" in follower_threads(), timeout=30)
+        cluster_registry.remove_cluster(spare)  # its follower ends
+        wait_until(lambda: f"follower-{spare.pk}" not in follower_threads(), timeout=30)
+
+        # Its follower reads its inventory too.
+        wait_until(lambda: Cluster.objects.get(pk=second.pk).inventory.get("devices"), timeout=30)
+        second.refresh_from_db()
+        cluster_ops.apply_claim(approved_claim(alice, second))  # something followed there
+        kubesim_private.stop()
+        wait_until(lambda: Cluster.objects.get(pk=second.pk).unreachable_since, timeout=60)
+        assert "connection refused" in Cluster.objects.get(pk=second.pk).last_error
+        # The first cluster's follower goes on: a claim applied there is seen allocated.
+        claim = approved_claim(alice, first)
+        cluster_ops.apply_claim(claim)
+        run = services.verification_run_start(user=alice, claim_request=claim)
+        cluster_ops.start_run(run)
+        wait_until(lambda: state_of(run) in ("succeeded", "failed"), timeout=60)
+        assert run.state == "succeeded", run.state_message
+        assert Cluster.objects.get(pk=first.pk).unreachable_since is None
+    finally:
+        stop.set()
+        command.join(timeout=60)
