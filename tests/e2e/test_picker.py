@@ -1,0 +1,78 @@
+"""The device picker in a real browser: pick a model and a minimum memory, watch the
+feasibility line and the generated CEL follow the typing, see an impossible count flagged next
+to its field, and submit. axe-core finds no serious or critical violation on the form."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.urls import reverse
+from playwright.sync_api import Page, expect
+
+from claims import services
+from claims.models import ClaimRequest, Cluster
+from tests.e2e.a11y import assert_accessible
+from tests.e2e.conftest import SCREENSHOTS, log_in, screenshot
+from tests.fixtures.portal import PASSWORD
+
+pytestmark = pytest.mark.e2e
+H100 = "NVIDIA H100 80GB HBM3"
+DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+def pick_model(page: Page, line: Any, cel: Any) -> None:
+    expect(page.locator("#gpu-model-options option")).to_have_count(2)
+    page.locator("input[name=gpu_model]").press_sequentially(H100, delay=5)
+    expect(line).to_have_text("4 devices match, 4 free now, at most 4 on one node")
+    expect(cel).to_contain_text(f"device.attributes['gpu.nvidia.com'].productName == '{H100}'")
+
+
+def pick_memory(page: Page, line: Any, cel: Any) -> None:
+    page.fill("input[name=gpu_model]", "")
+    expect(line).to_have_text("8 devices match, 8 free now, at most 4 on one node")
+    page.locator("input[name=min_memory]").press_sequentially("60Gi", delay=5)
+    expect(line).to_have_text("4 devices match, 4 free now, at most 4 on one node")
+    expect(cel).to_contain_text("memory.compareTo(quantity('60Gi')) >= 0")
+    expect(page.locator("#manifest-yaml")).to_contain_text("quantity('60Gi')")
+
+
+def flag_impossible_count(page: Page) -> None:
+    page.fill("input[name=count]", "999")
+    expect(page.locator("#count-check")).to_contain_text("cannot give 999 to one claim")
+    expect(page.locator("#manifest-yaml")).to_contain_text("count: 999")
+    page.fill("input[name=count]", "2")
+    expect(page.locator("#count-check")).to_be_empty()
+
+
+def test_it_writes_the_cel_from_the_picks_and_says_what_matches(
+    live_server: Any, open_page: Callable[[], Page], alice: User, e2e_cluster: Cluster
+) -> None:
+    namespace = services.namespace_request_submit(
+        user=alice, cluster=e2e_cluster, name=f"pick-{uuid.uuid4().hex[:6]}"
+    )
+    page = open_page()
+    log_in(page, live_server.url, "alice", PASSWORD)
+    page.goto(live_server.url + reverse("claim-request"))
+    line, cel = page.locator("#feasibility-line"), page.locator("#generated-cel")
+    expect(line).to_have_text("8 devices match, 8 free now, at most 4 on one node")
+    page.fill("input[name=name]", "picked")
+
+    pick_model(page, line, cel)
+    pick_memory(page, line, cel)
+    flag_impossible_count(page)
+    assert_accessible(page)
+    screenshot(page, "claim-picker")
+    shutil.copyfile(SCREENSHOTS / "claim-picker.png", DOCS_SCREENSHOTS / "claim-picker.png")
+    page.get_by_role("button", name="Submit for approval").click()
+
+    expect(page.locator("h1")).to_contain_text("picked")
+    claim = ClaimRequest.objects.get(namespace_request=namespace, name="picked")
+    assert (claim.gpu_model, claim.min_memory, claim.count) == ("", "60Gi", 2)
+    assert claim.selector.endswith("memory.compareTo(quantity('60Gi')) >= 0")
+    assert claim.dry_run_note == ""
