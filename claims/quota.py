@@ -16,7 +16,7 @@ from django.db.models import QuerySet
 
 from claims.kube.manifests import ALL_DEVICES_QUOTA_CHARGE, device_class_quota_key
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, Team, TeamMembership, TeamQuota
-from claims.models.teams import first_team_members
+from claims.models.teams import first_team_members, lifetime_words
 from claims.transitions import enqueue
 
 # Claims that hold, or will hold, devices; DECIDED leaves out those still waiting for a yes.
@@ -207,3 +207,26 @@ def team_quotas_changed(*, team: Team) -> None:
     live = NamespaceRequest.objects.filter(owner_id__in=charged_users(team), state="active")
     for ns in live.only("pk"):
         enqueue("claims.tasks.apply_namespace_quota", ns.pk)
+
+
+@dataclass(frozen=True)
+class QuotaLine:
+    """One of a team's quotas and what the team holds of it now."""
+
+    quota: TeamQuota
+    held: int
+
+    @property
+    def max_lifetime(self) -> str:
+        return lifetime_words(self.quota.max_lifetime) or "no cap"
+
+    @property
+    def default_lifetime(self) -> str:
+        return lifetime_words(self.quota.default_lifetime) or "—"
+
+
+def quota_lines(team: Team) -> list[QuotaLine]:
+    return [
+        QuotaLine(row, devices_held(team, row.cluster, row.device_class))
+        for row in team.quotas.all()
+    ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -130,7 +131,7 @@ class ApprovalRule(models.Model):
         if self.max_devices is not None:
             parts.append(f"with at most {self.max_devices} device(s)")
         if self.max_lifetime is not None:
-            parts.append(f"living at most {self.max_lifetime}")
+            parts.append(f"living at most {lifetime_words(self.max_lifetime)}")
         return " ".join(str(part) for part in parts)
 
 
@@ -151,3 +152,14 @@ def approved_team_ids(user: Any) -> list[int]:
         return []
     mine = TeamMembership.objects.filter(user=user, role=TeamMembership.Role.APPROVER)
     return list(mine.values_list("team_id", flat=True))
+
+
+def lifetime_words(value: timedelta | None) -> str:
+    """ "7 days", "1 day 12 hours", "90 minutes" -> "1 hour 30 minutes"; "" for None."""
+    if value is None:
+        return ""
+    minutes = int(value.total_seconds() // 60)
+    days, minutes = divmod(minutes, 24 * 60)
+    hours, minutes = divmod(minutes, 60)
+    parts = [(days, "day"), (hours, "hour"), (minutes, "minute")]
+    return " ".join(f"{n} {unit}{'s' if n != 1 else ''}" for n, unit in parts if n) or "0 minutes"

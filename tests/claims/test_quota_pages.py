@@ -1,0 +1,88 @@
+"""The teams page: a team's members, quotas and what it holds now, and the approval rules."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+
+from claims import services
+from claims.models import ApprovalRule, Cluster, NamespaceRequest, Team, TeamMembership, TeamQuota
+from claims.models.teams import lifetime_words
+
+GPU = "gpu.nvidia.com"
+
+
+@pytest.fixture
+def cluster(db: None) -> Cluster:
+    inventory = {"device_classes": [{"name": GPU, "selectors": []}], "device_counts": {GPU: 8}}
+    return Cluster.objects.create(name="lab", inventory=inventory)
+
+
+@pytest.fixture
+def team(alice: User, bob: User, cluster: Cluster) -> Team:
+    team = Team.objects.create(name="vision")
+    team.members.add(alice)
+    TeamMembership.objects.create(team=team, user=bob, role=TeamMembership.Role.APPROVER)
+    TeamQuota.objects.create(
+        team=team, cluster=cluster, device_class=GPU, max_devices=4, max_lifetime=timedelta(days=7)
+    )
+    return team
+
+
+def page_of(user: User) -> str:
+    browser = Client()
+    browser.force_login(user)
+    response = browser.get(reverse("teams"))
+    assert response.status_code == 200
+    return " ".join(response.content.decode().split())
+
+
+def test_it_shows_a_member_their_teams_quotas_and_use(
+    team: Team, alice: User, cluster: Cluster
+) -> None:
+    ns = NamespaceRequest.objects.create(owner=alice, cluster=cluster, name="vision")
+    services.claim_request_submit(
+        user=alice, namespace_request=ns, name="a", device_class=GPU, count=3
+    )
+    Team.objects.create(name="secret-team")
+    content = page_of(alice)
+    assert "<h2>vision</h2>" in content
+    assert 'bob <span class="badge info">team approver</span>' in content
+    quota = TeamQuota.objects.get()
+    assert (
+        f'<tr id="quota-{quota.pk}"> <td>lab</td> <td><code>gpu.nvidia.com</code></td> '
+        "<td>3</td> <td>4</td> <td>7 days</td> <td>—</td> </tr>"
+    ) in content
+    assert "secret-team" not in content
+
+
+def test_it_shows_staff_approvers_every_team_and_the_rules(
+    team: Team, carol: User, cluster: Cluster
+) -> None:
+    Team.objects.create(name="nlp")
+    ApprovalRule.objects.create(name="small-gpu", team=team, device_class=GPU, max_devices=2)
+    ApprovalRule.objects.create(name="off", enabled=False)
+    content = page_of(carol)
+    assert "<h2>nlp</h2>" in content and "<h2>vision</h2>" in content
+    assert (
+        "<td><code>small-gpu</code></td><td>claim requests of team vision of class "
+        "gpu.nvidia.com with at most 2 device(s)</td>"
+    ) in content
+    assert "<code>off</code>" not in content
+    assert "Nobody approves a request they own or submitted (four-eyes)." in content
+
+
+def test_it_tells_a_user_in_no_team_so(carol: User, db: None) -> None:
+    outsider = User.objects.create_user("erin")
+    assert "You are in no team." in page_of(outsider)
+    assert "No rule: an approver decides every request." in page_of(outsider)
+
+
+def test_it_says_lifetimes_in_words() -> None:
+    assert lifetime_words(timedelta(days=1, hours=12)) == "1 day 12 hours"
+    assert lifetime_words(timedelta(minutes=90)) == "1 hour 30 minutes"
+    assert lifetime_words(None) == ""
