@@ -29,7 +29,7 @@ class Asked:
 
 @dataclass(frozen=True)
 class Reason:
-    kind: str  # unknown_class, no_match, too_many, all_held, image, quota, unschedulable
+    kind: str  # unknown_class, no_match, too_many, held, image, quota, unschedulable
     text: str
     cluster_says: str = ""  # the cluster's own words, when they are what we read
     show_matching: bool = False  # a link to the matching devices on the map helps
@@ -84,7 +84,7 @@ def _from_devices(
         )
         return [Reason("too_many", text, said, True)]
     if not _fits_now(asked, devices):
-        return [Reason("all_held", _held_text(asked, devices, what), said, True)]
+        return [Reason("held", _held_text(asked, devices, what), said, True)]
     return []
 
 
@@ -115,12 +115,16 @@ def _what(asked: Asked) -> str:
 def _held_text(asked: Asked, devices: Devices, what: str) -> str:
     claims = len(devices.holders)
     by = f"by {claims} other claim{'s' if claims != 1 else ''}"
+    if devices.held == devices.total:
+        head = f"All {devices.total} devices {what} are held {by}."
+    else:
+        verb = "is" if devices.held == 1 else "are"
+        head = f"{devices.held} of the {devices.total} devices {what} {verb} held {by}."
     free = max(devices.free_per_node.values())
     wanted = "all of them free on one node" if asked.count is None else f"{asked.count}"
     return (
-        f"All matching devices are held: {devices.held} of the {devices.total} devices {what} "
-        f"are held {by}. At most {free} are free on one node; you need {wanted}. "
-        f"The claim gets its devices once enough of them are released."
+        f"{head} At most {free} {'is' if free == 1 else 'are'} free on one node; you need "
+        f"{wanted}. The claim gets its devices once enough of them are released."
     )
 
 
