@@ -15,6 +15,9 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core import mail
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
 
 import kubesim
 from claims import cluster_ops, expiry, notifications, services
@@ -29,7 +32,9 @@ from claims.models import (
     TeamMembership,
     TeamQuota,
 )
-from tests.fixtures.portal import pods_in, wait_until
+from portal.celery import app as celery_app
+from tests.api.conftest import token_client
+from tests.fixtures.portal import PASSWORD, pods_in, wait_until
 
 pytestmark = pytest.mark.django_db
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -278,3 +283,106 @@ def test_a_reclaim_closes_the_extension_still_waiting(
     assert extension.decision == "The claim expired before a decision."
     with pytest.raises(ValidationError, match="only a claim whose lifetime runs"):
         expiry.extension_request(user=alice, claim_request=claim, hours=1)
+
+
+def client_of(user: User) -> Client:
+    client = Client()
+    assert client.login(username=user.username, password=PASSWORD)
+    return client
+
+
+def test_the_claim_page_shows_the_end_and_the_extension_form_checks_its_fields(
+    alice: User, bob: User, carol: User, cluster: Cluster
+) -> None:
+    claim = applied_claim(alice, carol, cluster)
+    page = client_of(alice).get(reverse("claim", args=[claim.pk]))
+    html = page.content.decode()
+    assert '<strong id="claim-expires-at">2026-03-09 09:00 UTC</strong>' in html
+    assert reverse("claim-extend", args=[claim.pk]) in html
+
+    refused = client_of(alice).post(reverse("claim-extend", args=[claim.pk]), {"hours": "0"})
+    assert refused.status_code == 200
+    html = refused.content.decode()
+    assert 'class="field has-error" id="field-hours"' in html
+    assert not ClaimExtension.objects.exists()
+
+    asked = client_of(alice).post(
+        reverse("claim-extend", args=[claim.pk]), {"hours": "12", "reason": "one more epoch"}
+    )
+    assert asked.status_code == 302
+    extension = ClaimExtension.objects.get()
+    assert (extension.extra, extension.reason, extension.state) == (
+        timedelta(hours=12),
+        "one more epoch",
+        "pending",
+    )
+    html = client_of(carol).get(reverse("claim", args=[claim.pk])).content.decode()
+    assert reverse("extension-approve", args=[extension.pk]) in html
+    assert client_of(bob).get(reverse("claim-extend", args=[claim.pk])).status_code == 404
+
+
+def test_an_approver_decides_on_the_claim_page(alice: User, carol: User, cluster: Cluster) -> None:
+    claim = applied_claim(alice, carol, cluster)
+    extension = expiry.extension_request(user=alice, claim_request=claim, hours=6)
+    own = client_of(alice).post(reverse("extension-approve", args=[extension.pk]), follow=True)
+    assert "Only approvers can approve" in own.content.decode()
+    no_reason = client_of(carol).post(reverse("extension-reject", args=[extension.pk]), follow=True)
+    assert "Say why" in no_reason.content.decode()
+    client_of(carol).post(reverse("extension-approve", args=[extension.pk]))
+    claim.refresh_from_db()
+    assert claim.expires_at == START + timedelta(days=7, hours=6)
+
+
+def test_the_api_shows_the_lifetime_and_takes_extensions(
+    alice: User, carol: User, cluster: Cluster
+) -> None:
+    claim = applied_claim(alice, carol, cluster)
+    mine, approver = token_client(alice), token_client(carol)
+    shown = mine.get(f"/api/v1/claims/{claim.pk}/").json()
+    assert shown["expires_at"] == "2026-03-09T09:00:00Z"
+    assert shown["lifetime_seconds"] == 7 * 24 * 3600
+
+    refused = mine.post(f"/api/v1/claims/{claim.pk}/extensions/", {"hours": 0}, format="json")
+    assert refused.status_code == 400 and "hours" in refused.json()
+    asked = mine.post(
+        f"/api/v1/claims/{claim.pk}/extensions/", {"hours": 24, "reason": "late"}, format="json"
+    )
+    assert asked.status_code == 201
+    extension = asked.json()
+    assert (extension["state"], extension["hours"], extension["requested_by"]) == (
+        "pending",
+        24,
+        "alice",
+    )
+    again = mine.post(f"/api/v1/claims/{claim.pk}/extensions/", {"hours": 1}, format="json")
+    assert again.status_code == 409
+    assert mine.post(f"/api/v1/extensions/{extension['id']}/approve/").status_code == 403
+    assert token_client(None).get(f"/api/v1/claims/{claim.pk}/extensions/").status_code == 401
+
+    approved = approver.post(f"/api/v1/extensions/{extension['id']}/approve/")
+    assert approved.status_code == 200
+    assert approved.json()["decided_by"] == "carol"
+    assert approved.json()["expires_after"] == "2026-03-10T09:00:00Z"
+    listed = mine.get(f"/api/v1/claims/{claim.pk}/extensions/").json()
+    assert [e["state"] for e in listed] == ["approved"]
+    assert mine.get(f"/api/v1/claims/{claim.pk}/").json()["expires_at"] == "2026-03-10T09:00:00Z"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_beat_task_reclaims_through_the_worker(
+    alice: User,
+    carol: User,
+    cluster: Cluster,
+    kubesim_cluster: kubesim.Handle,
+    celery_worker_process: Any,
+) -> None:
+    claim = approved_claim(alice, carol, cluster)
+    wait_until(lambda: ClaimRequest.objects.get(pk=claim.pk).expires_at)
+    # Its end has come (the worker has its own clock: the row is moved, not the time).
+    ClaimRequest.objects.filter(pk=claim.pk).update(expires_at=timezone.now())
+    celery_app.send_task("claims.tasks.expire_claims", queue=settings.CELERY_TASK_DEFAULT_QUEUE)
+
+    wait_until(lambda: ClaimRequest.objects.get(pk=claim.pk).cleaned_up_at, timeout=30)
+    claim.refresh_from_db()
+    assert claim.state == "released" and claim.state_message.startswith("Expired")
+    assert kubesim_cluster.admin("GET", CLAIMS.format(ns=claim.namespace))["items"] == []
