@@ -23,6 +23,7 @@ from typing import Any
 
 from kubesim import errors
 from kubesim.cel_env import parse_quantity
+from kubesim.kinds import kind_for
 from kubesim.rbac import forbidden_error
 
 CLAIMS_COUNT = "count/resourceclaims.resource.k8s.io"
@@ -108,6 +109,21 @@ def _check(quota: dict[str, Any], name: str, delta: dict[str, int]) -> None:
         raise forbidden_error(GROUP, "resourceclaims", name, message)
 
 
+@contextlib.contextmanager
+def admitting(store: Any, kind: Any, obj: dict[str, Any]) -> Iterator[None]:
+    """Around a create: a ResourceClaim over a quota of its namespace raises 403, and the
+    check and the create are one step for parallel creates."""
+    if kind.plural != "resourceclaims" or kind.group != GROUP:
+        yield
+        return
+    with _admission:
+        delta = claim_usage(obj)
+        namespace = obj["metadata"].get("namespace") or ""
+        for quota in store.list(kind_for("", "resourcequotas"), namespace)[0]:
+            _check(quota, obj["metadata"].get("name") or "", delta)
+        yield
+
+
 class QuotaController:
     """Keeps each ResourceQuota's status (hard, and used for claim resources) current, and
     admits ResourceClaim creates against it."""
@@ -118,18 +134,8 @@ class QuotaController:
         self.claims = kinds[(GROUP, "resourceclaims")]
         store.subscribe(self._on_event)
 
-    @contextlib.contextmanager
-    def admitting(self, kind: Any, obj: dict[str, Any]) -> Iterator[None]:
-        """Around a create: a ResourceClaim over a quota of its namespace raises 403."""
-        if kind.plural != "resourceclaims" or kind.group != GROUP:
-            yield
-            return
-        with _admission:
-            delta = claim_usage(obj)
-            namespace = obj["metadata"].get("namespace") or ""
-            for quota in self.store.list(self.quotas, namespace)[0]:
-                _check(quota, obj["metadata"].get("name") or "", delta)
-            yield
+    def admitting(self, kind: Any, obj: dict[str, Any]) -> contextlib.AbstractContextManager:
+        return admitting(self.store, kind, obj)
 
     def _on_event(self, event: str, ref: Any, obj: dict[str, Any]) -> None:
         namespace = obj.get("metadata", {}).get("namespace")

@@ -149,3 +149,53 @@ def test_it_counts_claims_when_the_quota_limits_their_number(
         f"exceeded quota: claims, requested: {COUNT_KEY}=1, used: {COUNT_KEY}=1"
         in (status["message"])
     )
+
+
+def pod_using(name: str, claim_entry: dict[str, str]) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "resourceClaims": [{"name": "gpu", **claim_entry}],
+            "containers": [
+                {
+                    "name": "ctr0",
+                    "image": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
+            ],
+        },
+    }
+
+
+def test_it_holds_the_claim_of_a_template_over_the_quota_until_the_quota_allows_it(
+    handle: kubesim.Handle, api: client.ApiClient
+) -> None:
+    namespace = create_namespace(handle, "tpl")
+    core = client.CoreV1Api(api)
+    wait_until(lambda: core.list_namespaced_service_account(namespace).items, timeout=30)
+    body = {"metadata": {"name": "gpus"}, "spec": {"hard": {KEY: "2"}}}
+    core.create_namespaced_resource_quota(namespace, body)
+    create(api, namespace, claim("direct", count=1))
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "two-gpus"},
+        "spec": {"spec": claim("unused", count=2)["spec"]},
+    }
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "resource.k8s.io", "v1", namespace, "resourceclaimtemplates", template
+    )
+    core.create_namespaced_pod(
+        namespace, pod_using("templated", {"resourceClaimTemplateName": "two-gpus"})
+    )
+    core.create_namespaced_pod(namespace, pod_using("direct", {"resourceClaimName": "direct"}))
+    # The scheduler tries the older pod first: once the younger one is placed, it was tried.
+    wait_until(lambda: core.read_namespaced_pod("direct", namespace).spec.node_name, timeout=30)
+    templated = core.read_namespaced_pod("templated", namespace)
+    assert templated.spec.node_name is None
+    assert not (templated.status.resource_claim_statuses or [])
+    assert used(api, namespace) == {KEY: "1"}
+    core.patch_namespaced_resource_quota("gpus", namespace, {"spec": {"hard": {KEY: "3"}}})
+    wait_until(lambda: core.read_namespaced_pod("templated", namespace).spec.node_name, timeout=30)
+    assert used(api, namespace) == {KEY: "3"}
