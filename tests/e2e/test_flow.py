@@ -85,7 +85,7 @@ def approve_in_place(page: Page) -> None:
 def see_the_claim_applied(page: Page) -> None:
     """The worker applies Namespace and ResourceClaim; the open claim page follows by itself."""
     live = page.locator("#claim-live")
-    expect(live).to_contain_text("waiting", timeout=LIVE)
+    expect(live).to_contain_text("ready · not in use", timeout=LIVE)
     assert seconds_since("waiting", "e2e-gpu") < 2
     expect(live).to_contain_text("DRA holds no GPU for it")
     assert_not_reloaded(page)

@@ -45,8 +45,8 @@ def log_line(run: VerificationRun, text: str) -> None:
 
 
 def focus_and_select(page: Page) -> None:
-    """Focus the Cancel button, select the other pane's text, and tag both elements."""
-    page.get_by_role("button", name="Cancel run").focus()
+    """Focus the Cancel link, select the other pane's text, and tag both elements."""
+    page.get_by_role("link", name="Cancel run…").focus()
     page.evaluate(
         """() => {
             document.activeElement.dataset.tagged = "focus";
