@@ -1,0 +1,106 @@
+"""A second cluster in a real browser: an admin registers a second kubesim by pasting its
+kubeconfig (mistakes shown next to the field, the context offered from the kubeconfig), the
+portal checks it, and a data scientist's namespace on it is created there by the worker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.error import HTTPError
+
+import pytest
+from django.contrib.auth.models import User
+from playwright.sync_api import Page, expect
+
+import kubesim
+from claims import cluster_ops
+from claims.models import Cluster, NamespaceRequest
+from tests.e2e.a11y import assert_accessible
+from tests.e2e.conftest import KUBELET_SPEED, log_in
+from tests.fixtures.portal import PASSWORD, wait_until
+
+pytestmark = pytest.mark.e2e
+DOCS_SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+@pytest.fixture
+def second_kubesim() -> Iterator[kubesim.Handle]:
+    handle = kubesim.start(speed=KUBELET_SPEED)
+    yield handle
+    handle.stop()
+    cluster_ops.forget_gateways()
+
+
+def namespace_in(handle: kubesim.Handle, name: str) -> bool:
+    try:
+        handle.admin("GET", f"/api/v1/namespaces/{name}")
+    except HTTPError as error:
+        if error.code == 404:
+            return False
+        raise
+    return True
+
+
+def show_a_mistake_next_to_the_field(page: Page) -> None:
+    page.fill("input[name=name]", "second")
+    page.fill("textarea[name=kubeconfig_text]", "clusters: [oops")
+    page.get_by_role("button", name="Register and check").click()
+    field = page.locator("#field-kubeconfig_text")
+    expect(field.locator(".errorlist")).to_contain_text("This is not valid YAML (line 1).")
+    expect(page.locator("textarea[name=kubeconfig_text]")).to_have_value("")  # never echoed
+
+
+def register_the_second_cluster(page: Page, base: str, handle: kubesim.Handle) -> None:
+    page.goto(base + "/clusters/")
+    page.get_by_role("link", name="Register a cluster").click()
+    show_a_mistake_next_to_the_field(page)
+    page.goto(base + "/clusters/new/")
+    page.fill("input[name=name]", "second")
+    page.fill("textarea[name=kubeconfig_text]", Path(handle.kubeconfig).read_text())
+    # The context picker fills from the pasted kubeconfig (its current context chosen).
+    expect(page.locator("#contexts-found")).to_contain_text("1 context in this kubeconfig.")
+    expect(page.locator("select[name=context]")).to_have_value("kubesim")
+    assert_accessible(page)
+    page.screenshot(path=str(DOCS_SCREENSHOT / "cluster-register.png"), full_page=True)
+    page.get_by_role("button", name="Register and check").click()
+    expect(page.locator(".messages")).to_contain_text("second answered; preflight: 6/6 ok.")
+    row = page.locator("#clusters tr", has_text="second")
+    expect(row).to_contain_text("reachable")
+    expect(row).to_contain_text("uploaded kubeconfig (kubesim)")
+    assert handle.token not in page.content()
+    assert_accessible(page)
+
+
+def request_a_namespace_on_it(page: Page, base: str) -> None:
+    page.goto(base + "/namespaces/new/")
+    page.select_option("select[name=cluster]", label="second")
+    page.fill("input[name=name]", "on-second")
+    page.get_by_role("button", name="Request namespace").click()
+    expect(page.locator("#dashboard-live")).to_contain_text("on-second")
+
+
+def test_an_admin_registers_a_second_cluster_and_a_namespace_lands_there(
+    live_server: Any,
+    open_page: Callable[[], Page],
+    admin_user: User,
+    alice: User,
+    e2e_cluster: Cluster,
+    e2e_kubesim: kubesim.Handle,
+    second_kubesim: kubesim.Handle,
+    celery_worker_process: Any,
+) -> None:
+    base = live_server.url
+    admin, scientist = open_page(), open_page()
+    log_in(admin, base, "admin", "password")
+    register_the_second_cluster(admin, base, second_kubesim)
+    log_in(scientist, base, "alice", PASSWORD)
+    request_a_namespace_on_it(scientist, base)
+
+    admin.goto(base + "/approvals/")
+    admin.locator("tr", has_text="on-second").get_by_role("button", name="Approve").click()
+    ns = NamespaceRequest.objects.get(name="on-second")
+    wait_until(lambda: ns.refresh_from_db() or ns.state == "active", timeout=60)
+    assert ns.cluster.name == "second"
+    assert namespace_in(second_kubesim, "on-second")
+    assert not namespace_in(e2e_kubesim, "on-second")  # not on the first cluster
