@@ -11,10 +11,13 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+from django.contrib.auth.decorators import login_required as django_login_required
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
+from django.views.decorators.http import require_GET
 
 from claims import audit, selectors
 from claims.models import AuditEvent
@@ -49,6 +52,7 @@ def _older_than(request: HttpRequest) -> int | None:
 
 
 @login_required
+@require_GET
 def audit_trail(request: HttpRequest) -> HttpResponse:
     _require_auditor(request)
     filters = _filtered(request)
@@ -70,8 +74,9 @@ def audit_trail(request: HttpRequest) -> HttpResponse:
     return render(request, "claims/audit.html", context)
 
 
-@login_required
-def audit_export(request: HttpRequest) -> HttpResponse:
+@django_login_required  # a download, never an htmx request
+@require_GET
+def audit_export(request: HttpRequest) -> HttpResponseBase:
     """The rows the same filters show, all of them, streamed as CSV (oldest first)."""
     _require_auditor(request)
     filters = _filtered(request)

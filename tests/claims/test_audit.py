@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -15,7 +16,16 @@ from django.test import Client
 from django.urls import reverse
 
 from claims import audit, cluster_ops, services, sync
-from claims.models import AuditEvent, ClaimRequest, Cluster, NamespaceRequest, Team
+from claims.models import (
+    ApprovalRule,
+    AuditEvent,
+    ClaimRequest,
+    Cluster,
+    NamespaceRequest,
+    Team,
+    TeamMembership,
+    TeamQuota,
+)
 from claims.transitions import transition
 from tests.claims.test_sync import applied_claims, stuck_pod
 from tests.fixtures.portal import PASSWORD, wait_until
@@ -217,3 +227,33 @@ def test_it_shows_the_state_of_a_request_read_only_in_the_admin(
     assert admin_client.post(change, form).status_code == 302
     ns.refresh_from_db()
     assert (ns.purpose, ns.state) == ("edited", "pending")
+
+
+def test_it_records_an_admins_edit_of_a_rule_with_who_and_from_where(
+    admin_client: Client,
+) -> None:
+    form = {"name": "small-a100", "applies_to": "claim", "max_devices": "1", "position": "10"}
+    add = reverse("admin:claims_approvalrule_add")
+    assert admin_client.post(add, form | {"enabled": "on"}).status_code == 302
+    rule = ApprovalRule.objects.get()
+    change = reverse("admin:claims_approvalrule_change", args=[rule.pk])
+    assert admin_client.post(change, form | {"max_devices": "2"}).status_code == 302
+    created = last("created", object_kind="approval_rule")
+    assert created.after["max_devices"] == 1 and created.object_name == "small-a100"
+    event = last("changed", object_kind="approval_rule", object_id=rule.pk)
+    assert event.before == {"max_devices": 1, "enabled": True}
+    assert event.after == {"max_devices": 2, "enabled": False}
+    assert (event.actor_username, event.channel) == ("admin", "admin")
+
+
+def test_it_records_quota_and_membership_edits(alice: User) -> None:
+    team = Team.objects.create(name="vision")
+    lab = Cluster.objects.create(name="lab")
+    quota = TeamQuota.objects.create(team=team, cluster=lab, device_class="gpu", max_devices=2)
+    quota.max_devices, quota.max_lifetime = 4, timedelta(days=2)
+    quota.save()
+    event = last("changed", object_kind="team_quota", object_id=quota.pk)
+    assert event.before == {"max_devices": 2, "max_lifetime": None}
+    assert event.after == {"max_devices": 4, "max_lifetime": "P2DT00H00M00S"}
+    TeamMembership.objects.create(team=team, user=alice)
+    assert last("created", object_kind="team_membership").after["user_id"] == alice.pk
