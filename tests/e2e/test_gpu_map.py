@@ -25,6 +25,7 @@ from claims.transitions import transition
 from tests.claims.test_gpu_map import H100_ONLY, NO_SUCH_IMAGE, TOPOLOGY
 from tests.e2e.a11y import assert_accessible
 from tests.e2e.conftest import KUBELET_SPEED, SCREENSHOTS, log_in, screenshot
+from tests.e2e.test_flow import assert_not_reloaded, mark_page
 from tests.fixtures.portal import PASSWORD, register_cluster, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -124,9 +125,11 @@ def test_it_maps_the_gpus_and_explains_a_claim_that_waits(
     log_in(page, live_server.url, "alice", PASSWORD)
     page.goto(live_server.url + reverse("cluster", args=[map_cluster.pk]))
     see_the_map(page)
+    mark_page(page)
 
     claim = hold_one_h100(alice, ns)
     see_it_held_live(page, claim)
+    assert_not_reloaded(page)
     assert_accessible(page)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.locator("#gpu-map").screenshot(path=str(SCREENSHOTS / "gpu-map.png"))
