@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -12,6 +13,7 @@ from django.urls import reverse
 from claims import services
 from claims.models import ApprovalRule, Cluster, NamespaceRequest, Team, TeamMembership, TeamQuota
 from claims.models.teams import lifetime_words
+from claims.transitions import transition
 
 GPU = "gpu.nvidia.com"
 
@@ -86,3 +88,51 @@ def test_it_says_lifetimes_in_words() -> None:
     assert lifetime_words(timedelta(days=1, hours=12)) == "1 day 12 hours"
     assert lifetime_words(timedelta(minutes=90)) == "1 hour 30 minutes"
     assert lifetime_words(None) == ""
+
+
+def task_names(callbacks: list[Any]) -> list[str]:
+    """The tasks the on-commit callbacks of claims.transitions.enqueue would send."""
+    found = []
+    for callback in callbacks:
+        cells = getattr(callback, "__closure__", None) or ()
+        found += [c.cell_contents for c in cells if str(c.cell_contents).startswith("claims.")]
+    return found
+
+
+def test_an_admins_quota_change_goes_to_the_teams_active_namespaces(
+    team: Team, alice: User, cluster: Cluster, django_capture_on_commit_callbacks: Any
+) -> None:
+    ns = NamespaceRequest.objects.create(owner=alice, cluster=cluster, name="vision")
+    transition(ns, to="active", allowed=("pending",))
+    admin = User.objects.create_superuser("root", "root@example.org", "x")
+    browser = Client()
+    browser.force_login(admin)
+    memberships = list(TeamMembership.objects.filter(team=team).order_by("pk"))
+    quota = TeamQuota.objects.get()
+    data = {
+        "name": "vision",
+        "memberships-TOTAL_FORMS": str(len(memberships)),
+        "memberships-INITIAL_FORMS": str(len(memberships)),
+        "quotas-TOTAL_FORMS": "1",
+        "quotas-INITIAL_FORMS": "1",
+        "quotas-0-id": str(quota.pk),
+        "quotas-0-team": str(team.pk),
+        "quotas-0-cluster": str(cluster.pk),
+        "quotas-0-device_class": GPU,
+        "quotas-0-max_devices": "6",
+        "quotas-0-max_lifetime": "7 00:00:00",
+    }
+    for index, membership in enumerate(memberships):
+        prefix = f"memberships-{index}-"
+        data |= {
+            f"{prefix}id": str(membership.pk),
+            f"{prefix}team": str(team.pk),
+            f"{prefix}user": str(membership.user_id),
+            f"{prefix}role": membership.role,
+        }
+    url = reverse("admin:claims_team_change", args=[team.pk])
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = browser.post(url, data)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert TeamQuota.objects.get().max_devices == 6
+    assert task_names(callbacks).count("claims.tasks.apply_namespace_quota") == 1
