@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from django.core.exceptions import ValidationError
 
-from claims.validation import dns_label_problem, selector_problem
+from claims.device_picker import Picks
+from claims.models import Cluster
+from claims.validation import (
+    claim_selector,
+    dns_label_problem,
+    selector_field_of,
+    selector_problem,
+)
 
 
 @pytest.mark.parametrize("name", ["a", "team-a", "gpu0", "0gpu", "a" * 63])
@@ -38,3 +46,39 @@ def test_it_refuses_a_selector_longer_than_kubernetes_allows() -> None:
     problem = selector_problem(too_long)
     assert problem.startswith("At most 10240 bytes (10 KiB)")
     assert f"this one has {len(too_long.encode())}" in problem
+
+
+def test_it_puts_a_problem_of_a_picked_selector_next_to_the_pick() -> None:
+    assert selector_field_of(None, "") == "selector"
+    assert selector_field_of(Picks(gpu_model="X"), "device.driver != ''") == "selector"
+    assert selector_field_of(Picks(gpu_model="X", min_memory="1Gi"), "") == "gpu_model"
+    assert selector_field_of(Picks(mig_profile="1g.5gb"), "") == "mig_profile"
+    assert selector_field_of(Picks(min_memory="1Gi"), "") == "min_memory"
+
+
+def test_it_joins_the_picks_and_the_written_cel(cluster: Cluster) -> None:
+    written = "device.attributes['gpu.nvidia.com'].brand == 'Nvidia'"
+
+    selector = claim_selector(
+        cluster=cluster,
+        device_class="gpu.nvidia.com",
+        picks=Picks(min_memory="80Gi"),
+        selector=written,
+    )
+
+    assert selector == (
+        f"device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) >= 0 && ({written})"
+    )
+    assert selector_problem(selector) is None
+
+
+def test_it_refuses_picks_the_cluster_does_not_publish_with_field_errors(cluster: Cluster) -> None:
+    with pytest.raises(ValidationError) as refused:
+        claim_selector(
+            cluster=cluster,
+            device_class="gpu.nvidia.com",
+            picks=Picks(gpu_model="NVIDIA B200", min_memory="8 GB"),
+            selector="",
+        )
+
+    assert sorted(refused.value.message_dict) == ["gpu_model", "min_memory"]
