@@ -214,3 +214,17 @@ def test_the_approval_screen_shows_nothing_for_a_user_in_no_team(
     carol: User, cluster: Cluster
 ) -> None:
     assert team_use_html(submit(carol, cluster, "solo")) == ""
+
+
+def test_a_retry_of_a_failed_claim_must_fit_the_quota_as_it_is_now(
+    team: Team, alice: User, bob: User, carol: User, cluster: Cluster
+) -> None:
+    failed = submit(alice, cluster, "failed", count=3)
+    services.claim_request_approve(user=carol, claim_request=failed)
+    transition(failed, to="failed", allowed=("approved",), message="The cluster said no.")
+    taken = submit(bob, cluster, "taken", count=2)  # the failed claim's devices were free
+    services.claim_request_approve(user=carol, claim_request=taken)
+    with pytest.raises(ValidationError) as refused:
+        services.claim_request_retry(user=alice, claim_request=failed)
+    assert "Over the quota now: Team vision may hold 4" in str(refused.value)
+    assert ClaimRequest.objects.get(pk=failed.pk).state == "failed"
