@@ -123,8 +123,10 @@ def claim_map_context(claim: ClaimRequest, user: Any) -> dict[str, Any]:
         context["claim_map"] = gpu_map.build(cluster.inventory, found, highlight=mine, nodes=nodes)
     elif claim.state in WAITING_CLAIMS:
         waiting = claim.runs.filter(state__in=WAITING_RUNS).order_by("-created").first()
-        message = waiting.state_message if waiting else ""
-        context["pending_reasons"] = reasons_for(claim, found, message)
+        reasons = reasons_for(claim, found, waiting.state_message if waiting else "")
+        # Without a Pod nothing waits yet: only what no Pod could ever get past is worth saying.
+        lasting = [reason for reason in reasons if reason.kind in why_pending.LASTING]
+        context["pending_reasons"] = reasons if waiting else lasting
     elif claim.state == CS.FAILED:
         context["pending_reasons"] = why_pending.from_refusal(claim.state_message)
     return context

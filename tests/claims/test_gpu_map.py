@@ -3,6 +3,8 @@ node with an A100 cut into MIG devices next to a whole A100."""
 
 from __future__ import annotations
 
+import html
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -268,3 +270,21 @@ def test_the_map_for_a_claim_is_only_for_those_who_may_see_the_claim(
     other = Cluster.objects.create(name="elsewhere")
     client.force_login(alice)
     assert client.get(reverse("cluster-claim-map", args=[other.pk, claim.pk])).status_code == 404
+
+
+def test_the_map_follows_allocations_without_a_reload(
+    alice: User, map_cluster: Cluster, namespace_of: Any
+) -> None:
+    client = Client()
+    client.force_login(alice)
+    content = client.get(reverse("cluster", args=[map_cluster.pk])).content.decode()
+    [watch] = re.findall(r'id="cluster-watch" hx-get="([^"]+)"', content)
+    claim = held_by_a_stuck_pod(alice, namespace_of(alice), count=1, selector=H100_ONLY)
+
+    changed = client.get(html.unescape(watch)).content.decode()
+
+    assert changed.count('id="gpu-map" hx-swap-oob="true"') == 1
+    assert f"alice/{claim.name}" in changed
+    assert "Device classes" not in changed  # only the part that changed
+    [again] = re.findall(r'id="cluster-watch" hx-get="([^"]+)"', changed)
+    assert "since=" in again and again != watch

@@ -243,3 +243,16 @@ def test_the_pages_explain_and_link_to_the_matching_devices(
         assert "bob" not in content
     client.force_login(bob)
     assert client.get(reverse("run", args=[run.pk])).status_code == 404
+
+
+def test_it_says_only_what_lasts_while_no_pod_waits(
+    alice: User, bob: User, map_cluster: Cluster, namespace_of: Any
+) -> None:
+    held_by_a_stuck_pod(bob, namespace_of(bob), count=2, selector=H100_ONLY)
+    idle = applied_claim(alice, namespace_of(alice), count=1, selector=H100_ONLY)
+
+    assert claim_map_context(idle, alice)["pending_reasons"] == []
+    no_such = "device.attributes['gpu.nvidia.com'].productName == 'No Such GPU'"
+    ClaimRequest.objects.filter(pk=idle.pk).update(selector=no_such)
+    idle.refresh_from_db()
+    assert kinds(claim_map_context(idle, alice)["pending_reasons"]) == ["no_match"]
