@@ -52,7 +52,8 @@ def max_lifetime(team: Team | None, cluster: Cluster, device_class: str) -> time
 
 
 def default_lifetime(team: Team | None, cluster: Cluster, device_class: str) -> timedelta | None:
-    """The team's lifetime for such a claim, capped by max_lifetime; None: no default."""
+    """The team's default lifetime for such a claim, capped by its max lifetime (the max
+    when it sets no default); None when it sets neither."""
     row = quota_row(team, cluster, device_class)
     if row is None or row.default_lifetime is None:
         return row.max_lifetime if row else None
