@@ -286,3 +286,10 @@ def test_it_logs_a_403_in_one_line_without_traceback(
         assert client_for(bob).get(reverse("approvals")).status_code == 403
     forbidden = [record for record in caplog.records if record.name == "django.request"]
     assert forbidden and all(record.exc_info is None for record in forbidden)
+
+
+def test_it_shows_a_run_without_recorded_phases(applied: ClaimRequest) -> None:  # noqa: F811
+    bare = VerificationRun.objects.create(
+        owner=applied.owner, claim=applied, state=VerificationRun.State.RUNNING
+    )
+    assert 'id="run-phases">' in get(bare.owner, "run", bare.pk)

@@ -248,3 +248,20 @@ def test_it_ticks_the_elapsed_time_of_a_running_run(
     expect(clock).to_contain_text("1 min")
     first = clock.inner_text()
     expect(clock).not_to_have_text(first, timeout=LIVE)  # it moves on by itself
+
+
+def test_it_drops_the_requested_notice_once_an_approver_decided(
+    signed_in: Any, live_server: Any, work: dict[str, Any], carol: User
+) -> None:
+    page = signed_in("alice")
+    page.goto(live_server.url + reverse("claim-request"))
+    page.fill("input[name=name]", "notice-gpu")
+    page.get_by_role("button", name="Submit for approval").click()
+    notice = page.locator(".messages li.success")
+    expect(notice).to_contain_text("requested; an approver decides next")
+    mark_page(page)
+    claim = ClaimRequest.objects.get(name="notice-gpu")
+    services.claim_request_approve(user=carol, claim_request=claim)
+    expect(page.locator("#claim-status")).to_contain_text("approved", timeout=LIVE)
+    expect(notice).to_have_count(0)
+    assert_not_reloaded(page)
