@@ -16,6 +16,7 @@ alpha keys (`requests.deviceclass.resource.kubernetes.io/<class>`).
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import threading
 from collections.abc import Callable, Iterator
@@ -24,6 +25,7 @@ from typing import Any
 from kubesim import errors
 from kubesim.cel_env import parse_quantity
 from kubesim.kinds import kind_for
+from kubesim.ownership import CONTROLLER_MANAGER, record_write
 from kubesim.rbac import forbidden_error
 
 CLAIMS_COUNT = "count/resourceclaims.resource.k8s.io"
@@ -160,7 +162,9 @@ class QuotaController:
         status = {"hard": hard, "used": used}
         if quota.get("status") == status:
             return
+        before = copy.deepcopy(quota)
         quota["status"] = status
+        record_write(self.quotas, before, quota, CONTROLLER_MANAGER, "status")
         with contextlib.suppress(errors.ApiError):  # changed or deleted meanwhile: synced again
             self.store.update(self.quotas, quota)
 

@@ -199,3 +199,12 @@ def test_it_holds_the_claim_of_a_template_over_the_quota_until_the_quota_allows_
     core.patch_namespaced_resource_quota("gpus", namespace, {"spec": {"hard": {KEY: "3"}}})
     wait_until(lambda: core.read_namespaced_pod("templated", namespace).spec.node_name, timeout=30)
     assert used(api, namespace) == {KEY: "3"}
+
+
+def test_the_quota_controller_owns_the_status_it_writes(
+    api: client.ApiClient, namespace: str
+) -> None:
+    create(api, namespace, claim("one", count=1))
+    managed = client.CoreV1Api(api).read_namespaced_resource_quota("gpus", namespace)
+    writers = {(entry.manager, entry.subresource) for entry in managed.metadata.managed_fields}
+    assert ("kube-controller-manager", "status") in writers
