@@ -7,6 +7,7 @@ import html
 import re
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client, override_settings
 from django.urls import reverse
+from django.utils import timezone
 
 import kubesim
 from claims import cluster_ops, gpu_map, services, sync
@@ -288,3 +290,17 @@ def test_the_map_follows_allocations_without_a_reload(
     assert "Device classes" not in changed  # only the part that changed
     [again] = re.findall(r'id="cluster-watch" hx-get="([^"]+)"', changed)
     assert "since=" in again and again != watch
+
+
+def test_an_unreachable_cluster_says_so_above_its_last_map(
+    alice: User, map_cluster: Cluster
+) -> None:
+    since = timezone.now() - timedelta(minutes=5)
+    Cluster.objects.filter(pk=map_cluster.pk).update(
+        unreachable_since=since, last_error="connection refused"
+    )
+
+    content = page(alice, reverse("cluster", args=[map_cluster.pk]))
+
+    assert "Unreachable since" in content and "(5\xa0minutes ago): connection refused." in content
+    assert "<li><strong>6/6</strong> devices free</li>" in content
