@@ -100,4 +100,8 @@ class AuditEvent(models.Model):
 
     @property
     def actor_name(self) -> str:
-        return self.actor_username or "system"
+        """Who: the user, "system" for the portal's own work, "anonymous" for a request
+        without a user (a failed login)."""
+        if self.actor_username:
+            return self.actor_username
+        return "system" if self.channel == self.Channel.SYSTEM else "anonymous"

@@ -66,10 +66,13 @@ def audit_trail(request: HttpRequest) -> HttpResponse:
     context = {
         "nav": "audit",
         "filters": filters,
-        "events": rows[:PAGE_SIZE],
+        "events": [_with_json(event) for event in rows[:PAGE_SIZE]],
         "older": rows[PAGE_SIZE - 1].pk if len(rows) > PAGE_SIZE else None,
         "paged": before is not None,
         "query": query.urlencode(),
+        "actions": AuditEvent.Action.choices,
+        "chosen_actions": request.GET.getlist("action"),
+        "kinds": AuditEvent.Kind.choices,
     }
     return render(request, "claims/audit.html", context)
 
@@ -90,6 +93,13 @@ def audit_export(request: HttpRequest) -> HttpResponseBase:
     )
     response["Content-Disposition"] = 'attachment; filename="audit-trail.csv"'
     return response
+
+
+def _with_json(event: AuditEvent) -> AuditEvent:
+    """The JSON columns as indented JSON text for the page (event.json.before, ...)."""
+    columns = ("before", "after", "allocation", "result")
+    event.json = {c: json.dumps(getattr(event, c), indent=1, sort_keys=True) for c in columns}  # type: ignore[attr-defined]
+    return event
 
 
 class _Echo:

@@ -59,8 +59,12 @@ def test_it_shows_who_did_what_from_where(alice: User, carol: User) -> None:
     Client(REMOTE_ADDR="198.51.100.7").post(
         reverse("login"), {"username": "alice", "password": PASSWORD}
     )
+    Client(REMOTE_ADDR="198.51.100.8").post(reverse("login"), {"username": "x", "password": "y"})
+    row(Action.STATE_CHANGE, from_state="applying", to_state="waiting", after={"state": "waiting"})
     html = client_of(carol).get(reverse("audit")).content.decode()
     assert "198.51.100.7" in html and "login" in html and "alice" in html
+    assert "anonymous" in html and "198.51.100.8" in html  # the failed login
+    assert "applying → waiting" in html and "&quot;state&quot;: &quot;waiting&quot;" in html
 
 
 @pytest.mark.parametrize(
