@@ -4,6 +4,7 @@ over it, as the real quota admission does (same 403 and words), through the offi
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -208,3 +209,23 @@ def test_the_quota_controller_owns_the_status_it_writes(
     managed = client.CoreV1Api(api).read_namespaced_resource_quota("gpus", namespace)
     writers = {(entry.manager, entry.subresource) for entry in managed.metadata.managed_fields}
     assert ("kube-controller-manager", "status") in writers
+
+
+def test_kubectl_shows_the_refusal_as_the_api_server_words_it(
+    handle: kubesim.Handle, namespace: str
+) -> None:
+    manifest = json.dumps(claim("too-many", count=4))
+    result = subprocess.run(
+        ["kubectl", "--kubeconfig", handle.kubeconfig, "-n", namespace, "create", "-f", "-"],
+        input=manifest,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        'Error from server (Forbidden): error when creating "STDIN": '
+        'resourceclaims.resource.k8s.io "too-many" is forbidden: exceeded quota: gpus, '
+        f"requested: {KEY}=4, used: {KEY}=0, "
+        f"limited: {KEY}=3"
+    )
