@@ -72,10 +72,19 @@ def notify(obj: Notified, event: str, message: str = "") -> None:
 
 
 def on_state_changed(
-    sender: type, *, obj: Any, from_state: str, to_state: str, message: str, **kwargs: Any
+    sender: type,
+    *,
+    obj: Any,
+    from_state: str,
+    to_state: str,
+    actor: Any,
+    message: str,
+    **kwargs: Any,
 ) -> None:
     """Receiver of claims.transitions.state_changed (connected in ClaimsConfig.ready)."""
-    event = _event_for(obj, from_state, to_state)
+    if actor is not None and actor.pk == getattr(obj, "owner_id", None):
+        return  # the owner did it (withdrew, released): nothing to tell them
+    event = _event_for(obj, str(from_state), str(to_state))
     if event:
         notify(obj, event, message)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.http import Http404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,8 +16,25 @@ from claims.api.views.base import ApiView
 from claims.models import ClaimExtension
 
 TAG = ["claims"]
+EXAMPLE = {
+    "id": 4,
+    "claim": 7,
+    "requested_by": "alice",
+    "hours": 24.0,
+    "reason": "The training needs one more epoch.",
+    "state": "approved",
+    "decided_by": "carol",
+    "decided_at": "2026-03-08T10:15:00Z",
+    "decision": "Approved by carol.",
+    "expires_before": "2026-03-09T09:00:00Z",
+    "expires_after": "2026-03-10T09:00:00Z",
+    "created": "2026-03-08T09:40:00Z",
+}
 
 
+@extend_schema_serializer(
+    examples=[OpenApiExample("An extension granted", value=EXAMPLE, response_only=True)]
+)
 class ExtensionOutput(serializers.ModelSerializer):
     requested_by = serializers.CharField(source="requested_by.username", default=None)
     decided_by = serializers.CharField(source="decided_by.username", default=None)
@@ -44,6 +61,15 @@ class ExtensionOutput(serializers.ModelSerializer):
         return extension.extra.total_seconds() / 3600
 
 
+@extend_schema_serializer(
+    examples=[
+        OpenApiExample(
+            "A day more",
+            value={"hours": 24, "reason": "The training needs one more epoch."},
+            request_only=True,
+        )
+    ]
+)
 class ExtensionInput(serializers.Serializer):
     hours = serializers.IntegerField(min_value=1, max_value=expiry.MAX_EXTENSION_HOURS)
     reason = serializers.CharField(
