@@ -100,8 +100,9 @@ class AuditEvent(models.Model):
 
     @property
     def actor_name(self) -> str:
-        """Who: the user, "system" for the portal's own work, "anonymous" for a request
-        without a user (a failed login)."""
+        """Who: the user; "anonymous" for a failed login; "system" for the portal's own work
+        (the cluster's news, a rule's decision)."""
         if self.actor_username:
             return self.actor_username
-        return "system" if self.channel == self.Channel.SYSTEM else "anonymous"
+        anonymous = self.action in (self.Action.LOGIN_FAILED, self.Action.LOCKED_OUT)
+        return "anonymous" if anonymous else "system"
