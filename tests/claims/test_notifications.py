@@ -11,11 +11,19 @@ import pytest
 from django.contrib.auth.models import User
 from django.core import mail
 from django.db import transaction
-from django.test import Client
+from django.test import Client, override_settings
 from django.urls import reverse
 
 from claims import notifications, observations, services
-from claims.models import ClaimRequest, Cluster, Profile
+from claims.models import (
+    ClaimRequest,
+    Cluster,
+    Profile,
+    Team,
+    TeamMembership,
+    TeamWebhook,
+    WebhookDelivery,
+)
 from tests.fixtures.portal import PASSWORD
 
 pytestmark = pytest.mark.django_db
@@ -164,3 +172,20 @@ def test_the_preferences_page_needs_a_login() -> None:
     answer = Client().get(reverse("profile"))
     assert answer.status_code == 302
     assert answer["Location"].startswith(reverse("login"))
+
+
+def test_a_mail_server_down_holds_back_neither_the_webhook_nor_the_change(
+    alice: User, carol: User, cluster: Cluster, django_capture_on_commit_callbacks: Any
+) -> None:
+    team = Team.objects.create(name="vision")
+    TeamMembership.objects.create(team=team, user=alice)
+    webhook = TeamWebhook.objects.create(team=team, url="http://127.0.0.1:9/hook", secret="s")
+    claim = submitted(alice, cluster)
+    nobody_listens = {"EMAIL_PORT": 9, "EMAIL_HOST": "127.0.0.1"}
+    smtp = "django.core.mail.backends.smtp.EmailBackend"
+    with django_capture_on_commit_callbacks() as callbacks:
+        services.claim_request_reject(user=carol, claim_request=claim, reason="no")
+    with override_settings(EMAIL_BACKEND=smtp, **nobody_listens):
+        assert sent(callbacks) == [("rejected", "claim")]
+    [delivery] = WebhookDelivery.objects.filter(webhook=webhook)
+    assert delivery.payload["object"]["state"] == "rejected"
