@@ -168,3 +168,20 @@ def test_the_approver_sees_that_the_check_could_not_run(
 
     assert f'id="dry-run-note-namespace-approve-{ns.pk}"' in page
     assert "could not check this request before it was queued" in page
+
+
+def test_a_claim_is_checked_in_the_version_the_cluster_serves(
+    alice: User, v1beta1_cluster: Cluster, kubesim_v1beta1_cluster: kubesim.Handle
+) -> None:
+    ns = dry_run.namespace_request_submit(user=alice, cluster=v1beta1_cluster, name=unique("old"))
+    claim = ClaimRequest(namespace_request=ns, name="old-gpu", device_class="gpu.nvidia.com")
+
+    submitted = dry_run.claim_request_submit(
+        user=alice, namespace_request=ns, name="old-gpu", device_class="gpu.nvidia.com", count=2
+    )
+
+    assert dry_run.claim_manifest(claim)["apiVersion"] == "resource.k8s.io/v1beta1"
+    assert (submitted.state, submitted.dry_run_note) == ("pending", "")
+    # The version matters: v1 is not served there, so a v1 manifest could not be checked.
+    v1 = dry_run.claim_manifest(claim) | {"apiVersion": "resource.k8s.io/v1"}
+    assert dry_run.check(v1beta1_cluster, v1).startswith("seed-platform could not check")
