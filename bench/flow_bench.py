@@ -11,8 +11,9 @@ Measures, in one run, printing JSON:
 - kubectl: per flow, the seed's loop (`kubectl create namespace`, `kubectl apply` of the v1
   ResourceClaim, then of pod1, `kubectl wait` for Succeeded, `kubectl logs` of ctr0 and ctr1),
   20 one after another, then 20 in threads;
-- portal: the same through the REST API (namespace request, claim, long-poll until the claim is
-  usable, run, long-poll until it ended, both logs), sequential and parallel, with the ratios;
+- portal: the same through the REST API (namespace request, claim, run — queued until the
+  claim is applied, as kubectl applies the Pod right after the claim — then one long-poll
+  `?until=succeeded,failed`, both logs), sequential and parallel, with the ratios;
 - freshness: a Pod phase change in kubesim (seen on a watch of our own) to the run's
   long-poll answering with it, p50/p95;
 - writes: kubesim's POST/PATCH/PUT counters over the portal's flows, per flow.
@@ -378,12 +379,19 @@ class PortalClient:
             time.sleep(float(response.headers.get("Retry-After", "1")))
 
     def wait_for(
-        self, path: str, state: str, until: tuple[str, ...], seen: list[tuple[str, float]]
+        self,
+        path: str,
+        state: str,
+        until: tuple[str, ...],
+        seen: list[tuple[str, float]],
+        every_change: bool = False,
     ) -> dict[str, Any]:
-        """Long-poll the object until its state is one of `until`; each answer into `seen`."""
+        """Long-poll the object until its state is one of `until` (the server answers then;
+        with every_change, at each change); each answer into `seen`."""
+        wanted = f"state={state}" if every_change else f"until={','.join(until)}"
         while True:
             asked = time.perf_counter()
-            body = self.call("GET", f"{path}?wait=30&state={state}").json()
+            body = self.call("GET", f"{path}?wait=30&{wanted}").json()
             if body["state"] == state and time.perf_counter() - asked < 1:
                 self.quick_unchanged += 1
             if body["state"] != state:
@@ -391,8 +399,10 @@ class PortalClient:
             state = body["state"]
             if state in until or state == "failed":
                 return dict(body)
+            wanted = f"state={state}" if every_change else wanted
 
-    def claim(self, namespace: str) -> int:
+    def claim(self, namespace: str, wait: bool = True) -> int:
+        """Ask for the namespace and the claim; with wait, until the claim is usable."""
         ns = self.call(
             "POST",
             "/namespace-requests/",
@@ -408,14 +418,18 @@ class PortalClient:
                 "count": 1,
             },
         ).json()
+        if not wait:
+            return int(claim["id"])
         usable = self.wait_for(f"/claims/{claim['id']}/", claim["state"], CLAIM_USABLE, [])
         if usable["state"] not in CLAIM_USABLE:
             raise RuntimeError(f"claim {namespace}: {usable['state']} {usable['state_message']}")
         return int(claim["id"])
 
-    def run(self, claim: int, seen: list[tuple[str, float]]) -> dict[str, Any]:
+    def run(
+        self, claim: int, seen: list[tuple[str, float]], every_change: bool = False
+    ) -> dict[str, Any]:
         run = self.call("POST", "/runs/", json={"claim": claim}).json()
-        ended = self.wait_for(f"/runs/{run['id']}/", run["state"], FINAL, seen)
+        ended = self.wait_for(f"/runs/{run['id']}/", run["state"], FINAL, seen, every_change)
         if ended["state"] != "succeeded":
             raise RuntimeError(f"run {run['id']}: {ended['state']} {ended['state_message']}")
         return ended
@@ -433,8 +447,10 @@ class PortalClient:
             time.sleep(0.05)
 
     def flow(self, namespace: str) -> None:
-        with step(namespace, "namespace, claim, until usable"):
-            claim = self.claim(namespace)
+        """As the seed's loop: namespace, claim and the run's Pod asked for one after the
+        other (the run is queued until the claim is applied), then wait for the end."""
+        with step(namespace, "namespace, claim"):
+            claim = self.claim(namespace, wait=False)
         with step(namespace, "run until final"):
             run = self.run(claim, [])
         with step(namespace, "logs"):
@@ -520,7 +536,7 @@ def freshness(product: Product, admin: KubesimAdmin, samples: int) -> dict[str, 
     delays: dict[str, list[float]] = {"running": [], "succeeded": []}
     for _ in range(samples):
         seen: list[tuple[str, float]] = []
-        ended = client.run(claim, seen)
+        ended = client.run(claim, seen, every_change=True)
         for state, at in seen:
             changed_at = phases.get((ended["pod_name"], state.capitalize()))
             if state in delays and changed_at is not None:

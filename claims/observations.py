@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from claims import changes, logparse
 from claims.models import ClaimRequest, NamespaceRequest, RunLog, VerificationRun
-from claims.transitions import enqueue, record_event, transition, update_fields
+from claims.transitions import enqueue, fail_queued_runs, record_event, transition, update_fields
 
 NS = NamespaceRequest.State
 CS = ClaimRequest.State
@@ -152,7 +152,11 @@ def claim_drifted(*, claim_request: ClaimRequest, message: str) -> bool:
 
 def claim_failed(*, claim_request: ClaimRequest, message: str) -> bool:
     allowed = (CS.APPROVED, CS.APPLYING, CS.WAITING, CS.IN_USE)
-    return transition(claim_request, to=CS.FAILED, allowed=allowed, message=message)
+    with transaction.atomic():
+        failed = transition(claim_request, to=CS.FAILED, allowed=allowed, message=message)
+        if failed:
+            fail_queued_runs(claim_request, message=f"The claim failed: {message}")
+    return failed
 
 
 def claim_allocation_seen(

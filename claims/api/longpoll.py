@@ -1,7 +1,9 @@
-"""Long-poll: answer as soon as an object's state differs from the one the client knows."""
+"""Long-poll: answer as soon as an object's state differs from the one the client knows, or
+(with `until`) as soon as it is one the client waits for."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -19,33 +21,66 @@ class WaitParams(serializers.Serializer):
         help_text="Seconds to wait for a state other than `state` (capped at 60).",
     )
     state = serializers.CharField(
-        required=False, help_text="The state you know; required with `wait`."
+        required=False, help_text="The state you know; with `wait`, this or `until`."
+    )
+    until = serializers.CharField(
+        required=False,
+        help_text="Comma-separated states: with `wait`, answer once the state is one of them "
+        "(instead of at every change).",
     )
 
     def validate_state(self, state: str) -> str:
+        return self._known(state)
+
+    def validate_until(self, until: str) -> list[str]:
+        return [self._known(state.strip()) for state in until.split(",") if state.strip()]
+
+    def _known(self, state: str) -> str:
         states = self.context["states"]
         if state not in states:
             raise serializers.ValidationError(f"Not a state; one of {', '.join(states)}.")
         return state
 
     def validate(self, attrs: dict) -> dict:
-        if attrs.get("wait") and "state" not in attrs:
-            raise serializers.ValidationError({"state": ["Say which state you know, to wait."]})
+        if attrs.get("wait") and "state" not in attrs and not attrs.get("until"):
+            raise serializers.ValidationError(
+                {"state": ["Say which state you know (or `until` which you wait for), to wait."]}
+            )
         return attrs
 
 
-def wait_params(request: Request, states: list[str]) -> tuple[float, str | None]:
-    """The (seconds, known state) a request asks to wait for; 400 on bad values."""
+@dataclass(frozen=True)
+class Wait:
+    """What a request waits for: a state other than `known`, or (`until`) one of those."""
+
+    seconds: float = 0
+    known: str | None = None
+    until: tuple[str, ...] = ()
+
+    def is_over(self, state: str | None) -> bool:
+        if self.until:
+            return state in self.until
+        return state != self.known
+
+    def needed(self, state: str) -> bool:
+        return (
+            bool(self.seconds)
+            and (self.known is not None or bool(self.until))
+            and (not self.is_over(state))
+        )
+
+
+def wait_params(request: Request, states: list[str]) -> Wait:
+    """What a request asks to wait for; 400 on bad values."""
     params = WaitParams(data=request.query_params, context={"states": states})
     params.is_valid(raise_exception=True)
-    seconds = min(params.validated_data.get("wait") or 0, settings.API_LONG_POLL_MAX_SECONDS)
-    return seconds, params.validated_data.get("state")
+    data = params.validated_data
+    seconds = min(data.get("wait") or 0, settings.API_LONG_POLL_MAX_SECONDS)
+    return Wait(seconds, data.get("state"), tuple(data.get("until") or ()))
 
 
-def wait_for_state_change(
-    model: type[Model], pk: int, known_state: str, seconds: float, *, user_key: Any
-) -> None:
-    """Wait until the state changes or the time is up, woken by the object's change signal.
+def wait_for_state_change(model: type[Model], pk: int, wait: Wait, *, user_key: Any) -> None:
+    """Wait until the wait is over or the time is up, woken by the object's change signal.
 
     Past the bound on waiting requests it returns at once: the client sees the state it
     knows and asks again, as after a wait that timed out.
@@ -53,12 +88,12 @@ def wait_for_state_change(
 
     def changed() -> bool:
         state = model._default_manager.filter(pk=pk).values_list("state", flat=True).first()
-        return state != known_state
+        return wait.is_over(state)
 
     changes.wait_in_turn(
         user_key,
         [changes.channel_of(model, pk)],
         changed,
-        seconds=seconds,
+        seconds=wait.seconds,
         poll_seconds=settings.API_LONG_POLL_INTERVAL_SECONDS,
     )

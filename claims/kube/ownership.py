@@ -63,8 +63,11 @@ def create_or_adopt(
     into it would be refused, and adopting it would lose it a moment later. So is one of
     another request of this portal (it carries the `kin` labels): the portal is removing it.
     Anyone else's that is being deleted is refused: it may never go.
+
+    The first attempt (no uid recorded) creates without reading first: a create changes
+    nothing that exists, and its 409 sends us to the same checks, one round trip fewer.
     """
-    existing = gateway.read(*_target(manifest))
+    existing = gateway.read(*_target(manifest)) if uid else None
     if existing is None:
         try:
             return gateway.create(manifest)

@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 import kubesim
 from claims import cluster_ops, services, sync
 from claims.kube.gateway import TransientKubeError
-from claims.models import ClaimRequest, Cluster
+from claims.models import ClaimRequest, Cluster, VerificationRun
 from claims.transitions import transition
 from tests.fixtures.portal import pods_in, wait_until
 
@@ -27,6 +27,14 @@ def approved_claim(user: User, cluster: Cluster) -> ClaimRequest:
     transition(ns, to="approved", allowed=("pending",))
     transition(claim, to="approved", allowed=("pending",))
     return claim
+
+
+def deleted(claim: ClaimRequest) -> bool:
+    try:
+        cluster_ops.delete_claim(claim)
+    except TransientKubeError:
+        return False
+    return True
 
 
 def claims_in(handle: Any, namespace: str) -> list[str]:
@@ -86,7 +94,8 @@ def test_it_deletes_a_released_claim_and_its_pods(
     run = services.verification_run_start(user=alice, claim_request=claim)
     cluster_ops.start_run(run)
     services.claim_request_release(user=alice, claim_request=claim)
-    cluster_ops.delete_claim(claim)
+    # The worker retries while a scheduled Pod's reservation holds the claim (finalizer).
+    wait_until(lambda: deleted(claim), timeout=30)
     pods = kubesim_cluster.admin("GET", f"/api/v1/namespaces/{claim.namespace}/pods")["items"]
     assert [p for p in pods if not p["metadata"].get("deletionTimestamp")] == []
     assert claims_in(kubesim_cluster, claim.namespace) == []
@@ -144,3 +153,33 @@ def finished(step: Any) -> bool:
     except TransientKubeError:
         return False
     return True
+
+
+def test_it_starts_a_run_queued_on_the_claim_when_it_applies_the_claim(
+    alice: User, cluster: Cluster, kubesim_cluster: Any
+) -> None:
+    claim = approved_claim(alice, cluster)
+    run = services.verification_run_start(user=alice, claim_request=claim)
+    cluster_ops.start_run(run)  # the run's own task, before the claim is applied: it waits
+    run.refresh_from_db()
+    assert run.state == "queued"
+    assert pods_in(kubesim_cluster, claim.namespace) == []
+
+    cluster_ops.apply_claim(claim)
+    run.refresh_from_db()
+    assert run.state == "pending"
+    assert pods_in(kubesim_cluster, claim.namespace) == [run.pod_name]
+
+
+def test_it_leaves_a_run_being_created_to_the_worker_creating_it(
+    alice: User, cluster: Cluster, kubesim_cluster: Any
+) -> None:
+    claim = approved_claim(alice, cluster)
+    cluster_ops.apply_claim(claim)
+    run = services.verification_run_start(user=alice, claim_request=claim)
+    transition(run, to="creating", allowed=("queued",))  # another worker took it just now
+
+    cluster_ops.start_run(VerificationRun.objects.get(pk=run.pk))
+    assert pods_in(kubesim_cluster, claim.namespace) == []
+    cluster_ops.start_run(VerificationRun.objects.get(pk=run.pk), resume=True)
+    assert pods_in(kubesim_cluster, claim.namespace) == [run.pod_name]

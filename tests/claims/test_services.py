@@ -366,11 +366,15 @@ def test_it_refuses_a_second_run_while_one_is_going(
     assert VerificationRun.objects.count() == 1
 
 
-def test_it_needs_an_applied_claim_for_a_run(namespace: NamespaceRequest, alice: User) -> None:
+def test_it_queues_a_run_until_its_claim_is_applied(
+    namespace: NamespaceRequest, alice: User
+) -> None:
     claim = submit_claim(alice, namespace)
-    with pytest.raises(ValidationError) as excinfo:
-        services.verification_run_start(user=alice, claim_request=claim)
-    assert "pending" in errors_of(excinfo)[NON_FIELD_ERRORS][0]
+    run = services.verification_run_start(user=alice, claim_request=claim)
+    assert (run.state, run.state_message) == (
+        "queued",
+        "Queued; starts as soon as the claim is applied.",
+    )
 
 
 def test_it_keeps_others_from_starting_runs(

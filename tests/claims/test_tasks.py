@@ -96,7 +96,7 @@ def test_it_shows_the_clusters_words_when_it_refuses(
 def test_it_retries_a_failed_claim(
     alice: User, carol: User, cluster: Cluster, kubesim_cluster: Any
 ) -> None:
-    fault = {"path": "resourceclaims/train$", "error_codes": [403], "error_rate": 1.0}
+    fault = {"path": "namespaces/[^/]+/resourceclaims$", "error_codes": [403], "error_rate": 1.0}
     kubesim_cluster.admin("POST", "/_kubesim/faults", json=fault)
     try:
         claim = approved_claim(alice, carol, cluster)
@@ -111,7 +111,11 @@ def test_it_retries_a_failed_claim(
 def test_it_rides_out_a_short_outage(
     alice: User, carol: User, cluster: Cluster, kubesim_cluster: Any
 ) -> None:
-    fault = {"path": "resourceclaims/train$", "error_codes": [503], "outage_seconds": 1.5}
+    fault = {
+        "path": "namespaces/[^/]+/resourceclaims$",
+        "error_codes": [503],
+        "outage_seconds": 1.5,
+    }
     kubesim_cluster.admin("POST", "/_kubesim/faults", json=fault)
     try:
         claim = approved_claim(alice, carol, cluster)

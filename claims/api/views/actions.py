@@ -29,6 +29,12 @@ WAIT_PARAMETERS = [
         "than `state`; the answer comes as soon as it changes.",
     ),
     OpenApiParameter("state", str, description="The state you know (with `wait`)."),
+    OpenApiParameter(
+        "until",
+        str,
+        description="Comma-separated states (with `wait`): answer once the state is one of "
+        "them, not at every change.",
+    ),
 ]
 
 
@@ -57,9 +63,9 @@ class ObjectApi(ApiView):
     def retrieve_after_wait(self, request: Request) -> Response:
         """GET, or with ?wait=&state= the answer once the state differs (long-poll)."""
         obj = self.get_object()
-        seconds, known = wait_params(request, list(obj.State.values))
-        if seconds and known is not None and known == obj.state:
-            wait_for_state_change(type(obj), obj.pk, known, seconds, user_key=request.user.pk)
+        wait = wait_params(request, list(obj.State.values))
+        if wait.needed(obj.state):
+            wait_for_state_change(type(obj), obj.pk, wait, user_key=request.user.pk)
             obj = self.get_object()
         return self.respond(obj)
 
