@@ -139,7 +139,7 @@ def test_a_dry_run_apply_of_a_new_object_answers_like_a_dry_run_create(
     status, answer = call(cluster, "PATCH", path, body, content_type="application/apply-patch+yaml")
 
     meta = answer["metadata"]
-    assert (status, bool(meta.get("uid")), bool(meta.get("creationTimestamp"))) == (201, 1, 1)
+    assert (status, bool(meta.get("uid")), bool(meta.get("creationTimestamp"))) == (201, True, True)
     assert "resourceVersion" not in meta
     assert stored(cluster, ns, "applied") is None
 
