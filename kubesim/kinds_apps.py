@@ -5,7 +5,8 @@ messages, plus the strict schema every kind gets), so `kubectl apply --server-si
 portal's manifests meets what a real API server would say. No controller runs them: a
 Deployment makes no Pods, a Job never starts, a Service gets a cluster IP and no endpoints.
 Not done: a Job's generated selector and labels (upstream derives them from the uid in
-Validate, which kubesim assigns later), the scale subresource.
+Validate, which kubesim assigns later), the scale subresource, the printed Go value in an
+"field is immutable" error of a Job's template (kubesim names the field only), tables.
 """
 
 from __future__ import annotations
@@ -115,6 +116,9 @@ def default_pdb(obj: dict) -> None:
             status.setdefault(key, 0)
 
 
+RESTART_POLICY = "spec.template.spec.restartPolicy"
+
+
 def _template_errors(spec: dict, policies: tuple[str, ...]) -> list[FieldError]:
     """The Pod template's spec checked as a Pod's, its paths under spec.template."""
     template = spec.get("template") or {}
@@ -125,9 +129,12 @@ def _template_errors(spec: dict, policies: tuple[str, ...]) -> list[FieldError]:
         if e.field != "spec.restartPolicy"
     ]
     policy = (template.get("spec") or {}).get("restartPolicy")
-    if policy not in policies:
-        detail = "supported values: " + ", ".join(f'"{p}"' for p in policies)
-        found.append(FieldError(UNSUPPORTED, "spec.template.spec.restartPolicy", policy, detail))
+    listed = ", ".join(f'"{p}"' for p in policies)
+    if policy in (None, "", "Always") and "Always" not in policies:
+        # A Job's: defaulting makes an unset policy Always, so both mean "not given".
+        found.append(FieldError(REQUIRED, RESTART_POLICY, detail=f"valid values: {listed}"))
+    elif policy not in policies:
+        found.append(FieldError(UNSUPPORTED, RESTART_POLICY, policy, f"supported values: {listed}"))
     return found
 
 
