@@ -32,6 +32,8 @@ format: $(VENV)/.installed
 
 test: $(VENV)/.installed lint
 	.ci/ensure-chromium
+	# tests/deploy renders deploy/ with kubectl kustomize and applies it to kubesim: no skipping in CI.
+	@command -v kubectl >/dev/null || { echo 'make test needs kubectl (deploy/ and kubesim tests)'; exit 1; }
 	DEBUG=True $(PY) manage.py makemigrations --check --dry-run
 	# The documented production environment (docs/deploy.md) passes Django's deploy checks.
 	set -a && . ./docs/production.env && SECRET_KEY=$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(50))') \

@@ -21,7 +21,7 @@ from claims import observations
 from claims.cluster_ops import gateway_for
 from claims.kube import manifests, names
 from claims.kube.ownership import create_or_adopt
-from claims.models import NamespaceRequest
+from claims.models import AuditEvent, NamespaceRequest
 from claims.transitions import record_event
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -96,7 +96,8 @@ def issue_kubeconfig(
         cluster_name=names.label(ns.cluster.name),
         user_name=f"{names.user_slug(username)}-{ns.name}",
     )
-    record_event(ns, f"Kubeconfig issued, valid until {expires_at:%Y-%m-%d %H:%M} UTC.", user)
+    message = f"Kubeconfig issued, valid until {expires_at:%Y-%m-%d %H:%M} UTC."
+    record_event(ns, message, user, action=AuditEvent.Action.KUBECONFIG_ISSUED)
     text = yaml.safe_dump(config, sort_keys=False)
     return Kubeconfig(kubeconfig_filename(ns), text, expires_at)
 

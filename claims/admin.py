@@ -1,13 +1,22 @@
+from typing import Any
+
 from django.contrib import admin
 
+from claims import quota
 from claims.models import (
+    ApprovalRule,
     AuditEvent,
+    ClaimExtension,
     ClaimRequest,
     Cluster,
     NamespaceRequest,
     RunLog,
     Team,
+    TeamMembership,
+    TeamQuota,
+    TeamWebhook,
     VerificationRun,
+    WebhookDelivery,
 )
 
 
@@ -22,22 +31,60 @@ class ClusterAdmin(admin.ModelAdmin):
     )
 
 
+class TeamMembershipInline(admin.TabularInline):
+    model = TeamMembership
+    extra = 1
+    autocomplete_fields = ("user",)
+
+
+class TeamQuotaInline(admin.TabularInline):
+    model = TeamQuota
+    extra = 1
+
+
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
-    list_display = ("name", "gpu_quota", "auto_approve")
-    filter_horizontal = ("members",)
+    list_display = ("name", "auto_approve")
+    inlines = [TeamMembershipInline, TeamQuotaInline]
+
+    def save_related(self, request: Any, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        # A quota changed here is a quota to put on the team's namespaces in the clusters.
+        quota.team_quotas_changed(team=form.instance)
+
+
+@admin.register(ApprovalRule)
+class ApprovalRuleAdmin(admin.ModelAdmin):
+    list_display = ("name", "enabled", "position", "applies_to", "team", "cluster")
+    list_filter = ("enabled", "applies_to")
+    list_editable = ("enabled", "position")
+
+
+# State and what the cluster reported change only through claims.services and
+# claims.observations (each change with its audit row), never by an edit here.
+REQUEST_STATE = ("state", "state_message", "decided_by", "decided_at", "kube_uid")
+CLAIM_STATE = (*REQUEST_STATE, "applied_api_version", "applied_manifest", "applied_at")
+RUN_STATE = ("state", "state_message", "pod_uid", "node", "devices", "passed", "vector_add_passed",
+             "device_query_passed", "device_name", "compute_capability", "memory_mib",
+             "started_at", "finished_at")  # fmt: skip
 
 
 @admin.register(NamespaceRequest)
 class NamespaceRequestAdmin(admin.ModelAdmin):
     list_display = ("name", "cluster", "owner", "state", "created")
     list_filter = ("state", "cluster")
+    readonly_fields = (*REQUEST_STATE, "access_granted_at")
+
+
+# A claim's end moves only by an extension, which is recorded (claims/expiry.py).
+LIFETIME = ("lifetime", "expires_at", "reminded_at")
 
 
 @admin.register(ClaimRequest)
 class ClaimRequestAdmin(admin.ModelAdmin):
     list_display = ("name", "namespace_request", "owner", "device_class", "state", "created")
     list_filter = ("state",)
+    readonly_fields = (*CLAIM_STATE, "allocation", "node", "cleaned_up_at", *LIFETIME)
 
 
 class RunLogInline(admin.TabularInline):
@@ -50,9 +97,65 @@ class VerificationRunAdmin(admin.ModelAdmin):
     list_display = ("pod_name", "claim", "owner", "state", "passed", "device_name", "created")
     list_filter = ("state",)
     inlines = [RunLogInline]
+    readonly_fields = RUN_STATE
 
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(admin.ModelAdmin):
-    list_display = ("created", "object_kind", "object_name", "from_state", "to_state", "actor")
-    list_filter = ("object_kind", "to_state")
+    """The trail is append-only (a trigger refuses changes): shown, never added or edited."""
+
+    list_display = (
+        "created",
+        "action",
+        "actor_username",
+        "object_kind",
+        "object_name",
+        "from_state",
+        "to_state",
+        "channel",
+    )
+    list_filter = ("action", "object_kind", "channel")
+    search_fields = ("object_name", "actor_username", "message")
+    show_full_result_count = False
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(TeamWebhook)
+class TeamWebhookAdmin(admin.ModelAdmin):
+    list_display = ("team", "url", "active")
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(admin.ModelAdmin):
+    """The log of what was POSTed to each webhook (claims/webhooks.py): read only."""
+
+    list_display = ("created", "webhook", "event", "state", "attempts", "last_status")
+    list_filter = ("state", "event")
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(ClaimExtension)
+class ClaimExtensionAdmin(admin.ModelAdmin):
+    """Asked and decided through the claim's page or the API (claims/expiry.py): read only."""
+
+    list_display = ("created", "claim", "extra", "state", "decided_by")
+    list_filter = ("state",)
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False

@@ -4,3 +4,15 @@ from django.apps import AppConfig
 class ClaimsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "claims"
+
+    def ready(self) -> None:
+        # What follows a state change, connected here so transitions imports neither.
+        from claims import expiry, notifications
+        from claims.transitions import state_changed
+
+        state_changed.connect(expiry.start_clock, dispatch_uid="expiry.start_clock")
+        state_changed.connect(notifications.on_state_changed, dispatch_uid="notifications")
+        # Logins, logouts, failures, lockouts and admins' edits go to the audit trail.
+        from claims.audit import connect_signals
+
+        connect_signals()

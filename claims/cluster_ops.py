@@ -10,11 +10,12 @@ or late, does no harm.
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 
 from django.conf import settings
 from django.utils import timezone
 
-from claims import observations
+from claims import cluster_registry, observations, quota
 from claims.kube import manifests
 from claims.kube.gateway import ClusterGateway, PermanentKubeError, TransientKubeError
 from claims.kube.ownership import NotOwnedError, create_or_adopt, delete_owned, owns, uid_of
@@ -38,13 +39,17 @@ _gateways_lock = threading.Lock()
 
 def gateway_for(cluster: Cluster) -> ClusterGateway:
     """One gateway per cluster connection per process (it keeps its HTTP pool and discovery)."""
-    key = (cluster.pk, cluster.kubeconfig_path, cluster.context, cluster.in_cluster)
+    key = (
+        cluster.pk,
+        cluster.kubeconfig_path,
+        cluster.context,
+        cluster.in_cluster,
+        cluster.kubeconfig_encrypted,
+    )
     with _gateways_lock:
         if key not in _gateways:
             _gateways[key] = ClusterGateway(
-                kubeconfig_path=cluster.kubeconfig_path or None,
-                context=cluster.context or None,
-                in_cluster=cluster.in_cluster,
+                **cluster_registry.gateway_options(cluster),
                 qps=settings.KUBE_CLIENT_QPS,
                 burst=settings.KUBE_CLIENT_BURST,
             )
@@ -83,6 +88,8 @@ def apply_namespace(ns: NamespaceRequest) -> bool:
     manifest = manifests.namespace_manifest(name=ns.name, labels=ns.labels())
     try:
         uid = uid_of(create_or_adopt(gateway, manifest, uid=ns.kube_uid, kin=managed_labels()))
+        # Its quota before anyone may create claims in it (the portal, or its users).
+        apply_namespace_quota(ns)
     except PermanentKubeError as error:
         observations.namespace_failed(namespace_request=ns, message=error.message)
         return False
@@ -93,6 +100,18 @@ def apply_namespace(ns: NamespaceRequest) -> bool:
         # Withdrawn or deleted while we applied (a late task): take back what we made.
         delete_owned(gateway, "v1", "Namespace", None, ns.name, uid=uid, labels=ns.labels())
     return ns.state == NS.ACTIVE
+
+
+def apply_namespace_quota(ns: NamespaceRequest) -> None:
+    """The namespace's ResourceQuota from its team's quotas on the cluster (none: removed)."""
+    gateway = gateway_for(ns.cluster)
+    hard = quota.namespace_quota_hard(quota.team_of(ns.owner), ns.cluster)
+    manifest = manifests.resource_quota_manifest(namespace=ns.name, hard=hard, labels=ns.labels())
+    if hard:
+        create_or_adopt(gateway, manifest, kin=managed_labels())
+        return
+    name = manifest["metadata"]["name"]
+    delete_owned(gateway, "v1", "ResourceQuota", ns.name, name, labels=ns.labels())
 
 
 def claim_manifest(claim: ClaimRequest, api_version: str) -> dict:
@@ -139,12 +158,28 @@ def apply_claim(claim: ClaimRequest) -> None:
     recorded = observations.claim_applied(
         claim_request=claim, api_version=manifest["apiVersion"], manifest=manifest, uid=uid
     )
-    if not recorded and claim.state == CS.RELEASED:
+    if recorded:
+        _start_queued_runs(claim)
+    elif claim.state == CS.RELEASED:
         # Released while we applied: take back what we just created.
         api_version, labels = manifest["apiVersion"], claim.labels()
         delete_owned(
             gateway, api_version, "ResourceClaim", ns.name, claim.name, uid=uid, labels=labels
         )
+
+
+def _stale(row: VerificationRun) -> bool:
+    return row.updated < timezone.now() - timedelta(seconds=settings.RECONCILE_STALE_SECONDS)
+
+
+def _start_queued_runs(claim: ClaimRequest) -> None:
+    """Runs asked for before the claim was applied start now, in this task: no second hop."""
+    for run in claim.runs.filter(state=RS.QUEUED).order_by("pk"):
+        run.claim = claim
+        try:
+            start_run(run)
+        except TransientKubeError:  # the task carries on, with its retries
+            enqueue("claims.tasks.start_verification_run", run.pk, True)
 
 
 def _claim_refused(claim: ClaimRequest, error: PermanentKubeError) -> None:
@@ -171,17 +206,21 @@ def verification_pod(run: VerificationRun) -> dict:
     )
 
 
-def start_run(run: VerificationRun) -> None:
-    """Create the seed's pod1 for the run's claim."""
+def start_run(run: VerificationRun, *, resume: bool = False) -> None:
+    """Create the seed's pod1 for the run's claim. A run already creating is another
+    worker's until it is stale, unless this is that worker's retry (resume)."""
     if run.state not in (RS.QUEUED, RS.CREATING):
         return
+    if run.state == RS.CREATING and not (resume or _stale(run)):
+        return
     claim = run.claim
+    if claim.state in (CS.PENDING, CS.APPROVED, CS.APPLYING):
+        return  # queued until the claim is applied: apply_claim starts it then
     if claim.state not in (CS.WAITING, CS.IN_USE):
         observations.run_failed(run=run, message=f"The claim is {claim.get_state_display()}.")
         return
-    observations.run_creating(run=run)
-    if run.state != RS.CREATING:
-        return  # the claim was released meanwhile
+    if run.state == RS.QUEUED and not observations.run_creating(run=run):
+        return  # another worker took it, or the claim was released meanwhile
     gateway = gateway_for(claim.cluster)
     try:
         uid = uid_of(create_or_adopt(gateway, verification_pod(run), uid=run.pod_uid))
@@ -189,8 +228,10 @@ def start_run(run: VerificationRun) -> None:
         observations.run_failed(run=run, message=error.message)
         return
     if observations.run_pod_created(run=run, uid=uid):
-        # Look now rather than at the next beat: a short Pod holds its GPU only briefly.
-        enqueue("claims.tasks.sync_cluster", claim.cluster.pk)
+        if not claim.cluster.is_followed:
+            # Look now rather than at the next beat: a short Pod holds its GPU only briefly.
+            # (A follower sees the Pod on its watch; a sync here would hold its lease.)
+            enqueue("claims.tasks.sync_cluster", claim.cluster.pk)
     elif run.state == RS.FAILED:
         # Cancelled or released meanwhile: this Pod must not hold its GPU.
         _delete_pod(gateway, run, uid)

@@ -8,12 +8,12 @@ from typing import Any, cast
 from django import forms
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 
-from claims import limits, selectors
+from claims import cluster_registry, limits, selectors
 from claims.models import Cluster, NamespaceRequest
 
 NAME_HELP = "Lower-case letters, digits and '-', at most 63 characters (a DNS-1123 label)."
 SELECTOR_HELP = (
-    "Optional CEL, all must match, e.g. "
+    "Optional; it must hold as well as the picker's choices, e.g. "
     "<code>device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA H100')</code>"
 )
 
@@ -36,8 +36,13 @@ class SubmissionTokenMixin(forms.Form):
                 self.add_error(None if target == NON_FIELD_ERRORS else target, message)
 
 
+class ClusterChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj: Cluster) -> str:
+        return cluster_registry.picker_label(obj)  # "(unreachable since ...)"
+
+
 class NamespaceRequestForm(SubmissionTokenMixin):
-    cluster = forms.ModelChoiceField(queryset=Cluster.objects.none(), empty_label=None)
+    cluster = ClusterChoiceField(queryset=Cluster.objects.none(), empty_label=None)
     name = forms.CharField(max_length=limits.NAME_MAX_CHARS, help_text=NAME_HELP)
     purpose = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}),
@@ -67,14 +72,37 @@ class ClaimRequestForm(SubmissionTokenMixin):
     device_class = forms.CharField(
         label="Device class", widget=forms.Select, max_length=limits.DEVICE_CLASS_MAX_CHARS
     )
+    # The device picker (claims.device_picker): what the cluster publishes is offered in the
+    # inputs' datalists, which the preview refreshes for the chosen namespace and class.
+    gpu_model = forms.CharField(
+        required=False,
+        max_length=64,
+        label="GPU model",
+        widget=forms.TextInput(attrs={"list": "gpu-model-options", "autocomplete": "off"}),
+        help_text="Any model, or one the cluster publishes (pick from the list).",
+    )
+    min_memory = forms.CharField(
+        required=False,
+        max_length=32,
+        label="Minimum memory",
+        widget=forms.TextInput(attrs={"list": "memory-options", "autocomplete": "off"}),
+        help_text="Device memory at least this much, e.g. 40Gi.",
+    )
+    mig_profile = forms.CharField(
+        required=False,
+        max_length=64,
+        label="MIG profile",
+        widget=forms.TextInput(attrs={"list": "mig-profile-options", "autocomplete": "off"}),
+        help_text="For a MIG device class (e.g. mig.nvidia.com): a slice such as 1g.5gb.",
+    )
     count = forms.IntegerField(required=False, initial=1, help_text="How many devices.")
     all_devices = forms.BooleanField(
-        required=False, label="All matching devices (allocationMode: All)"
+        required=False, label="All matching devices on one node (allocationMode: All)"
     )
     selector = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}),
         required=False,
-        label="Device selector",
+        label="Advanced: your own CEL selector",
         help_text=SELECTOR_HELP,
     )
     purpose = forms.CharField(

@@ -28,6 +28,7 @@ GONE_GRACE = timedelta(seconds=15)
 LOG_RETRY = timedelta(minutes=10)
 RS = VerificationRun.State
 FOLLOWED_RUNS = (RS.CREATING, RS.PENDING, RS.RUNNING)
+PULL_REASONS = ("ErrImagePull", "ImagePullBackOff")
 
 Pods = dict[tuple[str, str], PodState]
 Allocations = dict[int, tuple[dict | None, dict | None]]
@@ -148,7 +149,7 @@ def _follow_pod(
         run=run,
         phase=pod.phase,
         node=pod.node,
-        message=pod.message or pod.reason,
+        message=_image_problem(pod) or pod.message or pod.reason,
         devices=devices,
         started_at=pod.started_at,
     )
@@ -190,6 +191,17 @@ def _pending_reason(pod: PodState) -> str:
             detail = f" ({container.message})" if container.message else ""
             return f"{container.name}: {container.reason}{detail}"
     return " ".join(part for part in (pod.reason, pod.message) if part)
+
+
+def _image_problem(pod: PodState) -> str:
+    """A container's failing pull, worded the same through ErrImagePull and the back-off
+    between tries (whose message repeats the pull's error), so the run's message (and its
+    audit trail) does not flip with each retry."""
+    for container in pod.containers:
+        if container.state == "waiting" and container.reason in PULL_REASONS:
+            error = container.message.rpartition("ErrImagePull: ")[2]
+            return f"{container.name}: ErrImagePull" + (f" ({error})" if error else "")
+    return ""
 
 
 def _fetch_logs(

@@ -9,7 +9,15 @@ from typing import Any
 from django.db.models import Count, Max, Q, QuerySet, Value
 from django.http import Http404
 
-from claims.models import AuditEvent, ClaimRequest, Cluster, NamespaceRequest, VerificationRun
+from claims.models import (
+    AuditEvent,
+    ClaimRequest,
+    Cluster,
+    NamespaceRequest,
+    Team,
+    VerificationRun,
+)
+from claims.models.teams import approved_team_ids, first_team_members
 from claims.transitions import KINDS
 
 APPROVERS_GROUP = "approvers"
@@ -26,6 +34,25 @@ def user_is_approver(user: Any) -> bool:
     if not hasattr(user, APPROVER_CACHE):
         setattr(user, APPROVER_CACHE, user.groups.filter(name=APPROVERS_GROUP).exists())
     return bool(getattr(user, APPROVER_CACHE))
+
+
+def decider_scope(user: Any) -> Q | None:
+    """The requests the user decides: every one (staff approvers), their teams' (team
+    approvers; claims.rules enforces the same), or none (None)."""
+    if user_is_approver(user):
+        return Q()
+    teams = approved_team_ids(user)
+    return Q(owner_id__in=first_team_members(teams)) if teams else None
+
+
+def user_may_decide(user: Any) -> bool:
+    return decider_scope(user) is not None
+
+
+def team_list(*, user: Any) -> QuerySet[Team]:
+    """Staff approvers see every team; everyone else the teams they are in."""
+    teams = Team.objects.prefetch_related("memberships__user", "quotas__cluster")
+    return teams.all() if user_is_approver(user) else teams.filter(memberships__user=user)
 
 
 def cluster_list() -> QuerySet[Cluster]:
@@ -160,13 +187,14 @@ def approval_queue(*, user: Any, shown: QueueFilter | None = None) -> dict[str, 
     The rows carry no cluster inventory or claim manifests: a page of them must not decode
     one large JSON value per row (with_clusters attaches the clusters once per page)."""
     shown = shown or QueueFilter()
-    if not user_is_approver(user):
+    scope = decider_scope(user)
+    if scope is None:
         return {
             "namespaces": NamespaceRequest.objects.none(),
             "claims": ClaimRequest.objects.none(),
         }
-    namespaces = NamespaceRequest.objects.filter(shown.namespaces(), state="pending")
-    claims = ClaimRequest.objects.filter(shown.claims(), state="pending")
+    namespaces = NamespaceRequest.objects.filter(scope, shown.namespaces(), state="pending")
+    claims = ClaimRequest.objects.filter(scope, shown.claims(), state="pending")
     cluster = _without("namespace_request__cluster", fields=CLUSTER_JSON)
     return {
         "namespaces": namespaces.select_related("cluster", "owner")
@@ -194,12 +222,13 @@ def with_clusters(
 
 def approval_counts(*, user: Any, shown: QueueFilter | None = None) -> dict[str, int]:
     """Pending namespaces and claims, in all and as filtered: one query for the four."""
-    if not user_is_approver(user):
+    scope = decider_scope(user)
+    if scope is None:
         return {"namespaces": 0, "claims": 0, "namespaces_shown": 0, "claims_shown": 0}
     shown = shown or QueueFilter()
     parts = [
-        _pending_counted(NamespaceRequest, "namespaces", shown.namespaces()),
-        _pending_counted(ClaimRequest, "claims", shown.claims()),
+        _pending_counted(NamespaceRequest, "namespaces", shown.namespaces(), scope),
+        _pending_counted(ClaimRequest, "claims", shown.claims(), scope),
     ]
     rows = parts[0].union(parts[1], all=True)
     counts: dict[str, int] = {}
@@ -209,9 +238,11 @@ def approval_counts(*, user: Any, shown: QueueFilter | None = None) -> dict[str,
     return counts
 
 
-def _pending_counted(model: type[NamespaceRequest | ClaimRequest], kind: str, found: Q) -> QuerySet:
+def _pending_counted(
+    model: type[NamespaceRequest | ClaimRequest], kind: str, found: Q, scope: Q
+) -> QuerySet:
     return (
-        model.objects.filter(state="pending")
+        model.objects.filter(scope, state="pending")
         .annotate(kind=Value(kind))
         .values("kind")
         .annotate(total=Count("pk"), matching=Count("pk", filter=found))

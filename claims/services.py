@@ -9,6 +9,7 @@ conflict); a forbidden action raises PermissionDenied. State changes the cluster
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -16,12 +17,13 @@ from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, Validatio
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from claims import feasibility, quota
+from claims import feasibility, quota, rules
+from claims.device_picker import Picks
 from claims.kube import names
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 from claims.selectors import user_is_approver
-from claims.transitions import enqueue, transition
-from claims.validation import validate_claim_fields, validate_namespace_name
+from claims.transitions import enqueue, fail_queued_runs, transition
+from claims.validation import claim_selector, validate_claim_fields, validate_namespace_name
 
 User = AbstractBaseUser | AnonymousUser
 NS = NamespaceRequest.State
@@ -33,11 +35,6 @@ AWAITING_APPROVAL = "Requested. Waiting for an approver."
 def _require_login(user: User) -> None:
     if not user.is_authenticated:
         raise PermissionDenied("Log in first.")
-
-
-def _require_approver(user: User) -> None:
-    if not user_is_approver(user):
-        raise PermissionDenied("Only approvers can approve or reject requests.")
 
 
 def _require_owner_or_approver(user: User, owner_id: int) -> None:
@@ -54,7 +51,7 @@ def _require_reason(reason: str) -> str:
 
 
 def namespace_request_submit(
-    *, user: User, cluster: Cluster, name: str, purpose: str = ""
+    *, user: User, cluster: Cluster, name: str, purpose: str = "", dry_run_note: str = ""
 ) -> NamespaceRequest:
     _require_login(user)
     name = (name or "").strip()
@@ -73,17 +70,17 @@ def namespace_request_submit(
             cluster=cluster,
             name=name,
             purpose=(purpose or "").strip(),
+            dry_run_note=dry_run_note,
         )
-        team = quota.team_of(user)
-        if quota.approves_itself(team, 0):
-            _approve_namespace(ns, None, f"Approved automatically for team {team}.")
+        if approval := rules.namespace_auto_approval(quota.team_of(user), ns):
+            _approve_namespace(ns, None, approval)
     return ns
 
 
 def namespace_request_approve(
     *, user: User, namespace_request: NamespaceRequest
 ) -> NamespaceRequest:
-    _require_approver(user)
+    rules.require_decider(user, namespace_request, approving=True)
     _approve_namespace(namespace_request, user, "Approved.")
     return namespace_request
 
@@ -97,7 +94,7 @@ def _approve_namespace(ns: NamespaceRequest, actor: User | None, message: str) -
 def namespace_request_reject(
     *, user: User, namespace_request: NamespaceRequest, reason: str
 ) -> NamespaceRequest:
-    _require_approver(user)
+    rules.require_decider(user, namespace_request, approving=False)
     reason = _require_reason(reason)
     ns = namespace_request
     with transaction.atomic():
@@ -142,7 +139,8 @@ def namespace_request_delete(
 
 def _reject_claims_of(ns: NamespaceRequest, user: User, message: str) -> None:
     for claim in ns.claim_requests.filter(state=CS.PENDING):
-        transition(claim, to=CS.REJECTED, allowed=(CS.PENDING,), actor=user, message=message)
+        if transition(claim, to=CS.REJECTED, allowed=(CS.PENDING,), actor=user, message=message):
+            fail_queued_runs(claim, message=f"The claim was rejected: {message}", actor=user)
 
 
 def claim_request_submit(
@@ -155,11 +153,19 @@ def claim_request_submit(
     all_devices: bool = False,
     selector: str = "",
     purpose: str = "",
+    gpu_model: str = "",
+    min_memory: str = "",
+    mig_profile: str = "",
+    dry_run_note: str = "",
 ) -> ClaimRequest:
     ns = namespace_request
     _require_owner_or_approver(user, ns.owner_id)
     _require_open_namespace(ns)
-    name, selector = (name or "").strip(), (selector or "").strip()
+    name, written = (name or "").strip(), (selector or "").strip()
+    picks = Picks(gpu_model.strip(), min_memory.strip(), mig_profile.strip())
+    selector = claim_selector(
+        cluster=ns.cluster, device_class=device_class, picks=picks, selector=written
+    )
     count = None if all_devices else count
     fields: dict[str, Any] = {
         "name": name,
@@ -168,20 +174,23 @@ def claim_request_submit(
         "all_devices": all_devices,
         "selector": selector,
     }
-    validate_claim_fields(cluster=ns.cluster, **fields)
+    validate_claim_fields(cluster=ns.cluster, picks=picks, written=written, **fields)
     feasibility.check_count(
         cluster=ns.cluster, device_class=device_class, count=count, selector=selector
-    )
-    asked = quota.devices_asked(
-        cluster=ns.cluster, device_class=device_class, count=count, all_devices=all_devices
     )
     duplicate = {"name": [f"A claim named {name!r} already exists in namespace {ns.name}."]}
     with transaction.atomic():
         # Decided under the team's row lock: parallel submits cannot all fit the last unit.
         team = quota.locked_team_of(ns.owner)
-        if problem := quota.quota_problem(team, asked):
+        problem = quota.submit_problem(
+            team,
+            namespace_request=ns,
+            device_class=device_class,
+            count=count,
+            all_devices=all_devices,
+        )
+        if problem:
             raise ValidationError({"count": [problem]})
-        auto_approve = quota.approves_itself(team, asked)
         # The claim is the namespace owner's, even when an approver made it for them: they
         # hold the namespace's access, run its verifications and are charged its quota.
         claim = _create_pending(
@@ -191,10 +200,12 @@ def claim_request_submit(
             owner=ns.owner,
             namespace_request=ns,
             purpose=(purpose or "").strip(),
+            dry_run_note=dry_run_note,
+            **asdict(picks),
             **fields,
         )
-        if auto_approve:
-            _approve_claim(claim, None, f"Approved automatically: within team {team}'s quota.")
+        if approval := rules.claim_auto_approval(team, claim):
+            _approve_claim(claim, None, approval)
     return claim
 
 
@@ -218,7 +229,7 @@ def _create_pending(model: Any, *, user: User, duplicate: dict, **fields: Any) -
 
 def claim_request_approve(*, user: User, claim_request: ClaimRequest) -> ClaimRequest:
     """Approve a claim; its namespace is approved with it when still pending."""
-    _require_approver(user)
+    rules.require_decider(user, claim_request, approving=True)
     _approve_claim(claim_request, user, "Approved.")
     return claim_request
 
@@ -227,7 +238,7 @@ def _approve_claim(claim: ClaimRequest, actor: User | None, message: str) -> Non
     with transaction.atomic():
         # The quota may have shrunk since the request: check again under the team's lock.
         team = quota.locked_team_of(claim.owner)
-        if problem := quota.quota_problem(team, 0):
+        if problem := quota.approval_problem(team, claim):
             raise ValidationError({NON_FIELD_ERRORS: [f"Over the quota now: {problem}"]})
         # Locked, so approvals racing over one pending namespace approve it once, and the
         # loser of a race over this claim hears about the claim rather than its namespace.
@@ -244,9 +255,11 @@ def _approve_claim(claim: ClaimRequest, actor: User | None, message: str) -> Non
 
 
 def claim_request_reject(*, user: User, claim_request: ClaimRequest, reason: str) -> ClaimRequest:
-    _require_approver(user)
+    rules.require_decider(user, claim_request, approving=False)
     reason = _require_reason(reason)
-    _decide(claim_request, to=CS.REJECTED, actor=user, message=reason)
+    with transaction.atomic():
+        _decide(claim_request, to=CS.REJECTED, actor=user, message=reason)
+        fail_queued_runs(claim_request, message=f"The claim was rejected: {reason}", actor=user)
     return claim_request
 
 
@@ -255,6 +268,13 @@ def claim_request_release(*, user: User, claim_request: ClaimRequest) -> ClaimRe
     _require_owner_or_approver(user, claim_request.owner_id)
     with transaction.atomic():
         _release(claim_request, user, "Released.", enqueue_cleanup=True)
+    return claim_request
+
+
+def claim_request_expire(*, claim_request: ClaimRequest, message: str) -> ClaimRequest:
+    """The claim's lifetime ended (claims.expiry): released by the portal itself."""
+    with transaction.atomic():
+        _release(claim_request, AnonymousUser(), message, enqueue_cleanup=True)
     return claim_request
 
 
@@ -285,12 +305,21 @@ def claim_request_retry(*, user: User, claim_request: ClaimRequest) -> ClaimRequ
     claim = claim_request
     _require_owner_or_approver(user, claim.owner_id)
     with transaction.atomic():
+        # A failed claim holds nothing: going live again must fit the quota as it is now.
+        if problem := quota.approval_problem(quota.locked_team_of(claim.owner), claim):
+            raise ValidationError({NON_FIELD_ERRORS: [f"Over the quota now: {problem}"]})
         _change(claim, to=CS.APPROVED, allowed=(CS.FAILED,), actor=user, message="Retried.")
         ns = claim.namespace_request
         if ns.state == NS.FAILED:
             namespace_request_retry(user=user, namespace_request=ns)
         enqueue("claims.tasks.apply_claim", claim.pk)
     return claim
+
+
+# A run may be queued as soon as its claim is requested (a script need not wait for the
+# claim): the worker starts it the moment the claim is applied (cluster_ops.apply_claim).
+RUNNABLE_CLAIMS = (CS.PENDING, CS.APPROVED, CS.APPLYING, CS.WAITING, CS.IN_USE)
+QUEUED_ON_CLAIM = "Queued; starts as soon as the claim is applied."
 
 
 def verification_run_start(*, user: User, claim_request: ClaimRequest) -> VerificationRun:
@@ -300,12 +329,12 @@ def verification_run_start(*, user: User, claim_request: ClaimRequest) -> Verifi
     with transaction.atomic():
         # Lock the claim so a double submit cannot start two runs.
         claim = ClaimRequest.objects.select_for_update().get(pk=claim.pk)
-        if claim.state not in (CS.WAITING, CS.IN_USE):
+        if claim.state not in RUNNABLE_CLAIMS:
             raise ValidationError(
                 {
                     NON_FIELD_ERRORS: [
-                        f"The claim is {claim.get_state_display()}; a run needs "
-                        "an applied claim (waiting or in use)."
+                        f"The claim is {claim.get_state_display()}; a run needs a claim that "
+                        "is requested, approved or applied."
                     ]
                 }
             )
@@ -317,7 +346,8 @@ def verification_run_start(*, user: User, claim_request: ClaimRequest) -> Verifi
         # Named by the run's id: unique per run even across claims sharing a long prefix.
         run.pod_name = names.verification_pod_name(claim.name, run.pk)
         run.save(update_fields=["pod_name"])
-        transition(run, to=RS.QUEUED, actor=user, message="Queued.", initial=True)
+        message = "Queued." if claim.state in (CS.WAITING, CS.IN_USE) else QUEUED_ON_CLAIM
+        transition(run, to=RS.QUEUED, actor=user, message=message, initial=True)
         enqueue("claims.tasks.start_verification_run", run.pk)
     return run
 
@@ -378,6 +408,7 @@ def _change(
 
 __all__ = [
     "claim_request_approve",
+    "claim_request_expire",
     "claim_request_reject",
     "claim_request_release",
     "claim_request_retry",

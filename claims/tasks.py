@@ -17,9 +17,26 @@ from django.conf import settings
 from django.db.models import Model
 from django.utils import timezone
 
-from claims import access, cluster_ops, follower, observations, reconciler, sync
+from claims import (
+    access,
+    cluster_ops,
+    cluster_registry,
+    expiry,
+    follower,
+    notifications,
+    observations,
+    reconciler,
+    sync,
+    webhooks,
+)
 from claims.kube.gateway import TransientKubeError
-from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
+from claims.models import (
+    ClaimRequest,
+    Cluster,
+    NamespaceRequest,
+    VerificationRun,
+    WebhookDelivery,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +78,15 @@ def apply_namespace(self: Task, namespace_request_id: int) -> None:
     if ns is None:
         return
     _step(self, ns, lambda: cluster_ops.apply_namespace(ns))
+
+
+@shared_task(bind=True, max_retries=None)
+def apply_namespace_quota(self: Task, namespace_request_id: int) -> None:
+    """Put the team's changed quotas on an active namespace's ResourceQuota."""
+    ns = _namespace(namespace_request_id)
+    if ns is None or ns.state != NamespaceRequest.State.ACTIVE:
+        return
+    _step(self, ns, lambda: cluster_ops.apply_namespace_quota(ns))
 
 
 def _claim(claim_request_id: int) -> ClaimRequest | None:
@@ -105,11 +131,13 @@ def _run(run_id: int) -> VerificationRun | None:
 
 
 @shared_task(bind=True, max_retries=None)
-def start_verification_run(self: Task, run_id: int) -> None:
+def start_verification_run(self: Task, run_id: int, resume: bool = False) -> None:
+    """resume: carry on creating a run's Pod that an earlier attempt began."""
     run = _run(run_id)
     if run is None:
         return
-    _step(self, run, lambda: cluster_ops.start_run(run))
+    resume = resume or self.request.retries > 0
+    _step(self, run, lambda: cluster_ops.start_run(run, resume=resume))
 
 
 @shared_task(bind=True, max_retries=None)
@@ -149,6 +177,7 @@ def sync_cluster(cluster_id: int) -> None:
     cluster = Cluster.objects.filter(pk=cluster_id).first()
     if cluster is not None:
         sync.sync_cluster(cluster, follow_for=_follow_for())
+        cluster_registry.note_sync_outcome(cluster.pk)  # unreachable since ..., or not
 
 
 @shared_task
@@ -159,8 +188,40 @@ def refresh_inventory(cluster_id: int) -> None:
             sync.refresh_inventory(cluster)
         except TransientKubeError as error:
             Cluster.objects.filter(pk=cluster.pk).update(last_error=error.message)
+        cluster_registry.note_sync_outcome(cluster.pk)
 
 
 @shared_task
 def reconcile(stale_seconds: float | None = None) -> int:
     return reconciler.reconcile(stale_seconds=stale_seconds)
+
+
+@shared_task
+def expire_claims() -> None:
+    """Remind the owners of claims near their end; reclaim the ones past it."""
+    expiry.send_reminders()
+    expiry.reclaim_expired()
+
+
+@shared_task
+def sweep_orphans() -> int:
+    return reconciler.sweep_orphans()
+
+
+@shared_task
+def notify(event: str, kind: str, pk: int, message: str = "") -> None:
+    notifications.deliver(event=event, kind=kind, pk=pk, message=message)
+
+
+@shared_task(bind=True, max_retries=None)
+def deliver_webhook(self: Task, delivery_id: int) -> None:
+    """POST one notice to a team's webhook; a failure is tried again later, twice as late
+    each time, up to WEBHOOK_MAX_RETRIES (every attempt is in the delivery log)."""
+    delivery = WebhookDelivery.objects.select_related("webhook").filter(pk=delivery_id).first()
+    if delivery is None or delivery.state != WebhookDelivery.State.PENDING:
+        return
+    delivered = webhooks.attempt(delivery)
+    if delivered is False and self.request.retries < settings.WEBHOOK_MAX_RETRIES:
+        raise self.retry(countdown=webhooks.backoff(self.request.retries))
+    if not delivered:
+        webhooks.give_up(delivery)

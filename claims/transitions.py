@@ -6,13 +6,18 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models, transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
-from claims import changes
+from claims import audit, changes
 from claims.models import AuditEvent, ClaimRequest, NamespaceRequest, VerificationRun
 from portal.celery import app
 
 Stateful = NamespaceRequest | ClaimRequest | VerificationRun
+
+# Sent inside the transaction of every state change (obj, from_state, to_state, actor,
+# message): what follows a change (notices, a claim's lifetime) listens here, in one place.
+state_changed = Signal()
 
 KINDS: dict[type[models.Model], str] = {
     NamespaceRequest: AuditEvent.Kind.NAMESPACE_REQUEST,
@@ -63,11 +68,25 @@ def transition(
         if changed == 1:
             for field, value in values.items():
                 setattr(obj, field, value)
-            _record(obj, actor, from_state, to, message)
+            _record(obj, actor, from_state, to, message, fields=values)
     if changed != 1:
         obj.refresh_from_db()
         return False
     return True
+
+
+def fail_queued_runs(claim: ClaimRequest, *, message: str, actor: Any = None) -> None:
+    """Runs queued on a claim that will not be applied now (rejected, failed) end failed."""
+    queued = VerificationRun.State.QUEUED
+    for run in claim.runs.filter(state=queued):
+        transition(
+            run,
+            to=VerificationRun.State.FAILED,
+            allowed=(queued,),
+            actor=actor,
+            message=message,
+            finished_at=timezone.now(),
+        )
 
 
 def update_fields(obj: Stateful, **fields: Any) -> None:
@@ -79,23 +98,21 @@ def update_fields(obj: Stateful, **fields: Any) -> None:
     changes.announce(obj)
 
 
-def record_event(obj: Stateful, message: str, actor: Any = None) -> None:
+def record_event(obj: Stateful, message: str, actor: Any = None, *, action: str = "") -> None:
     """An audit row for something that happened to obj without changing its state."""
-    _record(obj, actor, obj.state, obj.state, message)
+    _record(obj, actor, obj.state, obj.state, message, action=action)
 
 
-def _record(obj: Stateful, actor: Any, from_state: str, to_state: str, message: str) -> None:
-    AuditEvent.objects.create(
-        actor=actor if actor is not None and actor.is_authenticated else None,
-        object_kind=KINDS[type(obj)],
-        object_id=obj.pk,
-        object_name=str(getattr(obj, "name", "") or getattr(obj, "pod_name", "")),
-        owner_id=obj.owner_id,
-        from_state=from_state,
-        to_state=to_state,
-        message=message,
+def _record(
+    obj: Stateful, actor: Any, from_state: str, to_state: str, message: str, **kwargs: Any
+) -> None:
+    audit.record_change(
+        obj, actor=actor, from_state=from_state, to_state=to_state, message=message, **kwargs
     )
     changes.announce(obj)
+    if from_state != to_state:
+        change = {"from_state": from_state, "to_state": to_state, "message": message}
+        state_changed.send(type(obj), obj=obj, actor=actor, **change)
 
 
 def enqueue(task_name: str, *args: Any, countdown: float | None = None) -> None:

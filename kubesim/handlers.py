@@ -28,9 +28,9 @@ from kubesim.admission import (
     without_status,
 )
 from kubesim.apply import server_side_apply
+from kubesim.dry_run import would_create
 from kubesim.listing import selected_items
 from kubesim.server import Request, Response, json_response
-from kubesim.store import fill_system_fields
 from kubesim.validation import FORBIDDEN, REQUIRED, FieldError
 
 # Kinds whose DELETE answers with the object rather than a Status (registry ReturnDeletedObject).
@@ -71,10 +71,11 @@ def create(api: Any, request: Request, target: Any) -> Response:
     storage = to_valid_storage(target, sent, None)
     _record_creator(target, sent, storage, manager_name(request))
     api.admit_write(request, target, storage)
-    if dry_run(request):
-        fill_system_fields(target.kind, storage.setdefault("metadata", {}))
-        return json_response(201, served(target, storage), warning_headers(warnings))
-    stored = api.store.create(target.kind, storage)
+    with api.admitting(target.kind, storage):  # the quota admission, last as upstream
+        if dry_run(request):
+            would_be = would_create(api, target, storage)
+            return json_response(201, served(target, would_be), warning_headers(warnings))
+        stored = api.store.create(target.kind, storage)
     return json_response(201, served(target, stored), warning_headers(warnings))
 
 
@@ -217,7 +218,11 @@ def _apply(
         namespace_must_accept(api, target, target.name)
         storage = to_valid_storage(target, without_status(target, result), None)
         api.admit_write(request, target, storage)
-        stored = storage if dry_run(request) else api.store.create(target.kind, storage)
+        with api.admitting(target.kind, storage):
+            if dry_run(request):
+                stored = would_create(api, target, storage)
+            else:
+                stored = api.store.create(target.kind, storage)
         return json_response(201, served(target, stored), headers)
     storage = to_valid_storage(target, merge_subresource(target, live, result, subresource), old)
     api.admit_write(request, target, storage)

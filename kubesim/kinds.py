@@ -12,6 +12,7 @@ from typing import Any
 from kubesim import (
     conversion,
     events,
+    kinds_apps,
     kinds_configmaps,
     kinds_core,
     kinds_rbac,
@@ -294,7 +295,63 @@ _ALL = (
     ),
 )
 
-KINDS: dict[tuple[str, str], Kind] = {(k.group, k.plural): k for k in _ALL}
+# The portal's own workloads (deploy/), stored and validated, run by no controller.
+_WORKLOADS = (
+    Kind(
+        "apps",
+        "deployments",
+        "deployment",
+        "Deployment",
+        True,
+        short_names=("deploy",),
+        subresources=("status",),
+        defaulter=kinds_apps.default_deployment,
+        validator=kinds_apps.validate_deployment,
+    ),
+    Kind(
+        "batch",
+        "jobs",
+        "job",
+        "Job",
+        True,
+        subresources=("status",),
+        defaulter=kinds_apps.default_job,
+        validator=kinds_apps.validate_job,
+    ),
+    _core(
+        "services",
+        "Service",
+        True,
+        short_names=("svc",),
+        subresources=("status",),
+        defaulter=kinds_apps.default_service,
+        validator=kinds_apps.validate_service,
+    ),
+    Kind(
+        "networking.k8s.io",
+        "ingresses",
+        "ingress",
+        "Ingress",
+        True,
+        short_names=("ing",),
+        subresources=("status",),
+        defaulter=kinds_apps.default_ingress,
+        validator=kinds_apps.validate_ingress,
+    ),
+    Kind(
+        "policy",
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        "PodDisruptionBudget",
+        True,
+        short_names=("pdb",),
+        subresources=("status",),
+        defaulter=kinds_apps.default_pdb,
+        validator=kinds_apps.validate_pdb,
+    ),
+)
+
+KINDS: dict[tuple[str, str], Kind] = {(k.group, k.plural): k for k in (*_ALL, *_WORKLOADS)}
 
 
 def kind_for(group: str, plural: str) -> Kind:

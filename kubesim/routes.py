@@ -16,6 +16,7 @@ from kubesim import (
     eviction,
     handlers,
     openapi,
+    quota,
     reviews,
     streams,
 )
@@ -82,6 +83,7 @@ class Api:
         self.namespace_kind = kinds[("", "namespaces")]
         self.authenticator: Any = None  # kubesim.auth.Authenticator, set by start()
         self.authorizer = Authorizer(store, kinds)
+        self.quota: Any = None  # kubesim.quota.QuotaController, set by start()
 
     def terminate_namespace(self, name: str) -> dict[str, Any]:
         return terminate(self.store, self.namespace_kind, name)
@@ -89,9 +91,13 @@ class Api:
     def group_versions(self) -> dict[str, list[str]]:
         """The served groups, in the order upstream lists them (its group priorities)."""
         return {
+            "apps": ["v1"],
             events.GROUP: ["v1"],
             reviews.AUTHENTICATION: ["v1"],
             reviews.AUTHORIZATION: ["v1"],
+            "batch": ["v1"],
+            "networking.k8s.io": ["v1"],
+            "policy": ["v1"],
             RBAC_GROUP: ["v1"],
             RESOURCE_GROUP: list(self.served_versions),
         }
@@ -115,6 +121,10 @@ class Api:
         response = json_response(200, document)
         response.content_type = discovery.AGGREGATED
         return response
+
+    def admitting(self, kind: Any, obj: dict[str, Any]) -> Any:
+        """Around a create: ResourceQuota admission (kubesim.quota), atomic with the create."""
+        return quota.guarded_create(self.quota)(kind, obj)
 
     def admit_write(self, request: Request, target: Target, obj: dict[str, Any]) -> None:
         """RBAC escalation prevention before a Role or binding is stored (403)."""

@@ -3,6 +3,7 @@
 Every variable is documented in .env.example.
 """
 
+import base64
 import os
 import secrets
 import sys
@@ -11,6 +12,9 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.log import CallbackFilter
+
+from portal import logfilters
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.getenv("PORTAL_VAR_DIR", BASE_DIR / "var"))
@@ -54,6 +58,20 @@ def secret_key(debug: bool) -> str:
     )
 
 
+def cluster_credentials_keys(debug: bool) -> list[str]:
+    """Fernet keys of the uploaded kubeconfigs, newest first (older ones still decrypt, so
+    keys rotate). In DEBUG a local key kept in var/; in production none is made up: the
+    deploy check fails (claims/cluster_registry.py)."""
+    keys = envlist("CLUSTER_CREDENTIALS_KEYS", "")
+    if keys or not (debug or "mypy" in sys.modules):
+        return keys
+    path = VAR_DIR / "cluster_credentials_key"
+    if not path.exists():
+        path.write_text(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())
+        path.chmod(0o600)
+    return [path.read_text().strip()]
+
+
 def proxy_ssl_header(name: str) -> tuple[str, str] | None:
     """("HTTP_X_FORWARDED_PROTO", "https") from "X-Forwarded-Proto"; None when unset."""
     header = os.getenv(name, "").strip()
@@ -65,6 +83,7 @@ def proxy_ssl_header(name: str) -> tuple[str, str] | None:
 # Off unless asked: `make run` and the test command set what they need themselves.
 DEBUG = envbool("DEBUG", "False")
 SECRET_KEY = secret_key(DEBUG)
+CLUSTER_CREDENTIALS_KEYS = cluster_credentials_keys(DEBUG)
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 SITE_NAME = os.getenv("SITE_NAME", "GPU claims portal")
@@ -101,12 +120,16 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: probes reach /healthz and /readyz whatever their Host and scheme (portal/health.py).
+    "portal.health.health_middleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Where each audit row's action came from (claims/audit.py).
+    "claims.audit.AuditContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -184,7 +207,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "static"
+# The image collects static files at build time into its own read-only directory.
+STATIC_ROOT = Path(os.getenv("STATIC_ROOT", VAR_DIR / "static"))
 STATIC_ROOT.mkdir(exist_ok=True)  # whitenoise warns on every request when it is missing
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -226,6 +250,11 @@ RECONCILE_INTERVAL_SECONDS = float(os.getenv("RECONCILE_INTERVAL_SECONDS", "20")
 # this often, as a safety net; the follower's lease runs this long unless renewed.
 SAFETY_NET_SYNC_SECONDS = float(os.getenv("SAFETY_NET_SYNC_SECONDS", "300"))
 FOLLOWER_LEASE_SECONDS = float(os.getenv("FOLLOWER_LEASE_SECONDS", "15"))
+# /readyz (portal/health.py): a cluster without a live follower is fresh while beat's sync
+# listed it within this long; the database and Redis must answer within the timeout.
+READYZ_SYNC_STALE_SECONDS = float(os.getenv("READYZ_SYNC_STALE_SECONDS", "60"))
+READYZ_TIMEOUT_SECONDS = float(os.getenv("READYZ_TIMEOUT_SECONDS", "2"))
+READYZ_CHECK_FOLLOWERS = envbool("READYZ_CHECK_FOLLOWERS", "True")
 # How long one watch request lasts before the follower resumes it (servers cap it too).
 FOLLOWER_WATCH_SECONDS = envint("FOLLOWER_WATCH_SECONDS", "300")
 CELERY_BEAT_SCHEDULE = {
@@ -239,6 +268,16 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": RECONCILE_INTERVAL_SECONDS,
         "options": {"expires": RECONCILE_INTERVAL_SECONDS},
     },
+    "expire-claims": {
+        "task": "claims.tasks.expire_claims",
+        "schedule": float(os.getenv("EXPIRY_INTERVAL_SECONDS", "60")),
+        "options": {"expires": 60},
+    },
+    "sweep-orphans": {
+        "task": "claims.tasks.sweep_orphans",
+        "schedule": float(os.getenv("ORPHAN_SWEEP_INTERVAL_SECONDS", "600")),
+        "options": {"expires": 600},
+    },
 }
 
 # The default cluster: a kubeconfig path (a real cluster), else kubesim started by rundemo.
@@ -249,6 +288,11 @@ SIMULATED_CLUSTER = envbool("SIMULATED_CLUSTER", "False" if KUBECONFIG else "Tru
 CLUSTER_NAME = os.getenv("CLUSTER_NAME", "kubesim" if SIMULATED_CLUSTER else "default")
 KUBESIM_KUBECONFIG = str(VAR_DIR / "kubeconfig")
 KUBESIM_SPEED = float(os.getenv("KUBESIM_SPEED", "1"))
+# Where an in-cluster connection reads its ServiceAccount token and CA (the kubelet mounts
+# them here); the API server's address comes from KUBERNETES_SERVICE_HOST/PORT.
+KUBE_SERVICE_ACCOUNT_DIR = os.getenv(
+    "KUBE_SERVICE_ACCOUNT_DIR", "/var/run/secrets/kubernetes.io/serviceaccount"
+)
 
 # While verification runs are under way the sync looks this often (seconds).
 RUN_FOLLOW_INTERVAL_SECONDS = float(os.getenv("RUN_FOLLOW_INTERVAL_SECONDS", "0.25"))
@@ -286,6 +330,9 @@ ACCESS_CLUSTER_ROLE = os.getenv("ACCESS_CLUSTER_ROLE", "edit")
 # clusters whose users have none of their own (the downloadable kubeconfig still works).
 ACCESS_USER_PREFIX = os.getenv("ACCESS_USER_PREFIX", "")
 ACCESS_GRANT_USER = envbool("ACCESS_GRANT_USER", "True")
+
+# Four-eyes: an approver may not approve a request they own or submitted, unless this is set.
+ALLOW_SELF_APPROVAL = envbool("ALLOW_SELF_APPROVAL", "False")
 # Lifetime of the token in a downloaded kubeconfig (TokenRequest expirationSeconds).
 ACCESS_TOKEN_SECONDS = envint("ACCESS_TOKEN_SECONDS", "28800")
 # A task tries a cluster that does not answer again this many times, 1, 2, 4 ... s apart (at
@@ -305,6 +352,35 @@ KUBE_CLIENT_BURST = envint("KUBE_CLIENT_BURST", "10")
 # every field at its cap, is under 190 KiB. A larger API body gets 413, a larger form 400.
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", "262144")
 
+# --- Claim lifetimes and notices (claims/expiry.py, claims/notifications.py) ---
+# A claim lives this long from the moment its ResourceClaim is created, unless its team's
+# quota says otherwise, and never longer than the cap (hours).
+CLAIM_DEFAULT_LIFETIME = timedelta(hours=float(os.getenv("CLAIM_DEFAULT_LIFETIME_HOURS", "168")))
+CLAIM_MAX_LIFETIME = timedelta(hours=float(os.getenv("CLAIM_MAX_LIFETIME_HOURS", "720")))
+# The owner is reminded once before the end: this long before it, or at the given share of
+# the lifetime before it, whichever is shorter.
+CLAIM_REMINDER_BEFORE = timedelta(hours=float(os.getenv("CLAIM_REMINDER_HOURS", "24")))
+CLAIM_REMINDER_FRACTION = float(os.getenv("CLAIM_REMINDER_FRACTION", "0.1"))
+# Links in emails and webhook bodies start with this.
+SITE_URL = os.getenv("SITE_URL", "http://localhost:8000").rstrip("/")
+# Email: printed on the console in DEBUG (make run), sent by SMTP otherwise.
+EMAIL_BACKEND = os.getenv("EMAIL_BACKEND") or (
+    "django.core.mail.backends.console.EmailBackend"
+    if DEBUG
+    else "django.core.mail.backends.smtp.EmailBackend"
+)
+EMAIL_HOST = os.getenv("EMAIL_HOST", "localhost")
+EMAIL_PORT = envint("EMAIL_PORT", "25")
+EMAIL_HOST_USER = os.getenv("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.getenv("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", "False")
+EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", "10")
+DEFAULT_FROM_EMAIL = os.getenv("DEFAULT_FROM_EMAIL", "gpu-portal@localhost")
+# A team's webhook is tried again this many times, 1x, 2x, 4x ... the first delay apart.
+WEBHOOK_MAX_RETRIES = envint("WEBHOOK_MAX_RETRIES", "6")
+WEBHOOK_RETRY_SECONDS = float(os.getenv("WEBHOOK_RETRY_SECONDS", "10"))
+WEBHOOK_TIMEOUT_SECONDS = float(os.getenv("WEBHOOK_TIMEOUT_SECONDS", "5"))
+
 # The REST API keeps its own settings next to it.
 from portal.api_settings import *  # noqa: E402, F403
 
@@ -313,6 +389,23 @@ INSTALLED_APPS += API_APPS  # noqa: F405
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {
+        "quiet_live_waits": {"()": CallbackFilter, "callback": logfilters.quiet_live_waits},
+        "client_errors": {
+            "()": CallbackFilter,
+            "callback": logfilters.no_traceback_for_client_errors,
+        },
+    },
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "INFO")},
+    # "django" prints through root only (its own console handler printed each line twice).
+    "loggers": {
+        "django": {"propagate": True},
+        "django.request": {"filters": ["client_errors"]},
+        "django.server": {
+            "handlers": ["console"],
+            "filters": ["quiet_live_waits"],
+            "propagate": False,
+        },
+    },
 }

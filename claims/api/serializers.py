@@ -61,6 +61,7 @@ class ClusterOutput(serializers.ModelSerializer):
             "inventory_synced_at",
             "last_synced_at",
             "last_error",
+            "unreachable_since",
         ]
 
     @extend_schema_field(DeviceClassOutput(many=True))
@@ -94,6 +95,7 @@ class NamespaceRequestOutput(DecidedRequestOutput):
             "cluster_name",
             "name",
             "purpose",
+            "dry_run_note",
             *DecidedRequestOutput.DECISION_FIELDS,
             "access_granted_at",
             "created",
@@ -103,6 +105,7 @@ class NamespaceRequestOutput(DecidedRequestOutput):
 
 class FeasibilityOutput(serializers.Serializer):
     possible = serializers.BooleanField(help_text="Some node can give this many, ever.")
+    matching = serializers.IntegerField(help_text="Devices of the class the selector matches.")
     max_on_one_node = serializers.IntegerField()
     free_now_on_one_node = serializers.IntegerField()
     free_now_in_cluster = serializers.IntegerField()
@@ -125,6 +128,10 @@ class ClaimRequestOutput(DecidedRequestOutput):
         "selector), and how many are free now (not allocated to a claim the portal follows); "
         "null once decided.",
     )
+    lifetime_seconds = serializers.SerializerMethodField(
+        help_text="How long the claim lives from its creation in the cluster (extensions "
+        "included); null before that. It is released by the portal at `expires_at`.",
+    )
 
     class Meta:
         model = ClaimRequest
@@ -139,6 +146,10 @@ class ClaimRequestOutput(DecidedRequestOutput):
             "count",
             "all_devices",
             "selector",
+            "gpu_model",
+            "min_memory",
+            "mig_profile",
+            "dry_run_note",
             "purpose",
             *DecidedRequestOutput.DECISION_FIELDS,
             "applied_api_version",
@@ -146,11 +157,13 @@ class ClaimRequestOutput(DecidedRequestOutput):
             "node",
             "allocation",
             "feasibility",
+            "lifetime_seconds",
+            "expires_at",
             "created",
             "updated",
         ]
 
-    TIMES = ("decided_at", "applied_at", "created", "updated")
+    TIMES = ("decided_at", "applied_at", "expires_at", "created", "updated")
 
     def to_representation(self, instance: ClaimRequest) -> dict[str, Any]:
         """What DRF's field-by-field walk gives, built directly: a page of 1,000 claims took
@@ -169,6 +182,10 @@ class ClaimRequestOutput(DecidedRequestOutput):
             "count": claim.count,
             "all_devices": claim.all_devices,
             "selector": claim.selector,
+            "gpu_model": claim.gpu_model,
+            "min_memory": claim.min_memory,
+            "mig_profile": claim.mig_profile,
+            "dry_run_note": claim.dry_run_note,
             "purpose": claim.purpose,
             "state": claim.state,
             "state_message": claim.state_message,
@@ -180,12 +197,17 @@ class ClaimRequestOutput(DecidedRequestOutput):
             "node": claim.node,
             "allocation": claim.allocation,
             "feasibility": self.get_feasibility(claim),
+            "lifetime_seconds": self.get_lifetime_seconds(claim),
+            "expires_at": times["expires_at"],
             "created": times["created"],
             "updated": times["updated"],
         }
 
     def _time(self, name: str, value: Any) -> Any:
         return None if value is None else self.fields[name].to_representation(value)
+
+    def get_lifetime_seconds(self, claim: ClaimRequest) -> int | None:
+        return int(claim.lifetime.total_seconds()) if claim.lifetime else None
 
     @extend_schema_field(FeasibilityOutput(allow_null=True))
     def get_feasibility(self, claim: ClaimRequest) -> dict[str, Any] | None:

@@ -7,11 +7,14 @@ from datetime import timedelta
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 from knox.models import AuthToken
+
+from claims import audit
 
 TOKEN_PREFIX = "gpup_"
 EXPIRY_CHOICES = [
@@ -48,6 +51,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
+@transaction.atomic  # the token and its audit row, or neither
 def token_create(request: HttpRequest) -> HttpResponse:
     form = TokenForm(request.POST)
     if not form.is_valid():
@@ -55,6 +59,7 @@ def token_create(request: HttpRequest) -> HttpResponse:
     token, secret = AuthToken.objects.create(
         user=request.user, expiry=form.expiry(), prefix=TOKEN_PREFIX
     )
+    audit.token_created(user=request.user, token=token)
     # The secret is shown on this one response only; the database keeps its hash.
     context = {**_context(request), "new_secret": secret, "new": token}
     return render(request, "tokens/token_list.html", context)
@@ -62,6 +67,7 @@ def token_create(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
+@transaction.atomic
 def token_revoke(request: HttpRequest) -> HttpResponse:
     form = RevokeForm(request.POST)
     deleted = 0
@@ -69,6 +75,7 @@ def token_revoke(request: HttpRequest) -> HttpResponse:
         key = form.cleaned_data["token_key"]
         deleted, _ = AuthToken.objects.filter(user=request.user, token_key=key).delete()
     if deleted:
+        audit.token_revoked(user=request.user, token_key=key)
         messages.success(request, "Token revoked: scripts using it can no longer log in.")
     else:
         messages.error(request, "No such token of yours; it may be revoked already.")

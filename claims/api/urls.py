@@ -2,8 +2,9 @@ from django.urls import URLPattern, include, path, re_path
 from rest_framework.views import APIView
 
 from claims.api import tokens
+from claims.api.views import audit, clusters, extensions, kubeconfig, requests, runs, schema
 from claims.api.views import base as views_base
-from claims.api.views import clusters, kubeconfig, requests, runs, schema
+from claims.views import confirm
 
 
 def request_urls(
@@ -24,6 +25,7 @@ v1 = [
     path("me/", clusters.MeApi.as_view(), name="api-me"),
     path("clusters/", clusters.ClusterListApi.as_view(), name="api-clusters"),
     path("clusters/<int:pk>/", clusters.ClusterDetailApi.as_view(), name="api-cluster"),
+    path("clusters/<int:pk>/check/", clusters.ClusterCheckApi.as_view(), name="api-cluster-check"),
     path(
         "clusters/<int:pk>/device-classes/",
         clusters.DeviceClassListApi.as_view(),
@@ -59,6 +61,22 @@ v1 = [
     path("runs/<int:pk>/", runs.RunDetailApi.as_view(), name="api-run"),
     path("runs/<int:pk>/logs/<str:container>/", runs.RunLogApi.as_view(), name="api-run-log"),
     path("events/", runs.EventListApi.as_view(), name="api-events"),
+    path(
+        "claims/<int:pk>/extensions/",
+        extensions.ClaimExtensionListApi.as_view(),
+        name="api-claim-extensions",
+    ),
+    path(
+        "extensions/<int:pk>/approve/",
+        extensions.ExtensionApproveApi.as_view(),
+        name="api-extension-approve",
+    ),
+    path(
+        "extensions/<int:pk>/reject/",
+        extensions.ExtensionRejectApi.as_view(),
+        name="api-extension-reject",
+    ),
+    path("audit/", audit.AuditTrailApi.as_view(), name="api-audit"),
 ]
 
 urlpatterns = [
@@ -70,5 +88,5 @@ urlpatterns = [
     path("docs/assets/<str:filename>", schema.swagger_ui_asset, name="api-docs-asset"),
     path("tokens/", tokens.token_list, name="api-tokens"),
     path("tokens/new/", tokens.token_create, name="api-token-create"),
-    path("tokens/revoke/", tokens.token_revoke, name="api-token-revoke"),
+    path("tokens/revoke/", confirm.token_revoke, name="api-token-revoke"),
 ]

@@ -7,10 +7,12 @@ giving up on a 401 or 403.
 
 import base64
 import contextlib
+import copy
 import json
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlencode
@@ -25,15 +27,27 @@ from claims.kube.ratelimit import TokenBucket
 Obj = dict[str, Any]
 RECHECK_SECONDS = 1.0  # how often the credential files are looked at (a stat each)
 Signature = tuple[tuple[int, int] | None, ...]
+SERVICE_ACCOUNT_DIR = os.path.dirname(incluster_config.SERVICE_TOKEN_FILENAME)
 
 
 def load_configuration(
-    kubeconfig_path: str | None, context: str | None, in_cluster: bool
+    kubeconfig_path: str | None,
+    context: str | None,
+    in_cluster: bool,
+    *,
+    kubeconfig: Obj | None = None,
+    service_account_dir: str = SERVICE_ACCOUNT_DIR,
 ) -> client.Configuration:
+    """From in-cluster files, a kubeconfig held in memory, or a kubeconfig file."""
     configuration = client.Configuration()
     try:
         if in_cluster:
-            config.load_incluster_config(client_configuration=configuration)
+            incluster_config.InClusterConfigLoader(
+                token_filename=os.path.join(service_account_dir, "token"),
+                cert_filename=os.path.join(service_account_dir, "ca.crt"),
+            ).load_and_set(configuration)
+        elif kubeconfig is not None:
+            load_from_memory(kubeconfig, context, configuration)
         else:
             config.load_kube_config(
                 config_file=kubeconfig_path,
@@ -48,9 +62,49 @@ def load_configuration(
     return configuration
 
 
-def credential_files(kubeconfig_path: str | None, in_cluster: bool) -> list[str]:
+def _entry(kubeconfig: Obj, section: str, name: Any) -> Obj:
+    found = [
+        e for e in kubeconfig.get(section) or [] if isinstance(e, dict) and e.get("name") == name
+    ]
+    value = found[0].get(section[:-1]) if found else None
+    return value if isinstance(value, dict) else {}
+
+
+def _memory_file(configuration: client.Configuration, data: bytes) -> str:
+    """A path to `data` that is no file on disk (OpenSSL reads a client certificate and key
+    from a path only); it ends with the configuration."""
+    fd = os.memfd_create("kube-credential", os.MFD_CLOEXEC)
+    os.write(fd, data)
+    weakref.finalize(configuration, os.close, fd)
+    return f"/proc/self/fd/{fd}"
+
+
+def load_from_memory(
+    kubeconfig: Obj, context: str | None, configuration: client.Configuration
+) -> None:
+    """Load a kubeconfig without writing it, or the credentials in it, to a file (the
+    client's loader would put *-data in temporary files): the CA stays in memory."""
+    kubeconfig = copy.deepcopy(kubeconfig)
+    chosen = _entry(kubeconfig, "contexts", context or kubeconfig.get("current-context"))
+    cluster = _entry(kubeconfig, "clusters", chosen.get("cluster"))
+    user = _entry(kubeconfig, "users", chosen.get("user"))
+    ca = cluster.pop("certificate-authority-data", None)
+    for key in ("client-certificate", "client-key"):
+        data = user.pop(f"{key}-data", None)
+        if data:
+            user[key] = _memory_file(configuration, base64.b64decode(data))
+    config.load_kube_config_from_dict(
+        kubeconfig, context=context, client_configuration=configuration, persist_config=False
+    )
+    if ca:
+        configuration.ca_cert_data = base64.b64decode(ca).decode()
+
+
+def credential_files(
+    kubeconfig_path: str | None, in_cluster: bool, service_account_dir: str = SERVICE_ACCOUNT_DIR
+) -> list[str]:
     if in_cluster:
-        return [incluster_config.SERVICE_TOKEN_FILENAME]
+        return [os.path.join(service_account_dir, "token")]
     paths = kubeconfig_path or kube_config.KUBE_CONFIG_DEFAULT_LOCATION
     separator = kube_config.ENV_KUBECONFIG_PATH_SEPARATOR
     return [os.path.expanduser(p) for p in paths.split(separator) if p]
@@ -89,16 +143,21 @@ class Connection:
         timeout: tuple[float, float],
         limiter: TokenBucket,
         clock: Callable[[], float] = time.monotonic,
+        kubeconfig: Obj | None = None,
+        service_account_dir: str = SERVICE_ACCOUNT_DIR,
     ) -> None:
         self._source = (kubeconfig_path, context, in_cluster)
-        self._files = credential_files(kubeconfig_path, in_cluster)
+        self._options: Obj = {"kubeconfig": kubeconfig, "service_account_dir": service_account_dir}
+        in_memory = kubeconfig is not None and not in_cluster
+        files = credential_files(kubeconfig_path, in_cluster, service_account_dir)
+        self._files = [] if in_memory else files
         self._lock = threading.Lock()
         self._clock = clock
         self.timeout = timeout
         self.limiter = limiter
         self._signature = signature(self._files)
         self._checked_at = clock()
-        self.configuration = load_configuration(*self._source)
+        self.configuration = load_configuration(*self._source, **self._options)
         # Never the global default configuration: several clusters live in one process.
         self.api_client = client.ApiClient(configuration=self.configuration)
 
@@ -112,7 +171,7 @@ class Connection:
             self._signature = signature(self._files)
             self._checked_at = self._clock()
             try:
-                configuration = load_configuration(*self._source)
+                configuration = load_configuration(*self._source, **self._options)
             except PermanentKubeError:
                 return False
             old, self.api_client = self.api_client, client.ApiClient(configuration=configuration)
@@ -240,6 +299,10 @@ class Connection:
         if configuration.ssl_ca_cert:
             with open(configuration.ssl_ca_cert, "rb") as f:
                 cluster["certificate-authority-data"] = base64.b64encode(f.read()).decode()
+        elif configuration.ca_cert_data:
+            ca = configuration.ca_cert_data
+            ca = ca.encode() if isinstance(ca, str) else ca
+            cluster["certificate-authority-data"] = base64.b64encode(ca).decode()
         if not configuration.verify_ssl:
             cluster["insecure-skip-tls-verify"] = True
         if getattr(configuration, "tls_server_name", None):

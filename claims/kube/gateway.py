@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from claims.kube import parsing, preflight
-from claims.kube.connection import Connection, json_object
+from claims.kube.connection import SERVICE_ACCOUNT_DIR, Connection, json_object
 from claims.kube.errors import (
     KubeError,
     PermanentKubeError,
@@ -62,6 +62,7 @@ KINDS = {
     "ResourceSlice": ("resourceslices", False),
     "ServiceAccount": ("serviceaccounts", True),
     "RoleBinding": ("rolebindings", True),
+    "ResourceQuota": ("resourcequotas", True),
 }
 RESOURCE_KINDS = ("ResourceClaim", "DeviceClass", "ResourceSlice")
 
@@ -118,11 +119,21 @@ class ClusterGateway:
         burst: int = DEFAULT_BURST,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        kubeconfig: Obj | None = None,
+        service_account_dir: str = SERVICE_ACCOUNT_DIR,
     ) -> None:
-        """`clock` and `sleep` are for tests (rate limit, credential and discovery ages)."""
+        """`clock` and `sleep` are for tests (rate limit, credential and discovery ages);
+        `kubeconfig`: one held in memory (decrypted), instead of kubeconfig_path."""
         limiter = TokenBucket(qps, burst, clock=clock, sleep=sleep)
         self.connection = Connection(
-            kubeconfig_path, context, in_cluster, timeout=timeout, limiter=limiter, clock=clock
+            kubeconfig_path,
+            context,
+            in_cluster,
+            timeout=timeout,
+            limiter=limiter,
+            clock=clock,
+            kubeconfig=kubeconfig,
+            service_account_dir=service_account_dir,
         )
         self._clock = clock
         self._info: ClusterInfo | None = None
@@ -219,12 +230,14 @@ class ClusterGateway:
         )
         return json_object(payload)
 
-    def create(self, manifest: Obj) -> Obj:
-        """POST: a new object, or PermanentKubeError 409 AlreadyExists if the name is taken."""
+    def create(self, manifest: Obj, *, dry_run: bool = False) -> Obj:
+        """POST: a new object, or PermanentKubeError 409 AlreadyExists if the name is taken.
+        `dry_run`: validated and admitted by the server, answered, and not stored."""
         path = _object_path(
             manifest["apiVersion"], manifest["kind"], manifest["metadata"].get("namespace")
         )
-        return json_object(self._call("POST", path, body=manifest))
+        query = {"dryRun": "All"} if dry_run else None
+        return json_object(self._call("POST", path, query, body=manifest))
 
     def delete(
         self,

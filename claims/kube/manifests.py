@@ -77,6 +77,31 @@ def resource_claim_manifest(
     }
 
 
+# The quota resource of a device class (ResourceClaimsPerClass in k8s.io/api/core/v1), and
+# what the API server's quota evaluator charges an allocationMode All request: the most
+# devices one claim can get (resourceapi.AllocationResultsMaxSize), whatever the cluster has.
+DEVICE_CLASS_QUOTA_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+ALL_DEVICES_QUOTA_CHARGE = 32
+RESOURCE_QUOTA_NAME = "gpu-portal-quota"
+
+
+def device_class_quota_key(device_class: str) -> str:
+    return f"{device_class}{DEVICE_CLASS_QUOTA_SUFFIX}"
+
+
+def resource_quota_manifest(
+    *, namespace: str, hard: dict[str, str], labels: dict[str, str]
+) -> Manifest:
+    """The namespace's ResourceQuota: `hard` maps quota keys (device_class_quota_key) to
+    how many devices the namespace's ResourceClaims may ask for."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": _metadata(RESOURCE_QUOTA_NAME, labels, namespace),
+        "spec": {"hard": dict(sorted(hard.items()))},
+    }
+
+
 def _claim_using_container(name: str, image: str) -> Manifest:
     return {"name": name, "image": image, "resources": {"claims": [{"name": POD_CLAIM_NAME}]}}
 

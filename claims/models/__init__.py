@@ -16,13 +16,17 @@ from claims.models.core import (
     managed_labels,
     managed_selector,
 )
+from claims.models.expiry import ClaimExtension
+from claims.models.notifications import TeamWebhook, WebhookDelivery
 from claims.models.profile import Profile
-from claims.models.teams import Team
+from claims.models.teams import ApprovalRule, Team, TeamMembership, TeamQuota
 
 __all__ = [
     "INSTANCE_LABEL",
     "MANAGED_BY",
+    "ApprovalRule",
     "AuditEvent",
+    "ClaimExtension",
     "ClaimRequest",
     "Cluster",
     "NamespaceRequest",
@@ -30,7 +34,11 @@ __all__ = [
     "Request",
     "RunLog",
     "Team",
+    "TeamMembership",
+    "TeamQuota",
+    "TeamWebhook",
     "VerificationRun",
+    "WebhookDelivery",
     "list_indexes",
     "managed_labels",
     "managed_selector",

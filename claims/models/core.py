@@ -11,6 +11,8 @@ from django.utils import timezone
 class Cluster(models.Model):
     name = models.CharField(max_length=100, unique=True)
     kubeconfig_path = models.CharField(max_length=500, blank=True)
+    # An uploaded kubeconfig, Fernet-encrypted (claims/cluster_registry.py); never plaintext.
+    kubeconfig_encrypted = models.TextField(blank=True)
     in_cluster = models.BooleanField(default=False)
     context = models.CharField(max_length=200, blank=True)
     simulated = models.BooleanField(default=False)
@@ -31,6 +33,8 @@ class Cluster(models.Model):
     # The last sync that listed from the cluster itself (beat's; a safety net when followed).
     polled_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
+    # Set at the first failed contact after a good one, cleared by the next good one.
+    unreachable_since = models.DateTimeField(null=True, blank=True)
     # Name of a docker-registry Secret in each namespace, for clusters pulling from a
     # private mirror (air-gapped); the portal references it, it does not create it.
     image_pull_secret = models.CharField(max_length=253, blank=True)
@@ -41,6 +45,12 @@ class Cluster(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def is_followed(self) -> bool:
+        """A live follower (claims/follower.py) watches this cluster."""
+        until = self.follower_lease_until
+        return until is not None and until >= timezone.now()
 
     def device_class_names(self) -> list[str]:
         return [dc["name"] for dc in self.inventory.get("device_classes", [])]
@@ -79,6 +89,8 @@ class Request(models.Model):
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     # Rounds of waiting for an unreachable cluster since the last state change (back-off).
     cluster_waits = models.PositiveIntegerField(default=0)
+    # Why the server dry-run at submit could not run (cluster unreachable...); "" when it did.
+    dry_run_note = models.TextField(blank=True)
 
     class Meta:
         abstract = True
@@ -153,6 +165,10 @@ class ClaimRequest(Request):
     count = models.PositiveIntegerField(null=True, blank=True)
     all_devices = models.BooleanField(default=False)
     selector = models.TextField(blank=True)
+    # The device picker's choices (claims.device_picker); `selector` holds the CEL they make.
+    gpu_model = models.CharField(max_length=64, blank=True)
+    min_memory = models.CharField(max_length=32, blank=True)
+    mig_profile = models.CharField(max_length=64, blank=True)
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
     applied_api_version = models.CharField(max_length=50, blank=True)
     applied_manifest = models.JSONField(null=True, blank=True)
@@ -164,6 +180,11 @@ class ClaimRequest(Request):
     node = models.CharField(max_length=253, blank=True)
     # Set once the cluster objects of a released claim are gone.
     cleaned_up_at = models.DateTimeField(null=True, blank=True)
+    # Its lifetime (claims/expiry.py): the clock starts when the ResourceClaim is created;
+    # extensions lengthen it. The portal reclaims the claim at expires_at.
+    lifetime = models.DurationField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    reminded_at = models.DateTimeField(null=True, blank=True)
 
     class Meta(Request.Meta):
         constraints = [
@@ -176,6 +197,7 @@ class ClaimRequest(Request):
         indexes = [
             *list_indexes("claimreq"),
             models.Index(fields=["state", "device_class"], name="claimreq_state_class"),
+            models.Index(fields=["expires_at"], name="claimreq_expires"),
         ]
 
     def __str__(self) -> str:

@@ -8,7 +8,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from claims import limits, selectors, services
+from claims import cluster_registry, dry_run, limits, selectors, services
 from claims.api import examples
 from claims.api.errors import call_service
 from claims.api.filters import ClaimRequestFilter, NamespaceRequestFilter
@@ -38,7 +38,11 @@ class NamespaceRequestListApi(ApiView):
     filterset_class = NamespaceRequestFilter
 
     class NamespaceRequestInput(serializers.Serializer):
-        cluster = serializers.PrimaryKeyRelatedField(queryset=Cluster.objects.all())
+        cluster = serializers.PrimaryKeyRelatedField(
+            queryset=Cluster.objects.all(),
+            required=False,
+            help_text="Optional while the portal has exactly one cluster.",
+        )
         name = serializers.CharField(
             max_length=limits.NAME_MAX_CHARS, help_text="A DNS-1123 label, e.g. team-vision."
         )
@@ -73,13 +77,16 @@ class NamespaceRequestListApi(ApiView):
     def post(self, request: Request) -> Response:
         """Ask for a namespace; nothing is created in the cluster before an approver agrees."""
         data = self.parsed(request)
-        ns = call_service(services.namespace_request_submit, user=request.user, **data)
+        ns = call_service(dry_run.namespace_request_submit, user=request.user, **data)
         return Response(NamespaceRequestOutput(ns).data, status=201)
 
     def parsed(self, request: Request) -> dict:
         serializer = self.NamespaceRequestInput(data=request.data)
         serializer.is_valid(raise_exception=True)
-        return dict(serializer.validated_data)
+        data = dict(serializer.validated_data)
+        if "cluster" not in data:
+            data["cluster"] = call_service(cluster_registry.the_only_cluster)
+        return data
 
 
 class NamespaceRequestDetailApi(ObjectApi):
@@ -151,7 +158,29 @@ class ClaimListApi(ApiView):
             allow_blank=True,
             default="",
             max_length=limits.SELECTOR_MAX_BYTES,
-            help_text="Optional CEL expression (at most 10 KiB, the cluster's limit).",
+            help_text="Optional CEL expression (at most 10 KiB, the cluster's limit). With "
+            "picker fields, both must hold; the claim's `selector` is the combined CEL.",
+        )
+        gpu_model = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            default="",
+            max_length=64,
+            help_text="Device picker: a productName the cluster publishes.",
+        )
+        min_memory = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            default="",
+            max_length=32,
+            help_text="Device picker: at least this much device memory, e.g. 40Gi.",
+        )
+        mig_profile = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            default="",
+            max_length=64,
+            help_text="Device picker: a MIG profile the cluster publishes, e.g. 1g.5gb.",
         )
         purpose = serializers.CharField(
             required=False, allow_blank=True, max_length=limits.PURPOSE_MAX_CHARS
@@ -193,7 +222,7 @@ class ClaimListApi(ApiView):
             data["namespace_request"],
             "namespace_request",
         )
-        claim = call_service(services.claim_request_submit, user=request.user, **data)
+        claim = call_service(dry_run.claim_request_submit, user=request.user, **data)
         return Response(ClaimRequestOutput(claim).data, status=201)
 
 
