@@ -19,6 +19,7 @@ from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.timesince import timesince
 
@@ -119,6 +120,17 @@ def context_names(kubeconfig: Obj) -> list[str]:
     return [str(c["name"]) for c in contexts if isinstance(c, dict) and c.get("name")]
 
 
+def default_context(text: str) -> str:
+    """The kubeconfig's current context, or its only one; "" when it cannot be told."""
+    try:
+        kubeconfig = parse_kubeconfig(text)
+    except ValidationError:
+        return ""  # save_cluster says what is wrong with it
+    names = context_names(kubeconfig)
+    current = kubeconfig.get("current-context")
+    return current if current in names else (names[0] if len(names) == 1 else "")
+
+
 def _named(kubeconfig: Obj, section: str, name: Any) -> Obj | None:
     for entry in kubeconfig.get(section) or []:
         if isinstance(entry, dict) and entry.get("name") == name:
@@ -181,14 +193,6 @@ def gateway_options(cluster: Cluster) -> Obj:
     }
 
 
-def connection_label(cluster: Cluster) -> str:
-    if cluster.in_cluster:
-        return "in-cluster service account"
-    if cluster.kubeconfig_encrypted:
-        return f"uploaded kubeconfig, context {cluster.context}"
-    return f"kubeconfig file {cluster.kubeconfig_path or '(default)'}"
-
-
 # --- registration ---------------------------------------------------------------------
 
 
@@ -247,15 +251,10 @@ def live_requests(cluster: Cluster) -> int:
     namespaces = NamespaceRequest.objects.filter(cluster=cluster).exclude(
         state__in=NamespaceRequest.FINAL_STATES
     )
-    claims = ClaimRequest.objects.filter(namespace_request__cluster=cluster).exclude(
-        state__in=ClaimRequest.FINAL_STATES
-    )
-    uncleaned = ClaimRequest.objects.filter(
-        namespace_request__cluster=cluster,
-        state=ClaimRequest.State.RELEASED,
-        cleaned_up_at__isnull=True,
-    )
-    return namespaces.count() + claims.count() + uncleaned.count()
+    # A released claim is live until its objects are gone from the cluster.
+    live = ~Q(state__in=ClaimRequest.FINAL_STATES) | Q(cleaned_up_at=None, state="released")
+    claims = ClaimRequest.objects.filter(live, namespace_request__cluster=cluster)
+    return namespaces.count() + claims.count()
 
 
 def past_requests(cluster: Cluster) -> int:
@@ -381,6 +380,15 @@ def status_label(cluster: Cluster, now: datetime | None = None) -> str:
         return ""
     at = since.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return f"unreachable since {at} ({timesince(since, now)})"
+
+
+def the_only_cluster() -> Cluster:
+    """The cluster a request goes to when it names none: the only one there is."""
+    clusters = list(Cluster.objects.all()[:2])
+    if len(clusters) != 1:
+        count = "no cluster" if not clusters else "more than one cluster"
+        raise ValidationError({"cluster": [f"Name a cluster: the portal has {count}."]})
+    return clusters[0]
 
 
 def picker_label(cluster: Cluster) -> str:

@@ -86,19 +86,8 @@ class ClusterForm(forms.Form):
         data, text = self.cleaned_data, self.kubeconfig()
         context = data.get("context", "")
         if text and not context and data["source"] == KUBECONFIG:
-            context = _default_context(text)
+            context = cluster_registry.default_context(text)
         return ClusterInput(data["name"].strip(), data["source"], text, context)
-
-
-def _default_context(text: str) -> str:
-    """The kubeconfig's current context, or its only one; "" when it cannot be told."""
-    try:
-        kubeconfig = cluster_registry.parse_kubeconfig(text)
-    except ValidationError:
-        return ""  # save_cluster says what is wrong with it
-    names = cluster_registry.context_names(kubeconfig)
-    current = kubeconfig.get("current-context")
-    return current if current in names else (names[0] if len(names) == 1 else "")
 
 
 def _stored_contexts(cluster: Cluster | None) -> list[str]:
@@ -195,7 +184,7 @@ def cluster_contexts(request: HtmxHttpRequest) -> HttpResponse:
     form = ClusterForm(request.POST, request.FILES)
     form.is_valid()
     names, text = _posted_contexts(form), form.kubeconfig()
-    form = ClusterForm(initial={"context": _default_context(text) if text else ""})
+    form = ClusterForm(initial={"context": cluster_registry.default_context(text)})
     form.set_contexts(names)
     html = render_to_string(
         "claims/cluster_form.html#context", {"form": form, "found": names}, request=request

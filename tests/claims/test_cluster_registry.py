@@ -4,6 +4,7 @@ plain words, in-cluster connections with a real ServiceAccount token, the first 
 from __future__ import annotations
 
 import base64
+import io
 import os
 import tempfile
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.core.management import call_command
 from django.db import connection
 from django.test import override_settings
 
@@ -266,3 +268,34 @@ def test_it_loads_credentials_without_writing_a_file(kubesim_cluster: kubesim.Ha
     for path, content in ((configuration.cert_file, certificate), (configuration.key_file, key)):
         assert path.startswith("/proc/self/fd/")
         assert Path(path).read_bytes() == content
+
+
+def test_the_rotation_command_reencrypts_with_the_newest_key(
+    kubesim_cluster: kubesim.Handle,
+) -> None:
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    text = kubeconfig_text(kubesim_cluster)
+    with override_settings(CLUSTER_CREDENTIALS_KEYS=[old]):
+        cluster = cluster_registry.save_cluster(ClusterInput("c", KUBECONFIG, text, "kubesim"))
+    out = io.StringIO()
+    with override_settings(CLUSTER_CREDENTIALS_KEYS=[new, old]):
+        call_command("rotate_cluster_credentials", stdout=out)
+    assert out.getvalue() == "Re-encrypted 1 kubeconfig(s) with the newest key.\n"
+    with override_settings(CLUSTER_CREDENTIALS_KEYS=[new]):
+        assert cluster_registry.decrypt(raw_column(cluster)) == text
+
+
+def test_ensure_cluster_makes_the_settings_the_truth_for_its_cluster(
+    kubesim_cluster: kubesim.Handle, kubesim_private: kubesim.Handle
+) -> None:
+    text = kubeconfig_text(kubesim_private)
+    cluster_registry.save_cluster(ClusterInput("default", KUBECONFIG, text, "kubesim"))
+    call_command(
+        "ensure_cluster",
+        name="default",
+        kubeconfig=kubesim_cluster.kubeconfig,
+        stdout=io.StringIO(),
+    )
+    cluster = Cluster.objects.get(name="default")
+    assert cluster.kubeconfig_encrypted == ""
+    assert cluster.kubeconfig_path == kubesim_cluster.kubeconfig

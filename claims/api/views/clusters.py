@@ -1,15 +1,21 @@
-"""Clusters as the portal last saw them: versions, device classes, devices; and who am I."""
+"""Clusters as the portal last saw them: versions, device classes, devices; and who am I.
+Admins register a cluster (a kubeconfig, stored encrypted, or in-cluster), check it again and
+remove it (claims.cluster_registry)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from claims import inventory, selectors
+from claims import cluster_registry, inventory, selectors
+from claims.api import examples
+from claims.api.errors import call_service
 from claims.api.filters import StrictFilterSet, TextFilter, TrueFalseFilter
 from claims.api.serializers import ClusterOutput, DeviceClassOutput, DeviceOutput, MeOutput
 from claims.api.views.base import ApiView
@@ -27,30 +33,157 @@ class ClusterFilter(StrictFilterSet):
         fields = ["name", "simulated"]
 
 
+class PreflightCheckOutput(serializers.Serializer):
+    name = serializers.CharField()
+    ok = serializers.BooleanField()
+    detail = serializers.CharField()
+
+
+class ContactOutput(serializers.Serializer):
+    reachable = serializers.BooleanField()
+    problem = serializers.CharField(help_text='In plain words, e.g. "connection refused".')
+    preflight = PreflightCheckOutput(many=True)
+
+
+class CheckedClusterOutput(serializers.Serializer):
+    cluster = ClusterOutput()
+    contact = ContactOutput()
+
+
+CLUSTER_EXAMPLE = {**examples.CLUSTER, "unreachable_since": None}
+CHECKED_EXAMPLE = OpenApiExample(
+    "Contacted",
+    response_only=True,
+    status_codes=["200", "201"],
+    value={
+        "cluster": CLUSTER_EXAMPLE,
+        "contact": {
+            "reachable": True,
+            "problem": "",
+            "preflight": [
+                {
+                    "name": "Kubernetes version",
+                    "ok": True,
+                    "detail": "v1.34.1 (needs 1.33 or newer)",
+                }
+            ],
+        },
+    },
+)
+REGISTER_EXAMPLE = OpenApiExample(
+    "Register with a kubeconfig",
+    request_only=True,
+    value={"name": "berlin-a100", "source": "kubeconfig", "kubeconfig": "apiVersion: v1\n..."},
+)
+
+
+def checked(cluster: Cluster, status: int = 200) -> Response:
+    """Contact the cluster now and answer it with what the contact found."""
+    contact = cluster_registry.contact(cluster)
+    data = {"cluster": ClusterOutput(cluster).data, "contact": ContactOutput(contact).data}
+    return Response(data, status=status)
+
+
+def require_admin(request: Request) -> None:
+    if not request.user.has_perm("claims.change_cluster"):
+        raise PermissionDenied("Only an admin manages clusters.")
+
+
 class ClusterListApi(ApiView):
     model = Cluster
     list_selector = staticmethod(lambda *, user: selectors.cluster_list())
     filterset_class = ClusterFilter
     ordering_fields = ["name", "created"]
 
+    class ClusterInput(serializers.Serializer):
+        name = serializers.CharField(max_length=100)
+        source = serializers.ChoiceField(
+            choices=[cluster_registry.KUBECONFIG, cluster_registry.IN_CLUSTER],
+            default=cluster_registry.KUBECONFIG,
+        )
+        kubeconfig = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            trim_whitespace=False,
+            max_length=262144,
+            help_text="The kubeconfig's YAML (source kubeconfig); stored encrypted.",
+        )
+        context = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            max_length=200,
+            help_text="Default: the kubeconfig's current context.",
+        )
+
     @extend_schema(tags=TAG, responses=ClusterOutput(many=True), summary="List clusters")
     def get(self, request: Request) -> Response:
         return self.list_response(ClusterOutput)
 
+    @extend_schema(
+        tags=TAG,
+        request=ClusterInput,
+        responses={201: CheckedClusterOutput},
+        examples=[REGISTER_EXAMPLE, CHECKED_EXAMPLE],
+        summary="Register a cluster (admins); it is contacted at once",
+    )
+    def post(self, request: Request) -> Response:
+        """An unreachable cluster is registered too: `contact` says why it did not answer."""
+        require_admin(request)
+        serializer = self.ClusterInput(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        text = data.get("kubeconfig", "")
+        context = data.get("context") or (cluster_registry.default_context(text) if text else "")
+        given = cluster_registry.ClusterInput(data["name"].strip(), data["source"], text, context)
+        cluster = call_service(cluster_registry.save_cluster, data=given)
+        return checked(cluster, status=201)
 
-class ClusterDetailApi(ApiView):
+
+class OneClusterApi(ApiView):
     filter_backends: list[Any] = []
-
-    @extend_schema(tags=TAG, responses=ClusterOutput, summary="Get a cluster")
-    def get(self, request: Request, pk: int) -> Response:
-        cluster = self.cluster(pk)
-        return Response(ClusterOutput(cluster).data)
 
     def cluster(self, pk: int) -> Cluster:
         return get_object_or_404(selectors.cluster_list(), pk=pk)
 
 
-class DeviceClassListApi(ClusterDetailApi):
+class ClusterDetailApi(OneClusterApi):
+    @extend_schema(tags=TAG, responses=ClusterOutput, summary="Get a cluster")
+    def get(self, request: Request, pk: int) -> Response:
+        cluster = self.cluster(pk)
+        return Response(ClusterOutput(cluster).data)
+
+    @extend_schema(
+        tags=TAG,
+        request=None,
+        responses={200: ClusterOutput},
+        examples=[OpenApiExample("Removed", value=CLUSTER_EXAMPLE, response_only=True)],
+        summary="Remove a cluster",
+    )
+    def delete(self, request: Request, pk: int) -> Response:
+        """Admins; 409 while a namespace or claim on it is live. Nothing in the cluster is
+        deleted; the portal forgets it and its finished requests. Answers what it was."""
+        require_admin(request)
+        cluster = self.cluster(pk)
+        removed = ClusterOutput(cluster).data
+        call_service(cluster_registry.remove_cluster, cluster=cluster)
+        return Response(removed)
+
+
+class ClusterCheckApi(OneClusterApi):
+    @extend_schema(
+        tags=TAG,
+        request=None,
+        responses=CheckedClusterOutput,
+        examples=[CHECKED_EXAMPLE],
+        summary="Check a cluster again",
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        """Admins: connect, discover, run the preflight and read the inventory now."""
+        require_admin(request)
+        return checked(self.cluster(pk))
+
+
+class DeviceClassListApi(OneClusterApi):
     # A cluster has a handful of classes: one plain list, no pages.
     pagination_class = None
 
@@ -64,7 +197,7 @@ class DeviceClassListApi(ClusterDetailApi):
         return Response(DeviceClassOutput(classes, many=True).data)
 
 
-class DeviceListApi(ClusterDetailApi):
+class DeviceListApi(OneClusterApi):
     pagination_class = None
 
     @extend_schema(

@@ -1,4 +1,7 @@
-"""Register (or update) the default cluster from the settings and read its inventory."""
+"""Register (or update) the default cluster from the settings and read its inventory.
+
+The deployment's settings are the truth for this one cluster: a kubeconfig an admin uploaded
+for a cluster of the same name on the Clusters page is replaced by them."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ def ensure_cluster(
         name=name,
         defaults={
             "kubeconfig_path": kubeconfig_path,
+            "kubeconfig_encrypted": "",
             "context": context,
             "in_cluster": in_cluster,
             "simulated": simulated,
