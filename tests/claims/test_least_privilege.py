@@ -145,7 +145,7 @@ def every_step_again_after_a_crash(alice: User, ns: NamespaceRequest, claim: Cla
     run = services.verification_run_start(user=alice, claim_request=claim)
     cluster_ops.start_run(run)
     VerificationRun.objects.filter(pk=run.pk).update(state=VerificationRun.State.CREATING)
-    cluster_ops.start_run(VerificationRun.objects.get(pk=run.pk))
+    cluster_ops.start_run(VerificationRun.objects.get(pk=run.pk), resume=True)  # its retry
     run = services.verification_run_cancel(user=alice, run=VerificationRun.objects.get(pk=run.pk))
     cluster_ops.delete_run_pod(run)
 
