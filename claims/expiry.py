@@ -55,6 +55,18 @@ def start_clock(sender: type, *, obj: Any, to_state: str, **kwargs: Any) -> None
         obj.lifetime, obj.expires_at = lifetime, expires_at
 
 
+def start_missing_clocks() -> list[int]:
+    """Claims in the cluster from before lifetimes existed (an upgrade) get one from now:
+    reclaiming them at once, by their age, would surprise their owners."""
+    started = []
+    for claim in ClaimRequest.objects.filter(
+        state__in=(CS.WAITING, CS.IN_USE), expires_at__isnull=True
+    ).select_related("namespace_request__cluster"):
+        start_clock(ClaimRequest, obj=claim, to_state=CS.WAITING)
+        started.append(claim.pk)
+    return started
+
+
 def reminder_at(claim: ClaimRequest) -> datetime | None:
     if claim.expires_at is None:
         return None

@@ -386,3 +386,17 @@ def test_the_beat_task_reclaims_through_the_worker(
     claim.refresh_from_db()
     assert claim.state == "released" and claim.state_message.startswith("Expired")
     assert kubesim_cluster.admin("GET", CLAIMS.format(ns=claim.namespace))["items"] == []
+
+
+def test_a_claim_from_before_lifetimes_gets_one_from_now(
+    alice: User, carol: User, cluster: Cluster
+) -> None:
+    claim = applied_claim(alice, carol, cluster)
+    ClaimRequest.objects.filter(pk=claim.pk).update(expires_at=None, lifetime=None)
+    later = START + timedelta(days=30)
+    with time_machine.travel(later, tick=False):
+        assert expiry.start_missing_clocks() == [claim.pk]
+        assert expiry.start_missing_clocks() == []
+        assert expiry.reclaim_expired() == []
+    claim.refresh_from_db()
+    assert claim.expires_at == later + settings.CLAIM_DEFAULT_LIFETIME
