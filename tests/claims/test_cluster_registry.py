@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import io
 import os
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -299,3 +301,16 @@ def test_ensure_cluster_makes_the_settings_the_truth_for_its_cluster(
     cluster = Cluster.objects.get(name="default")
     assert cluster.kubeconfig_encrypted == ""
     assert cluster.kubeconfig_path == kubesim_cluster.kubeconfig
+
+
+def test_the_deploy_check_of_a_production_environment_needs_the_keys(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k not in ("CLUSTER_CREDENTIALS_KEYS", "DEBUG")}
+    env |= {"SECRET_KEY": "k" * 50, "PORTAL_VAR_DIR": str(tmp_path)}
+    command = [sys.executable, "manage.py", "check", "--deploy", "--tag", "security"]
+    refused = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
+    assert refused.returncode != 0
+    assert "(claims.E001) CLUSTER_CREDENTIALS_KEYS is not set" in refused.stderr
+    env["CLUSTER_CREDENTIALS_KEYS"] = Fernet.generate_key().decode()
+    passed = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
+    assert "claims.E00" not in passed.stderr + passed.stdout
