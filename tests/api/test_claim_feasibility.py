@@ -126,3 +126,24 @@ def test_it_answers_a_refusal_of_the_servers_dry_run_with_a_400(
         ]
     }
     assert not ns.claim_requests.exists()
+
+
+def test_a_namespace_request_is_dry_run_too(
+    api: Api, cluster: Cluster, kubesim_cluster: kubesim.Handle
+) -> None:
+    theirs, mine = f"theirs-{uuid.uuid4().hex[:6]}", f"mine-{uuid.uuid4().hex[:6]}"
+    kubesim_cluster.admin("POST", "/api/v1/namespaces", {"metadata": {"name": theirs}})
+
+    refused = api("alice").post(
+        "/api/v1/namespace-requests/", {"cluster": cluster.pk, "name": theirs}, format="json"
+    )
+    accepted = api("alice").post(
+        "/api/v1/namespace-requests/", {"cluster": cluster.pk, "name": mine}, format="json"
+    )
+
+    assert refused.status_code == 400
+    assert refused.json() == {
+        "name": [f'{cluster} refuses it: namespaces "{theirs}" already exists']
+    }
+    assert not NamespaceRequest.objects.filter(name=theirs).exists()
+    assert (accepted.status_code, accepted.json()["dry_run_note"]) == (201, "")
