@@ -7,10 +7,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.test import Client
+from django.test import Client, override_settings
 from django.utils import timezone
 
+from claims import sync
 from claims.models import Cluster
+from tests.claims.test_follower import run_follower
+from tests.fixtures.portal import wait_until
 
 PROBE = {"HTTP_HOST": "10.1.2.3:8000"}  # what the kubelet sends: the Pod's IP, plain HTTP
 
@@ -101,3 +104,24 @@ def test_it_is_not_ready_when_the_broker_does_not_answer(
 def test_it_answers_only_get_and_head(db: None, client: Client) -> None:
     assert client.head("/healthz").status_code == 200
     assert client.post("/healthz").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(FOLLOWER_LEASE_SECONDS=1.5)
+def test_it_follows_a_real_follower_and_beat_of_a_real_cluster(
+    client: Client, production: Any, cluster: Cluster
+) -> None:
+    def status() -> int:
+        return client.get("/readyz", **PROBE).status_code
+
+    assert status() == 503  # registered, nobody follows it, never synced by beat
+    stop = run_follower(cluster, holder="readyz-follower")
+    try:
+        wait_until(lambda: status() == 200, timeout=30)
+        body = client.get("/readyz", **PROBE).json()
+        assert body["checks"]["clusters"]["kubesim"]["follower"] == "readyz-follower"
+    finally:
+        stop()  # it gives its lease back as it stops
+    wait_until(lambda: status() == 503, timeout=30)
+    assert sync.sync_cluster(cluster)  # beat's periodic sync, as without a follower
+    assert status() == 200
