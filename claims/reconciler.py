@@ -215,7 +215,8 @@ def _sweep_cluster(gateway: ClusterGateway) -> int:
             metadata = obj["metadata"]
             namespace, name = metadata.get("namespace"), metadata["name"]
             if gateway.delete(version, kind, namespace, name, uid=uid_of(obj)):
-                log.warning("deleted orphan %s %s/%s: its request is gone", kind, namespace, name)
+                where = f"{namespace}/{name}" if namespace else name
+                log.warning("deleted orphan %s %s: its request is gone", kind, where)
                 removed += 1
     return removed
 
@@ -227,9 +228,13 @@ def _ours(gateway: ClusterGateway, kind: str) -> list[dict[str, Any]]:
     try:
         return gateway.list_with_version(kind, selector)[0]
     except PermanentKubeError as error:
-        if error.status == 404:  # a kind this cluster does not serve
-            return []
-        raise
+        # A kind this cluster does not serve (404) or the portal may not list (403): the
+        # other kinds are still swept.
+        if error.status not in (403, 404):
+            raise
+        if error.status == 403:
+            log.warning("orphan sweep cannot list %s: %s", kind, error.message)
+        return []
 
 
 def _orphans(objects: list[dict[str, Any]]) -> set[int]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 from django.contrib.auth.models import User
 from django.test import override_settings
 
@@ -14,6 +16,7 @@ import kubesim
 from claims import cluster_ops, reconciler
 from claims.models import INSTANCE_LABEL, Cluster, NamespaceRequest, managed_labels
 from tests.claims.test_expiry import applied_claim
+from tests.claims.test_least_privilege import RBAC, ROLE, portal_identity
 from tests.fixtures.portal import allocation_in, register_cluster
 
 pytestmark = pytest.mark.django_db
@@ -151,3 +154,20 @@ def test_it_reports_an_unreachable_cluster_and_goes_on(
     )
     assert reconciler.sweep_orphans() == 1
     assert not present(kubesim_private, f"/api/v1/namespaces/{orphan}")
+
+
+def test_a_kind_the_portal_may_not_list_leaves_the_others_swept(db: None, tmp_path: Path) -> None:
+    with kubesim.start(speed=50) as handle:
+        kubeconfig = portal_identity(handle, tmp_path / "portal.kubeconfig")
+        role = yaml.safe_load(ROLE.read_text())
+        role["rules"] = [r for r in role["rules"] if "resourcequotas" not in r["resources"]]
+        handle.admin("PUT", f"{RBAC}/clusterroles/gpu-portal", role)
+        Cluster.objects.create(name="rbac", kubeconfig_path=str(kubeconfig))
+        orphan = namespace(
+            handle, managed_labels() | {"gpu-portal.io/namespace-request": str(GONE)}
+        )
+        try:
+            assert reconciler.sweep_orphans() == 1
+        finally:
+            cluster_ops.forget_gateways()
+        assert not present(handle, f"/api/v1/namespaces/{orphan}")
