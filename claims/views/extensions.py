@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django import forms
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.translation import gettext, gettext_lazy, ngettext
 from django.views.decorators.http import require_POST
 
 from claims import expiry, selectors
@@ -19,13 +22,15 @@ class ExtensionForm(forms.Form):
         min_value=1,
         max_value=expiry.MAX_EXTENSION_HOURS,
         initial=24,
-        help_text="How many hours more the claim should live.",
+        label=gettext_lazy("Hours"),
+        help_text=gettext_lazy("How many hours more the claim should live."),
     )
     reason = forms.CharField(
         required=False,
         max_length=2000,
         widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="Why you need it longer: helps the approver decide.",
+        label=gettext_lazy("Reason"),
+        help_text=gettext_lazy("Why you need it longer: helps the approver decide."),
     )
 
 
@@ -43,11 +48,25 @@ def extension_request(request: HttpRequest, pk: int) -> HttpResponse:
         except PermissionDenied as error:
             form.add_error(None, str(error))
         else:
-            done = "Extended." if extension.state == "approved" else "Asked; an approver decides."
+            done = (
+                gettext("Extended.")
+                if extension.state == "approved"
+                else gettext("Asked; an approver decides.")
+            )
             messages.success(request, done)
             return redirect("claim", claim.pk)
-    context = {"claim": claim, "form": form, "lifetime": expiry.lifetime_limits(claim)}
+    cap = expiry.lifetime_limits(claim)[1]
+    context = {"claim": claim, "form": form, "cap": _span(cap)}
     return render(request, "claims/extension_form.html", context)
+
+
+def _span(length: timedelta) -> str:
+    """30 days, 36 hours: a lifetime as people say it."""
+    hours = round(length.total_seconds() / 3600)
+    days, rest = divmod(hours, 24)
+    if days and not rest:
+        return ngettext("%(n)d day", "%(n)d days", days) % {"n": days}
+    return ngettext("%(n)d hour", "%(n)d hours", hours) % {"n": hours}
 
 
 def _extension(request: HttpRequest, pk: int) -> ClaimExtension:
@@ -63,7 +82,7 @@ def extension_approve(request: HttpRequest, pk: int) -> HttpResponse:
     def action() -> ClaimExtension:
         return expiry.extension_approve(user=request.user, extension=extension)
 
-    call_for_button(request, action, done="Extension approved.")
+    call_for_button(request, action, done=gettext("Extension approved."))
     return redirect("claim", extension.claim_id)
 
 
@@ -76,5 +95,5 @@ def extension_reject(request: HttpRequest, pk: int) -> HttpResponse:
     def action() -> ClaimExtension:
         return expiry.extension_reject(user=request.user, extension=extension, reason=reason)
 
-    call_for_button(request, action, done="Extension rejected.")
+    call_for_button(request, action, done=gettext("Extension rejected."))
     return redirect("claim", extension.claim_id)

@@ -6,6 +6,7 @@ from django import forms
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 
 from claims.models import Profile
 from claims.views.common import login_required
@@ -21,10 +22,10 @@ class NotificationsForm(forms.ModelForm):
 
 @login_required
 def profile(request: HttpRequest) -> HttpResponse:
-    mine, _ = Profile.objects.get_or_create(user_id=int(request.user.pk or 0))
+    mine, _created = Profile.objects.get_or_create(user_id=int(request.user.pk or 0))
     form = NotificationsForm(request.POST or None, instance=mine)
     if request.method == "POST" and form.is_valid():
         form.save()
-        messages.success(request, "Your notification choices are saved.")
+        messages.success(request, _("Your notification choices are saved."))
         return redirect("profile")
     return render(request, "claims/profile.html", {"form": form, "nav": "profile"})

@@ -299,6 +299,8 @@ def test_the_claim_page_shows_the_end_and_the_extension_form_checks_its_fields(
     html = page.content.decode()
     assert '<strong id="claim-expires-at">2026-03-09 09:00 UTC</strong>' in html
     assert reverse("claim-extend", args=[claim.pk]) in html
+    form = client_of(alice).get(reverse("claim-extend", args=[claim.pk])).content.decode()
+    assert "(up to 30 days in all)" in form
 
     refused = client_of(alice).post(reverse("claim-extend", args=[claim.pk]), {"hours": "0"})
     assert refused.status_code == 200
