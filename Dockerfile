@@ -2,7 +2,8 @@
 # (deploy/, docker-compose.yml). Multi-stage: wheels are built in `builder`; the runtime image
 # holds a virtualenv of requirements-runtime.txt only (no compilers, no test tools), runs as
 # the numeric user 10001 and needs no writable path but /tmp (the manifests mount an emptyDir
-# there and make the root filesystem read-only). Static files are collected at build time.
+# there and make the root filesystem read-only). Static files and translations are built in
+# `assets`.
 #
 #   docker build -t gpu-claims-portal .                    # the portal (default target)
 #   docker build --target kubesim -t gpu-claims-kubesim .  # kubesim, compose's demo cluster
@@ -41,12 +42,21 @@ USER 10001
 EXPOSE 6443
 CMD ["python", "-m", "kubesim", "serve", "--host", "0.0.0.0", "--port", "6443"]
 
-FROM base AS runtime
+# Built once, read-only after: the static files (whitenoise serves them) and the compiled
+# translations (compilemessages needs GNU gettext, which the runtime image goes without).
+FROM base AS assets
+RUN apt-get update && apt-get install -y --no-install-recommends gettext \
+    && rm -rf /var/lib/apt/lists/*
 COPY --from=builder /opt/venv /opt/venv
 # The sources .dockerignore lets through: no tests, docs, benchmarks or manifests.
 COPY . .
 RUN SECRET_KEY=build-only python manage.py collectstatic --noinput \
+    && if [ -d locale ]; then SECRET_KEY=build-only python manage.py compilemessages; fi \
     && rm -rf /tmp/portal
+
+FROM base AS runtime
+COPY --from=builder /opt/venv /opt/venv
+COPY --from=assets /app /app
 USER 10001
 EXPOSE 8000
 # Threads: a page's live watcher or an API long-poll holds one for up to its wait, and

@@ -1,7 +1,7 @@
 """The Dockerfile keeps the promises the manifests rely on (no Docker daemon in CI to build
 it): the default target is the runtime stage, whose packages are requirements-runtime.txt's
-alone, whose user is the numeric one the Pods run as, and whose static files are collected
-at build time; the build context leaves tests and tooling out."""
+alone, whose user is the numeric one the Pods run as, and whose static files and translations are
+built in a stage of their own; the build context leaves tests and tooling out."""
 
 from __future__ import annotations
 
@@ -21,9 +21,14 @@ def test_it_builds_the_runtime_stage_by_default_from_runtime_requirements() -> N
     found = stages()
     assert list(found)[-1] == "runtime"
     assert "pip install -r /tmp/requirements-runtime.txt" in found["builder"]
-    assert "requirements-dev" not in found["runtime"]
-    assert "COPY --from=builder /opt/venv /opt/venv" in found["runtime"]
-    assert "collectstatic --noinput" in found["runtime"]
+    for stage in ("assets", "runtime"):
+        assert "requirements-dev" not in found[stage]
+        assert "COPY --from=builder /opt/venv /opt/venv" in found[stage]
+    assert "collectstatic --noinput" in found["assets"]
+    assert "compilemessages" in found["assets"]
+    # Built files only: no compiler, no gettext in what runs.
+    assert "COPY --from=assets /app /app" in found["runtime"]
+    assert "apt-get" not in found["runtime"]
 
 
 def test_it_runs_as_the_numeric_user_the_pods_require() -> None:
