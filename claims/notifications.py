@@ -19,7 +19,7 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from claims import quota, webhooks
 from claims.models import AuditEvent, ClaimRequest, NamespaceRequest, Profile, TeamWebhook
@@ -146,11 +146,15 @@ def wants(user: Any, event: str) -> bool:
 
 
 def _email(obj: Notified, event: str, context: dict[str, Any]) -> None:
+    """In the owner's language (their profile's, else the site's)."""
     owner = obj.owner
     if not owner.email or not wants(owner, event):
         return
-    body = render_to_string(f"emails/{event}.txt", context)
-    send_mail(context["subject"], body, None, [owner.email])
+    profile = Profile.objects.filter(user=owner).first()
+    with translation.override((profile.language if profile else "") or settings.LANGUAGE_CODE):
+        subject = EVENTS[event].subject.format(what=context["what"], name=obj.name)
+        body = render_to_string(f"emails/{event}.txt", context | {"subject": subject})
+    send_mail(str(subject), body, None, [owner.email])
 
 
 def _webhook_of(obj: Notified) -> TeamWebhook | None:
