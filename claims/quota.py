@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db.models import QuerySet
+from django.utils.translation import gettext as _
 
 from claims.kube.manifests import ALL_DEVICES_QUOTA_CHARGE, device_class_quota_key
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, Team, TeamMembership, TeamQuota
@@ -121,11 +122,18 @@ class Use:
 
     def problem(self) -> str:
         room = max((self.limit or 0) - self.held, 0)
-        return (
-            f"Team {self.team.name} may hold {self.limit} {self.device_class} device(s) on "
-            f"{self.cluster.name}; {self.held} are already held or asked for, so at most "
-            f"{room} more."
+        message = _(
+            "Team %(team)s may hold %(limit)s %(device_class)s device(s) on %(cluster)s; "
+            "%(held)s are already held or asked for, so at most %(room)s more."
         )
+        return message % {
+            "team": self.team.name,
+            "limit": self.limit,
+            "device_class": self.device_class,
+            "cluster": self.cluster.name,
+            "held": self.held,
+            "room": room,
+        }
 
 
 def team_use(
@@ -188,11 +196,18 @@ def _namespace_charge_problem(
     charged = sum(ALL_DEVICES_QUOTA_CHARGE if c.all_devices else int(c.count or 0) for c in claims)
     if charged + charge <= use.limit:
         return None
-    return (
-        f"The cluster's quota on namespace {ns.name} counts an 'all devices' claim as "
-        f"{ALL_DEVICES_QUOTA_CHARGE} {use.device_class} devices, over team {use.team.name}'s "
-        f"{use.limit}: ask for an exact number of devices."
+    message = _(
+        "The cluster's quota on namespace %(namespace)s counts an 'all devices' claim as "
+        "%(charge)s %(device_class)s devices, over team %(team)s's %(limit)s: ask for an "
+        "exact number of devices."
     )
+    return message % {
+        "namespace": ns.name,
+        "charge": ALL_DEVICES_QUOTA_CHARGE,
+        "device_class": use.device_class,
+        "team": use.team.name,
+        "limit": use.limit,
+    }
 
 
 def namespace_quota_hard(team: Team | None, cluster: Cluster) -> dict[str, str]:
@@ -219,7 +234,7 @@ class QuotaLine:
 
     @property
     def max_lifetime(self) -> str:
-        return lifetime_words(self.quota.max_lifetime) or "no cap"
+        return lifetime_words(self.quota.max_lifetime) or _("no cap")
 
     @property
     def default_lifetime(self) -> str:

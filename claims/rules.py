@@ -1,5 +1,8 @@
 """Who may decide a request, and which requests the admins' rules approve without anyone.
 
+The audit messages naming the rule stay in English (the trail is read by admins and tools);
+the refusals a user reads are translated.
+
 Approvers are staff approvers (staff, superusers, the approvers group: every request) and
 team approvers (their teams' requests only). Four-eyes: nobody approves a request they own
 or submitted unless settings.ALLOW_SELF_APPROVAL. A rule approves only within the team's
@@ -14,6 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
+from django.utils.translation import gettext as _
 
 from claims import quota
 from claims.models import (
@@ -54,17 +58,20 @@ def submitter_id(obj: Decidable) -> int | None:
 def require_decider(user: Any, obj: Decidable, *, approving: bool) -> None:
     """PermissionDenied unless the user may approve (or reject) this request."""
     if not getattr(user, "is_authenticated", False):
-        raise PermissionDenied("Log in first.")
+        raise PermissionDenied(_("Log in first."))
     if not user_is_approver(user):
         team = quota.team_of(obj.owner)
         if team is None or team.pk not in approved_teams(user):
             raise PermissionDenied(
-                "Only approvers can approve or reject requests; team approvers only their team's."
+                _(
+                    "Only approvers can approve or reject requests; team approvers only "
+                    "their team's."
+                )
             )
     own = approving and user.pk in (obj.owner_id, submitter_id(obj))
     if own and not settings.ALLOW_SELF_APPROVAL:
         raise PermissionDenied(
-            "You cannot approve your own request: another approver must (four-eyes)."
+            _("You cannot approve your own request: another approver must (four-eyes).")
         )
 
 

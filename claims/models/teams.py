@@ -7,6 +7,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 
 
 class Team(models.Model):
@@ -34,8 +36,8 @@ class Team(models.Model):
 
 class TeamMembership(models.Model):
     class Role(models.TextChoices):
-        MEMBER = "member", "member"
-        APPROVER = "approver", "team approver"
+        MEMBER = "member", gettext_lazy("member")
+        APPROVER = "approver", gettext_lazy("team approver")
 
     team = models.ForeignKey(Team, models.CASCADE, related_name="memberships")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="+")
@@ -89,9 +91,9 @@ class ApprovalRule(models.Model):
     without an approver; the first match in `position` order decides."""
 
     class AppliesTo(models.TextChoices):
-        CLAIM = "claim", "claim requests"
-        NAMESPACE = "namespace", "namespace requests"
-        EXTENSION = "extension", "lifetime extensions"
+        CLAIM = "claim", gettext_lazy("claim requests")
+        NAMESPACE = "namespace", gettext_lazy("namespace requests")
+        EXTENSION = "extension", gettext_lazy("lifetime extensions")
 
     name = models.SlugField(max_length=100, unique=True, help_text="Named in the audit trail.")
     applies_to = models.CharField(max_length=20, choices=AppliesTo.choices, default=AppliesTo.CLAIM)
@@ -123,15 +125,23 @@ class ApprovalRule(models.Model):
 
     def describe(self) -> str:
         parts: list[Any] = [self.get_applies_to_display()]
-        parts.append(f"of team {self.team}" if self.team_id else "of every team")
+        parts.append(
+            _("of team %(team)s") % {"team": self.team} if self.team_id else _("of every team")
+        )
         if self.cluster_id:
-            parts.append(f"on {self.cluster}")
+            parts.append(_("on %(cluster)s") % {"cluster": self.cluster})
         if self.device_class:
-            parts.append(f"of class {self.device_class}")
+            parts.append(_("of class %(class)s") % {"class": self.device_class})
         if self.max_devices is not None:
-            parts.append(f"with at most {self.max_devices} device(s)")
+            parts.append(
+                ngettext(
+                    "with at most %(n)d device", "with at most %(n)d devices", self.max_devices
+                )
+                % {"n": self.max_devices}
+            )
         if self.max_lifetime is not None:
-            parts.append(f"living at most {lifetime_words(self.max_lifetime)}")
+            lifetime = lifetime_words(self.max_lifetime)
+            parts.append(_("living at most %(lifetime)s") % {"lifetime": lifetime})
         return " ".join(str(part) for part in parts)
 
 
@@ -155,11 +165,15 @@ def approved_team_ids(user: Any) -> list[int]:
 
 
 def lifetime_words(value: timedelta | None) -> str:
-    """ "7 days", "1 day 12 hours", "90 minutes" -> "1 hour 30 minutes"; "" for None."""
+    """ "7 days", "1 day 12 hours", 90 minutes as "1 hour 30 minutes"; "" for None."""
     if value is None:
         return ""
     minutes = int(value.total_seconds() // 60)
     days, minutes = divmod(minutes, 24 * 60)
     hours, minutes = divmod(minutes, 60)
-    parts = [(days, "day"), (hours, "hour"), (minutes, "minute")]
-    return " ".join(f"{n} {unit}{'s' if n != 1 else ''}" for n, unit in parts if n) or "0 minutes"
+    parts = [
+        ngettext("%(n)d day", "%(n)d days", days) % {"n": days} if days else "",
+        ngettext("%(n)d hour", "%(n)d hours", hours) % {"n": hours} if hours else "",
+        ngettext("%(n)d minute", "%(n)d minutes", minutes) % {"n": minutes} if minutes else "",
+    ]
+    return " ".join(part for part in parts if part) or _("0 minutes")

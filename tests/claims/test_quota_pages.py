@@ -72,7 +72,7 @@ def test_it_shows_staff_approvers_every_team_and_the_rules(
     assert "<h2>nlp</h2>" in content and "<h2>vision</h2>" in content
     assert (
         "<td><code>small-gpu</code></td><td>claim requests of team vision of class "
-        "gpu.nvidia.com with at most 2 device(s)</td>"
+        "gpu.nvidia.com with at most 2 devices</td>"
     ) in content
     assert "<code>off</code>" not in content
     assert "Nobody approves a request they own or submitted (four-eyes)." in content
