@@ -96,8 +96,10 @@ class ClusterListApi(ApiView):
     ordering_fields = ["name", "created"]
 
     class ClusterInput(serializers.Serializer):
+        # `source` and `context` shadow Field attributes for mypy only: DRF's metaclass
+        # takes declared fields off the class.
         name = serializers.CharField(max_length=100)
-        source = serializers.ChoiceField(
+        source = serializers.ChoiceField(  # type: ignore[assignment]
             choices=[cluster_registry.KUBECONFIG, cluster_registry.IN_CLUSTER],
             default=cluster_registry.KUBECONFIG,
         )
@@ -108,7 +110,7 @@ class ClusterListApi(ApiView):
             max_length=262144,
             help_text="The kubeconfig's YAML (source kubeconfig); stored encrypted.",
         )
-        context = serializers.CharField(
+        context = serializers.CharField(  # type: ignore[assignment]
             required=False,
             allow_blank=True,
             max_length=200,
