@@ -16,6 +16,16 @@ UPDATE claims_auditevent AS e SET actor_username = u.username
 UPDATE claims_auditevent SET action = 'note' WHERE from_state = to_state;
 """
 
+# Back to the old shape (the trigger is gone by then): rows about no object get id 0, and
+# users deleted since are no longer named (the old foreign keys need them to exist).
+FIT_OLD_SHAPE = """
+UPDATE claims_auditevent SET object_id = 0 WHERE object_id IS NULL;
+UPDATE claims_auditevent SET actor_id = NULL
+  WHERE actor_id IS NOT NULL AND actor_id NOT IN (SELECT id FROM auth_user);
+UPDATE claims_auditevent SET owner_id = NULL
+  WHERE owner_id IS NOT NULL AND owner_id NOT IN (SELECT id FROM auth_user);
+"""
+
 # TRUNCATE is allowed only where the session says portal.audit_truncate = 'on': the test
 # suite's flush between tests does (tests/fixtures/portal.py); the portal never does.
 APPEND_ONLY = """
@@ -193,6 +203,6 @@ class Migration(migrations.Migration):
             model_name="auditevent",
             index=models.Index(fields=["object_name"], name="event_object_name"),
         ),
-        migrations.RunSQL(FILL_IN, migrations.RunSQL.noop),
+        migrations.RunSQL(FILL_IN, FIT_OLD_SHAPE),
         migrations.RunSQL(APPEND_ONLY, CHANGEABLE_AGAIN),
     ]
