@@ -138,28 +138,36 @@ def extension_request(
         raise PermissionDenied("Only the claim's owner can ask for more time.")
     if not isinstance(hours, int) or not 1 <= hours <= MAX_EXTENSION_HOURS:
         raise ValidationError({"hours": [f"Ask for 1 to {MAX_EXTENSION_HOURS} hours."]})
-    extra = timedelta(hours=hours)
+    extension, decision = _ask(user, claim.pk, timedelta(hours=hours), (reason or "").strip())
+    if decision:
+        _grant(extension, None, decision)
+    return extension
+
+
+def _ask(user: Any, pk: int, extra: timedelta, reason: str) -> tuple[ClaimExtension, str | None]:
+    """Record the ask, and what the rules say; the approvers hear of one left to them."""
     try:
         with transaction.atomic():
             # Locked: a reclaim at this moment either comes first (refused here) or waits.
-            claim = ClaimRequest.objects.select_for_update().get(pk=claim.pk)
+            claim = ClaimRequest.objects.select_for_update().get(pk=pk)
             _require_running(claim)
             extension = ClaimExtension.objects.create(
                 claim=claim,
                 requested_by=user,
                 extra=extra,
-                reason=(reason or "").strip(),
+                reason=reason,
                 expires_before=claim.expires_at,
             )
-            asked = f"Asked for {hours} h more: {extension.reason or 'no reason given'}."
+            asked = f"Asked for {_hours(extension)} h more: {reason or 'no reason given'}."
             record_event(claim, asked, user, action="extension_asked")
+            decision = _auto_decision(claim, extra)
+            if decision is None:
+                notifications.notify(claim, "extension_asked", asked)
     except IntegrityError:
         raise ValidationError(
             {NON_FIELD_ERRORS: ["An extension of this claim is already waiting for a decision."]}
         ) from None
-    if decision := _auto_decision(claim, extra):
-        _grant(extension, None, decision)
-    return extension
+    return extension, decision
 
 
 def _require_running(claim: ClaimRequest) -> None:

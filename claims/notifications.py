@@ -15,14 +15,24 @@ from smtplib import SMTPException
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.db import transaction
+from django.db.models import Q
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone, translation
 
 from claims import quota, webhooks
-from claims.models import AuditEvent, ClaimRequest, NamespaceRequest, Profile, TeamWebhook
+from claims.models import (
+    AuditEvent,
+    ClaimRequest,
+    NamespaceRequest,
+    Profile,
+    TeamMembership,
+    TeamWebhook,
+)
+from claims.selectors import APPROVERS_GROUP
 from portal.celery import app
 
 log = logging.getLogger(__name__)
@@ -45,7 +55,10 @@ EVENTS = {
     "reclaimed": Event("Your claim {name} expired and was reclaimed", "notify_expiry"),
     "extension_approved": Event("More time for your claim {name}", "notify_decisions"),
     "extension_rejected": Event("No extension for your claim {name}", "notify_decisions"),
+    "extension_asked": Event("More time asked for claim {name}", "notify_approvals"),
 }
+# Told to the approvers who may decide, not to the owner.
+APPROVER_EVENTS = ("extension_asked",)
 
 
 @dataclass(frozen=True)
@@ -145,16 +158,33 @@ def wants(user: Any, event: str) -> bool:
     return profile is None or bool(getattr(profile, EVENTS[event].preference))
 
 
+def recipients(obj: Notified, event: str) -> list[Any]:
+    """The owner; for a decision to make, the approvers who may make it (never the owner)."""
+    if event not in APPROVER_EVENTS:
+        return [obj.owner]
+    may_decide = Q(is_staff=True) | Q(is_superuser=True) | Q(groups__name=APPROVERS_GROUP)
+    team = quota.team_of(obj.owner)
+    if team is not None:
+        team_approvers = team.memberships.filter(role=TeamMembership.Role.APPROVER)
+        may_decide |= Q(pk__in=team_approvers.values("user_id"))
+    users = get_user_model().objects.filter(may_decide, is_active=True).exclude(pk=obj.owner_id)
+    return list(users.distinct().order_by("pk"))
+
+
 def _email(obj: Notified, event: str, context: dict[str, Any]) -> None:
-    """In the owner's language (their profile's, else the site's)."""
-    owner = obj.owner
-    if not owner.email or not wants(owner, event):
-        return
-    profile = Profile.objects.filter(user=owner).first()
+    for user in recipients(obj, event):
+        if user.email and wants(user, event):
+            _email_one(user, obj, event, context)
+
+
+def _email_one(user: Any, obj: Notified, event: str, context: dict[str, Any]) -> None:
+    """In the recipient's language (their profile's, else the site's)."""
+    profile = Profile.objects.filter(user=user).first()
     with translation.override((profile.language if profile else "") or settings.LANGUAGE_CODE):
         subject = EVENTS[event].subject.format(what=context["what"], name=obj.name)
-        body = render_to_string(f"emails/{event}.txt", context | {"subject": subject})
-    send_mail(str(subject), body, None, [owner.email])
+        extra = {"subject": subject, "recipient": user}
+        body = render_to_string(f"emails/{event}.txt", context | extra)
+    send_mail(str(subject), body, None, [user.email])
 
 
 def _webhook_of(obj: Notified) -> TeamWebhook | None:

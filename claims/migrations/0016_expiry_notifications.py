@@ -55,6 +55,14 @@ class Migration(migrations.Migration):
             name="notify_expiry",
             field=_notify("Expiry", "A claim is about to expire, or was reclaimed."),
         ),
+        migrations.AddField(
+            model_name="profile",
+            name="notify_approvals",
+            field=_notify(
+                "Decisions to make",
+                "Approvers: someone asks for more time for a claim you may decide on.",
+            ),
+        ),
         migrations.CreateModel(
             name="ClaimExtension",
             fields=[

@@ -25,6 +25,11 @@ class Profile(models.Model):
     notify_expiry = models.BooleanField(
         "Expiry", default=True, help_text="A claim is about to expire, or was reclaimed."
     )
+    notify_approvals = models.BooleanField(
+        "Decisions to make",
+        default=True,
+        help_text="Approvers: someone asks for more time for a claim you may decide on.",
+    )
 
     def __str__(self) -> str:
         return f"profile of {self.user}"

@@ -11,7 +11,13 @@ from django.utils.translation import gettext as _
 from claims.models import Profile
 from claims.views.common import login_required
 
-NOTIFY_FIELDS = ["notify_decisions", "notify_allocation", "notify_failure", "notify_expiry"]
+NOTIFY_FIELDS = [
+    "notify_decisions",
+    "notify_allocation",
+    "notify_failure",
+    "notify_expiry",
+    "notify_approvals",
+]
 
 
 class NotificationsForm(forms.ModelForm):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -13,8 +14,9 @@ from django.core import mail
 from django.db import transaction
 from django.test import Client, override_settings
 from django.urls import reverse
+from django.utils import timezone
 
-from claims import notifications, observations, services
+from claims import expiry, notifications, observations, services
 from claims.models import (
     ClaimRequest,
     Cluster,
@@ -24,7 +26,7 @@ from claims.models import (
     TeamWebhook,
     WebhookDelivery,
 )
-from tests.fixtures.portal import PASSWORD
+from tests.fixtures.portal import PASSWORD, make_user
 
 pytestmark = pytest.mark.django_db
 ALLOCATION = {
@@ -155,7 +157,8 @@ def test_the_preferences_page_saves_each_choice(alice: User) -> None:
     page = client.get(reverse("profile"))
     assert page.status_code == 200
     html = page.content.decode()
-    for field in ("notify_decisions", "notify_allocation", "notify_failure", "notify_expiry"):
+    fields = ("notify_decisions", "notify_allocation", "notify_failure", "notify_expiry")
+    for field in (*fields, "notify_approvals"):
         assert f'name="{field}"' in html
     assert "alice@example.org" in html
 
@@ -189,3 +192,27 @@ def test_a_mail_server_down_holds_back_neither_the_webhook_nor_the_change(
         assert sent(callbacks) == [("rejected", "claim")]
     [delivery] = WebhookDelivery.objects.filter(webhook=webhook)
     assert delivery.payload["object"]["state"] == "rejected"
+
+
+def test_the_approvers_hear_of_an_extension_left_to_them(
+    alice: User, bob: User, carol: User, cluster: Cluster, django_capture_on_commit_callbacks: Any
+) -> None:
+    team = Team.objects.create(name="vision")
+    TeamMembership.objects.create(team=team, user=alice)
+    TeamMembership.objects.create(team=team, user=bob, role=TeamMembership.Role.APPROVER)
+    dave = make_user("dave", approver=True)
+    Profile.objects.create(user=dave, notify_approvals=False)
+    claim = submitted(alice, cluster)
+    services.claim_request_approve(user=carol, claim_request=claim)
+    ClaimRequest.objects.filter(pk=claim.pk).update(
+        state="waiting", expires_at=timezone.now() + timedelta(days=1), lifetime=timedelta(days=1)
+    )
+    with django_capture_on_commit_callbacks() as callbacks:
+        expiry.extension_request(user=alice, claim_request=claim, hours=12, reason="late run")
+    assert sent(callbacks) == [("extension_asked", "claim")]
+    # bob approves for his team, carol for everyone; dave said no; alice asked.
+    assert sorted(email.to[0] for email in mail.outbox) == ["bob@example.org", "carol@example.org"]
+    email = mail.outbox[0]
+    assert email.subject == "More time asked for claim train"
+    assert "alice asks for more time for claim train" in email.body
+    assert "Asked for 12 h more: late run." in email.body
