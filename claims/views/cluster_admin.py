@@ -14,6 +14,7 @@ from django.core.exceptions import ImproperlyConfigured, PermissionDenied, Valid
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
 from claims import cluster_registry
@@ -136,6 +137,7 @@ def _form_page(
     return render(request, "claims/cluster_form.html", context, status=status)
 
 
+@sensitive_post_parameters("kubeconfig_text")
 @admin_required
 def cluster_register(request: HtmxHttpRequest) -> HttpResponse:
     form = ClusterForm()
@@ -150,6 +152,7 @@ def cluster_register(request: HtmxHttpRequest) -> HttpResponse:
     return _form_page(request, form, None)
 
 
+@sensitive_post_parameters("kubeconfig_text")
 @admin_required
 def cluster_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     cluster = get_object_or_404(Cluster, pk=pk)
@@ -177,6 +180,7 @@ def _posted_contexts(form: ClusterForm) -> list[str]:
         return []
 
 
+@sensitive_post_parameters("kubeconfig_text")
 @admin_required
 @require_POST
 def cluster_contexts(request: HtmxHttpRequest) -> HttpResponse:
