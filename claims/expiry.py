@@ -46,7 +46,7 @@ def start_clock(sender: type, *, obj: Any, to_state: str, **kwargs: Any) -> None
     lifetime starts (in the transaction of that change). A re-apply after drift keeps it."""
     if not isinstance(obj, ClaimRequest) or to_state != CS.WAITING or obj.expires_at:
         return
-    lifetime, _ = lifetime_limits(obj)
+    lifetime = lifetime_limits(obj)[0]
     expires_at = timezone.now() + lifetime
     started = ClaimRequest.objects.filter(pk=obj.pk, expires_at__isnull=True).update(
         lifetime=lifetime, expires_at=expires_at
@@ -184,7 +184,7 @@ def _require_running(claim: ClaimRequest) -> None:
 
 def _auto_decision(claim: ClaimRequest, extra: timedelta) -> str | None:
     lifetime = (claim.lifetime or timedelta()) + extra
-    _, cap = lifetime_limits(claim)
+    cap = lifetime_limits(claim)[1]
     if lifetime > cap:
         return None
     return rules.extension_auto_approval(claim, lifetime)
