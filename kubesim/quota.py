@@ -18,20 +18,22 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from kubesim import errors
 from kubesim.cel_env import parse_quantity
-from kubesim.kinds import kind_for
 from kubesim.ownership import CONTROLLER_MANAGER, record_write
 from kubesim.rbac import forbidden_error
+from kubesim.validation import INVALID, FieldError, metadata_name_errors
 
 CLAIMS_COUNT = "count/resourceclaims.resource.k8s.io"
 PER_CLASS_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 ALLOCATION_RESULTS_MAX_SIZE = 32
 GROUP = "resource.k8s.io"
+QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
 
 # One lock for every kubesim in the process: a claim's quota check and its create are one step.
 _admission = threading.RLock()
@@ -118,12 +120,64 @@ def admitting(store: Any, kind: Any, obj: dict[str, Any]) -> Iterator[None]:
     if kind.plural != "resourceclaims" or kind.group != GROUP:
         yield
         return
+    from kubesim.kinds import kind_for  # kinds validates ResourceQuotas with this module
+
     with _admission:
         delta = claim_usage(obj)
         namespace = obj["metadata"].get("namespace") or ""
         for quota in store.list(kind_for("", "resourcequotas"), namespace)[0]:
             _check(quota, obj["metadata"].get("name") or "", delta)
         yield
+
+
+# IsStandardQuotaResourceName: the names a quota may limit without a "/" (hugepages-* too).
+STANDARD_QUOTA_RESOURCES = {
+    "pods", "services", "replicationcontrollers", "resourcequotas", "secrets", "configmaps",
+    "persistentvolumeclaims", "services.nodeports", "services.loadbalancers", "cpu", "memory",
+    "ephemeral-storage", "requests.cpu", "requests.memory", "requests.storage",
+    "requests.ephemeral-storage", "limits.cpu", "limits.memory", "limits.ephemeral-storage",
+}  # fmt: skip
+INTEGER_RESOURCES = STANDARD_QUOTA_RESOURCES - {
+    "cpu", "memory", "ephemeral-storage", "requests.cpu", "requests.memory", "requests.storage",
+    "requests.ephemeral-storage", "limits.cpu", "limits.memory", "limits.ephemeral-storage",
+}  # fmt: skip
+QUANTITY_FORMAT = (
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+)
+
+
+def _is_integer_resource(name: str) -> bool:
+    """IsIntegerResourceName: object counts and extended resources (a "/" outside the
+    kubernetes.io namespace) take whole numbers."""
+    if name in INTEGER_RESOURCES or name.startswith("count/"):
+        return True
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def _hard_errors(key: str, text: Any) -> list[FieldError]:
+    field = f"spec.hard[{key}]"
+    found = []
+    if "/" not in key and key not in STANDARD_QUOTA_RESOURCES and "hugepages-" not in key:
+        found.append(FieldError(INVALID, field, key, "must be a standard resource for quota"))
+    value = parse_quantity(str(text))
+    if value < 0:
+        found.append(FieldError(INVALID, field, str(text), "must be greater than or equal to 0"))
+    if _is_integer_resource(key) and value != int(value):
+        found.append(FieldError(INVALID, field, str(text), "must be an integer"))
+    return found
+
+
+def validate_resource_quota(obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+    """ValidateResourceQuota's checks of the name and spec.hard (scopes are not simulated);
+    a value that is no quantity fails decoding first, as a 400."""
+    hard = (obj.get("spec") or {}).get("hard") or {}
+    found = metadata_name_errors(obj)
+    for key, text in sorted(hard.items()):
+        if not QUANTITY.match(str(text)):
+            kind = 'ResourceQuota in version "v1" cannot be handled as a ResourceQuota'
+            raise errors.bad_request(f"{kind}: {QUANTITY_FORMAT}")
+        found += _hard_errors(key, text)
+    return found
 
 
 class QuotaController:

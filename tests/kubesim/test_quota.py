@@ -14,7 +14,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 import kubesim
-from tests.fixtures.kubesim import api_client, create_namespace, wait_until
+from tests.fixtures.kubesim import api_client, create_namespace, raw_request, wait_until
 
 GPU = "gpu.nvidia.com"
 KEY = f"{GPU}.deviceclass.resource.k8s.io/devices"
@@ -228,4 +228,32 @@ def test_kubectl_shows_the_refusal_as_the_api_server_words_it(
         'resourceclaims.resource.k8s.io "too-many" is forbidden: exceeded quota: gpus, '
         f"requested: {KEY}=4, used: {KEY}=0, "
         f"limited: {KEY}=3"
+    )
+
+
+def test_it_validates_a_resource_quota_as_the_api_server_does(
+    handle: kubesim.Handle, api: client.ApiClient
+) -> None:
+    namespace = create_namespace(handle, "valid")
+    body = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "bad"},
+        "spec": {"hard": {KEY: "1500m", "gpus": "1", COUNT_KEY: "-1"}},
+    }
+    path = f"/api/v1/namespaces/{namespace}/resourcequotas"
+    response = raw_request(handle, "POST", path, body)
+    assert response.status == 422
+    causes = {(c["field"], c["message"]) for c in response.json()["details"]["causes"]}
+    assert causes == {
+        (f"spec.hard[{KEY}]", 'Invalid value: "1500m": must be an integer'),
+        ("spec.hard[gpus]", 'Invalid value: "gpus": must be a standard resource for quota'),
+        (f"spec.hard[{COUNT_KEY}]", 'Invalid value: "-1": must be greater than or equal to 0'),
+    }
+    body["spec"]["hard"] = {KEY: "lots"}
+    response = raw_request(handle, "POST", path, body)
+    assert response.status == 400
+    assert response.json()["message"] == (
+        'ResourceQuota in version "v1" cannot be handled as a ResourceQuota: quantities must '
+        "match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
     )
