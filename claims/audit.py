@@ -78,10 +78,6 @@ class AuditEncoder(DjangoJSONEncoder):
             return str(o)
 
 
-def jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, cls=AuditEncoder))
-
-
 def manifest_sha256(manifest: dict[str, Any]) -> str:
     """SHA-256 of the manifest as canonical JSON: keys sorted, no spaces, UTF-8."""
     text = json.dumps(manifest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -105,7 +101,7 @@ def record(
     user = actor if actor is not None and actor.is_authenticated else None
     for field in ("before", "after", "allocation", "result"):
         if details.get(field) is not None:
-            details[field] = jsonable(details[field])
+            details[field] = json.loads(json.dumps(details[field], cls=AuditEncoder))
     return AuditEvent.objects.create(
         action=action,
         actor=user,
@@ -247,11 +243,17 @@ def token_revoked(*, user: Any, token_key: str) -> None:
 # --- Admins' edits of teams, quotas, rules (claims.models.teams) and clusters ---
 
 AUDITED_MODULES = ("claims.models.teams",)
+AUDITED_MODELS = ("claims.TeamWebhook",)
 # fmt: off
 CLUSTER_FIELDS = ["name", "kubeconfig_path", "kubeconfig_encrypted", "in_cluster", "context",
                   "simulated", "image_pull_secret"]
 # fmt: on
-SECRET_WORDS = ("secret", "encrypted", "password", "token")
+SECRETS = ("secret", "kubeconfig_encrypted", "password", "token")
+# fmt: off
+KIND_WORDS = (("Member", Kind.TEAM_MEMBERSHIP), ("Quota", Kind.TEAM_QUOTA),
+              ("Rule", Kind.APPROVAL_RULE), ("Webhook", Kind.TEAM_WEBHOOK), ("Team", Kind.TEAM),
+              ("Cluster", Kind.CLUSTER), ("User", Kind.USER))
+# fmt: on
 _BEFORE = "_audit_before"
 
 
@@ -260,29 +262,25 @@ def _audited_fields(sender: type[models.Model]) -> list[str]:
     names = [field.attname for field in sender._meta.concrete_fields]
     if sender is Cluster:
         return [name for name in names if name in CLUSTER_FIELDS]
-    return names if sender.__module__ in AUDITED_MODULES else []
+    audited = sender.__module__ in AUDITED_MODULES or sender._meta.label in AUDITED_MODELS
+    return names if audited else []
 
 
 def _kind_of(sender: type[models.Model]) -> str:
     name = sender.__name__
-    for word, kind in (
-        ("Member", Kind.TEAM_MEMBERSHIP),
-        ("Quota", Kind.TEAM_QUOTA),
-        ("Rule", Kind.APPROVAL_RULE),
-    ):
-        if word in name:
-            return kind
-    return {"Team": Kind.TEAM, "Cluster": Kind.CLUSTER, "User": Kind.USER}.get(
-        name, sender._meta.model_name or name
-    )
+    return next((kind for word, kind in KIND_WORDS if word in name), sender._meta.model_name or "")
 
 
 def _values(instance: models.Model, fields: list[str]) -> dict[str, Any]:
-    """The fields' values, secrets masked: the trail says that one changed, not to what."""
-    return {
-        name: "(secret)" if any(w in name for w in SECRET_WORDS) and value else value
-        for name, value in ((name, getattr(instance, name)) for name in fields)
-    }
+    return {name: getattr(instance, name) for name in fields}
+
+
+def _masked(values: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Secrets masked: the trail says that one changed, not to what."""
+    if values is None:
+        return None
+    secret = {name for name, value in values.items() if value and name in SECRETS}
+    return {name: "(secret)" if name in secret else value for name, value in values.items()}
 
 
 def _before_save(sender: Any, instance: Any, raw: bool = False, **kwargs: Any) -> None:
@@ -308,13 +306,14 @@ def _saved(sender: Any, instance: Any, created: bool, **kwargs: Any) -> None:
         before = {name: before[name] for name in changed}
         after = {name: after[name] for name in changed}
     action = Action.CHANGED if before is not None else Action.CREATED
-    _record_edit(action, instance, before=before, after=after)
+    _record_edit(action, instance, before=_masked(before), after=_masked(after))
 
 
 def _deleted(sender: Any, instance: Any, **kwargs: Any) -> None:
     fields = _audited_fields(sender)
     if fields:
-        _record_edit(Action.DELETED, instance, before=_values(instance, fields), after=None)
+        before = _masked(_values(instance, fields))
+        _record_edit(Action.DELETED, instance, before=before, after=None)
 
 
 def _members_changed(

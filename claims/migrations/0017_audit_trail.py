@@ -170,6 +170,7 @@ class Migration(migrations.Migration):
                     ("team_membership", "team membership"),
                     ("team_quota", "team quota"),
                     ("approval_rule", "approval rule"),
+                    ("team_webhook", "team webhook"),
                 ],
                 max_length=30,
             ),

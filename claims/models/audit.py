@@ -36,6 +36,7 @@ class AuditEvent(models.Model):
         TEAM_MEMBERSHIP = "team_membership", "team membership"
         TEAM_QUOTA = "team_quota", "team quota"
         APPROVAL_RULE = "approval_rule", "approval rule"
+        TEAM_WEBHOOK = "team_webhook", "team webhook"
 
     class Action(models.TextChoices):
         STATE_CHANGE = "state_change", "state change"

@@ -149,3 +149,16 @@ def test_it_records_a_kubeconfig_issued(
     event = AuditEvent.objects.get(action=Action.KUBECONFIG_ISSUED)
     assert (event.actor, event.object_kind, event.object_id) == (alice, "namespace_request", ns.pk)
     assert event.channel == "api" and event.message.startswith("Kubeconfig issued")
+
+
+def test_it_records_a_wrong_api_token(db: None) -> None:
+    client = APIClient(REMOTE_ADDR="192.0.2.40")
+    client.credentials(HTTP_AUTHORIZATION="Token gpup_not-a-real-token")
+    assert client.get("/api/v1/me/").status_code == 401
+    event = AuditEvent.objects.get(action=Action.LOGIN_FAILED)
+    assert (event.object_name, event.channel, event.client_ip) == (
+        "(api token)",
+        "api",
+        "192.0.2.40",
+    )
+    assert "not-a-real" not in str(AuditEvent.objects.values_list())

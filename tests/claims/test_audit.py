@@ -25,6 +25,7 @@ from claims.models import (
     Team,
     TeamMembership,
     TeamQuota,
+    TeamWebhook,
 )
 from claims.transitions import transition
 from tests.claims.test_sync import applied_claims, stuck_pod
@@ -257,3 +258,15 @@ def test_it_records_quota_and_membership_edits(alice: User) -> None:
     assert event.after == {"max_devices": 4, "max_lifetime": "P2DT00H00M00S"}
     TeamMembership.objects.create(team=team, user=alice)
     assert last("created", object_kind="team_membership").after["user_id"] == alice.pk
+
+
+def test_it_records_that_a_webhook_secret_changed_but_not_the_secret(db: None) -> None:
+    hook = TeamWebhook.objects.create(
+        team=Team.objects.create(name="vision"), url="https://hooks.example.org/a", secret="s1"
+    )
+    assert last("created", object_kind="team_webhook").after["secret"] == "(secret)"
+    hook.secret = "s2"
+    hook.save()
+    event = last("changed", object_kind="team_webhook", object_id=hook.pk)
+    assert (event.before, event.after) == ({"secret": "(secret)"}, {"secret": "(secret)"})
+    assert "s1" not in str(AuditEvent.objects.values_list())
