@@ -1,0 +1,184 @@
+"""English and Hebrew: who gets which language, right to left for Hebrew, translated pages,
+API errors and emails, and a catalog that has every string the portal says."""
+
+from __future__ import annotations
+
+import gettext
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core import mail
+from django.test import Client
+from django.urls import reverse
+from django.utils import translation
+from knox.models import AuthToken
+from rest_framework.test import APIClient
+
+from claims import notifications, services
+from claims.models import Cluster, Profile
+from tests.fixtures.portal import PASSWORD
+
+ROOT = Path(__file__).resolve().parents[2]
+CATALOG = ROOT / "locale" / "he" / "LC_MESSAGES"
+# What makemessages reads: the portal's code and templates, nothing of the tests or tools.
+SOURCES = ["claims", "portal", "templates", "locale", "manage.py"]
+RTL = '<html lang="he" dir="rtl">'
+
+
+def signed_in(user: User, accept_language: str = "en") -> Client:
+    client = Client(HTTP_ACCEPT_LANGUAGE=accept_language)
+    assert client.login(username=user.get_username(), password=PASSWORD)
+    return client
+
+
+def choose(client: Client, code: str) -> Any:
+    return client.post(reverse("set-language"), {"language": code, "next": reverse("dashboard")})
+
+
+@pytest.mark.django_db
+def test_it_follows_the_browser_when_nobody_chose(alice: User) -> None:
+    hebrew = Client(HTTP_ACCEPT_LANGUAGE="he-IL,he;q=0.9,en;q=0.5").get(reverse("login"))
+    english = Client(HTTP_ACCEPT_LANGUAGE="en-US,en;q=0.9").get(reverse("login"))
+    assert RTL in hebrew.text
+    assert '<html lang="en" dir="ltr">' in english.text
+    assert signed_in(alice, "he").get(reverse("dashboard")).text.count(RTL) == 1
+
+
+@pytest.mark.django_db
+def test_it_saves_the_choice_to_the_profile_and_applies_it_on_the_next_login(
+    alice: User,
+) -> None:
+    client = signed_in(alice)
+    response = choose(client, "he")
+    assert response.status_code == 302 and response["Location"] == reverse("dashboard")
+    assert Profile.objects.get(user=alice).language == "he"
+    assert RTL in client.get(reverse("dashboard")).text
+    # Another browser that asks for English: the saved choice wins once she signs in.
+    elsewhere = Client(HTTP_ACCEPT_LANGUAGE="en")
+    assert '<html lang="en"' in elsewhere.get(reverse("login")).text
+    assert elsewhere.login(username="alice", password=PASSWORD)
+    assert RTL in elsewhere.get(reverse("dashboard")).text
+
+
+@pytest.mark.django_db
+def test_it_switches_back_to_english(alice: User) -> None:
+    Profile.objects.create(user=alice, language="he")
+    client = signed_in(alice, "he")
+    choose(client, "en")
+    assert Profile.objects.get(user=alice).language == "en"
+    assert '<html lang="en" dir="ltr">' in client.get(reverse("dashboard")).text
+
+
+@pytest.mark.django_db
+def test_it_keeps_a_choice_it_does_not_speak_out_of_the_profile(alice: User) -> None:
+    client = signed_in(alice)
+    choose(client, "fr")
+    assert not Profile.objects.filter(user=alice).exclude(language="").exists()
+    assert '<html lang="en"' in client.get(reverse("dashboard")).text
+
+
+@pytest.mark.django_db
+def test_it_refuses_to_switch_on_a_get(alice: User) -> None:
+    assert signed_in(alice).get(reverse("set-language") + "?language=he").status_code == 405
+
+
+@pytest.mark.django_db
+def test_it_shows_a_field_error_in_hebrew(alice: User, cluster: Cluster) -> None:
+    Profile.objects.create(user=alice, language="he")
+    client = signed_in(alice)
+    response = client.post(reverse("namespace-request"), {"cluster": cluster.pk, "name": "A_b"})
+    assert response.status_code == 200
+    with translation.override("he"):
+        expected = translation.gettext("Use lower-case letters only.")
+    assert expected != "Use lower-case letters only."
+    assert expected in response.text
+
+
+@pytest.mark.django_db
+def test_it_answers_api_errors_in_the_language_asked_for(alice: User, cluster: Cluster) -> None:
+    _, secret = AuthToken.objects.create(user=alice, expiry=None)
+    api = APIClient(HTTP_AUTHORIZATION=f"Token {secret}")
+    body = {"cluster": cluster.pk, "name": "kube-system"}
+    english = api.post("/api/v1/namespace-requests/", body, format="json")
+    hebrew = api.post("/api/v1/namespace-requests/", body, HTTP_ACCEPT_LANGUAGE="he", format="json")
+    assert english.status_code == hebrew.status_code == 400
+    assert "belongs to the cluster itself" in english.json()["name"][0]
+    assert "שייך לאשכול עצמו" in hebrew.json()["name"][0]
+    assert hebrew["Content-Language"] == "he"
+    # DRF's own words come through Django's and our catalogs too.
+    missing = APIClient().get("/api/v1/claims/", HTTP_ACCEPT_LANGUAGE="he")
+    assert missing.status_code == 401
+    assert "Authentication credentials were not provided." not in missing.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_it_emails_a_hebrew_user_in_hebrew(
+    alice: User, bob: User, carol: User, cluster: Cluster, django_capture_on_commit_callbacks: Any
+) -> None:
+    Profile.objects.create(user=alice, language="he")
+    claims = []
+    for owner in (alice, bob):
+        ns = services.namespace_request_submit(user=owner, cluster=cluster, name=f"ns-{owner}")
+        claims.append(
+            services.claim_request_submit(
+                user=owner, namespace_request=ns, name="train", device_class="gpu.nvidia.com"
+            )
+        )
+    with django_capture_on_commit_callbacks() as callbacks:
+        for claim in claims:
+            services.claim_request_approve(user=carol, claim_request=claim)
+    for notice in [c for c in callbacks if isinstance(c, notifications.Notice)]:
+        notice.deliver()
+    to_alice = next(m for m in mail.outbox if m.to == ["alice@example.org"])
+    to_bob = next(m for m in mail.outbox if m.to == ["bob@example.org"])
+    assert "אושר" in to_alice.subject and "train" in to_alice.subject
+    assert "שלום alice" in to_alice.body
+    assert to_bob.subject.startswith("Your claim train was approved")
+
+
+def _mo_catalog(path: Path) -> dict[Any, Any]:
+    with path.open("rb") as mo:
+        return dict(gettext.GNUTranslations(mo)._catalog)  # type: ignore[attr-defined]
+
+
+def test_it_ships_a_compiled_catalog_that_matches_its_source(tmp_path: Path) -> None:
+    fresh = tmp_path / "django.mo"
+    subprocess.run(["msgfmt", "--check", "-o", str(fresh), str(CATALOG / "django.po")], check=True)
+    assert _mo_catalog(CATALOG / "django.mo") == _mo_catalog(fresh), (
+        "locale/he/LC_MESSAGES/django.mo is older than its .po: run make messages"
+    )
+
+
+def test_it_has_a_hebrew_translation_of_every_string(tmp_path: Path) -> None:
+    """makemessages on a copy of the sources: nothing new, untranslated or fuzzy."""
+    for name in SOURCES:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, tmp_path / name, ignore=shutil.ignore_patterns("*.pyc"))
+        else:
+            shutil.copy(source, tmp_path / name)
+    subprocess.run(
+        [sys.executable, "manage.py", "makemessages", "-l", "he", "--no-obsolete"],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        env={"DEBUG": "True", "PATH": "/usr/bin:/bin", "PORTAL_VAR_DIR": str(tmp_path / "var")},
+    )
+    po = tmp_path / "locale" / "he" / "LC_MESSAGES" / "django.po"
+    stats = _run("msgfmt", "--statistics", "-o", "/dev/null", str(po)).stderr
+    missing = _run("msgattrib", "--untranslated", "--no-obsolete", str(po)).stdout
+    fuzzy = _run("msgattrib", "--only-fuzzy", "--no-obsolete", str(po)).stdout
+    assert "untranslated" not in stats and "fuzzy" not in stats, (
+        f"locale/he is missing some ({stats.strip()}): run makemessages -l he and translate\n"
+        + missing
+        + fuzzy
+    )
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, check=True, capture_output=True, text=True)
