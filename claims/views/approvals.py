@@ -13,6 +13,7 @@ from django.db.models import Count, Max, Value
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.loader import render_to_string
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from claims import changes, feasibility, limits, selectors, services
@@ -29,7 +30,7 @@ ROWS = {
 
 def _require_approver(request: HtmxHttpRequest) -> None:
     if not selectors.user_is_approver(request.user):
-        raise PermissionDenied("Only approvers see the approval queue.")
+        raise PermissionDenied(_("Only approvers see the approval queue."))
 
 
 class CountedPaginator(Paginator):
@@ -237,9 +238,7 @@ def _row(
     if isinstance(item, ClaimRequest):
         _with_feasibility(item)
     context = {name: item, "reject_form": reject_form, "decision_error": decision_error}
-    # Approving a claim approves its pending namespace too: the live queue redraws that row
-    # when it is on the page (an out-of-band row here would miss when it is not).
-    html = render_to_string(template, context, request=request)
-    waiting = selectors.approval_count(request.user)
-    html += render_to_string("claims/_pending_count.html", {"waiting": waiting}, request=request)
-    return HttpResponse(html)
+    # Only the row: the live queue redraws the rest (the namespace row a claim's approval
+    # approved, the menu's count). Out-of-band parts here would miss their target whenever
+    # that redraw replaced this row first (htmx then looks for them in the detached row).
+    return HttpResponse(render_to_string(template, context, request=request))
