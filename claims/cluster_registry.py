@@ -374,12 +374,12 @@ def note_sync_outcome(cluster_pk: int) -> None:
 
 
 def status_label(cluster: Cluster, now: datetime | None = None) -> str:
-    """ "unreachable since 2026-12-01 10:42 UTC (5 minutes)", or "" while it answers."""
+    """The status in words, e.g. "unreachable since 2026-12-01 10:42 UTC, 5 minutes ago"."""
     since = cluster.unreachable_since
     if since is None:
         return ""
     at = since.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return f"unreachable since {at} ({timesince(since, now)})"
+    return f"unreachable since {at}, {timesince(since, now)} ago"
 
 
 def the_only_cluster() -> Cluster:

@@ -215,7 +215,7 @@ def test_unreachable_since_keeps_the_first_failure(cluster: Cluster) -> None:
     again = Cluster.objects.get(pk=cluster.pk)
     assert again.unreachable_since == first and again.last_error.startswith("no answer")
     later = first + timedelta(minutes=5)
-    assert cluster_registry.status_label(again, later).endswith("(5\xa0minutes)")
+    assert cluster_registry.status_label(again, later).endswith(", 5\xa0minutes ago")
     cluster_registry.mark_reachable(cluster.pk)
     assert Cluster.objects.get(pk=cluster.pk).unreachable_since is None
     assert cluster_registry.picker_label(Cluster.objects.get(pk=cluster.pk)) == cluster.name
