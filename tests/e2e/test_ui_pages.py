@@ -147,12 +147,16 @@ def test_it_has_no_serious_accessibility_violations_on_any_page(
         "namespace-form": reverse("namespace-request"),
         "claim-form": reverse("claim-request"),
         "confirm-delete": reverse("namespace-delete", args=[work["ns"].pk]),
+        "confirm-release": reverse("claim-release", args=[work["claim"].pk]),
         "tokens": reverse("api-tokens"),
         "clusters": reverse("clusters"),
     }
     for name, path in pages.items():
         page.goto(base + path)
         assert_accessible(page)
+        if name == "dashboard":  # its actions column is a table cell, with its borders
+            display = "getComputedStyle(document.querySelector('td.actions')).display"
+            assert page.evaluate(display) == "table-cell"
         if name in ("namespace", "confirm-delete"):  # docs/ui.md shows these
             screenshot(page, {"namespace": "namespace-access"}.get(name, name))
     approver = signed_in("carol")
