@@ -293,3 +293,10 @@ def test_it_shows_a_run_without_recorded_phases(applied: ClaimRequest) -> None: 
         owner=applied.owner, claim=applied, state=VerificationRun.State.RUNNING
     )
     assert 'id="run-phases">' in get(bare.owner, "run", bare.pk)
+
+
+def test_it_offers_a_copy_button_for_a_new_token(alice: User) -> None:
+    response = client_for(alice).post(reverse("api-token-create"), {"expires_in": "30"})
+    content = response.content.decode()
+    assert 'id="new-token-secret"' in content
+    assert 'data-copy="new-token-secret"' in content
