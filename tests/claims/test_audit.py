@@ -270,3 +270,13 @@ def test_it_records_that_a_webhook_secret_changed_but_not_the_secret(db: None) -
     event = last("changed", object_kind="team_webhook", object_id=hook.pk)
     assert (event.before, event.after) == ({"secret": "(secret)"}, {"secret": "(secret)"})
     assert "s1" not in str(AuditEvent.objects.values_list())
+
+
+def test_it_shows_a_deleted_users_row_in_the_admin(admin_client: Client, alice: User) -> None:
+    Client().post(reverse("login"), {"username": "alice", "password": PASSWORD})
+    alice.delete()
+    row = last("login")
+    page = admin_client.get(reverse("admin:claims_auditevent_change", args=[row.pk]))
+    assert page.status_code == 200 and "alice" in page.content.decode()
+    listing = admin_client.get(reverse("admin:claims_auditevent_changelist"), {"q": "alice"})
+    assert f"/{row.pk}/change/" in listing.content.decode()
