@@ -154,10 +154,13 @@ def test_it_releases_a_claim(applied: ClaimRequest) -> None:
     assert applied.state == "released"
 
 
-def test_it_explains_why_a_pending_claim_cannot_run(claim: ClaimRequest) -> None:
+def test_it_explains_why_a_rejected_claim_cannot_run(claim: ClaimRequest, charlie: User) -> None:
+    services.claim_request_reject(user=charlie, claim_request=claim, reason="No")
     url = reverse("claim-verify", args=[claim.pk])
     response = client_for(claim.owner).post(url, follow=True)
-    assert "a run needs an applied claim" in response.content.decode()
+    assert "The claim is rejected; a run needs a claim that is requested" in (
+        response.content.decode()
+    )
     assert not VerificationRun.objects.exists()
 
 
@@ -233,7 +236,9 @@ def test_it_shows_the_applied_manifest_in_the_usual_key_order(applied: ClaimRequ
 
 def test_it_gives_a_kubectl_command_whose_manifests_validate(applied: ClaimRequest) -> None:
     content = client_for(applied.owner).get(reverse("claim", args=[applied.pk])).content.decode()
-    command = html.unescape(re.search(r'<pre id="kubectl-apply">(.*?)</pre>', content, re.S)[1])
+    found = re.search(r'<pre id="kubectl-apply"[^>]*>(.*?)</pre>', content, re.S)
+    assert found
+    command = html.unescape(found[1])
     first_line, *body, last_line = command.splitlines()
     assert first_line.endswith("-f - <<'EOF'")
     assert last_line == "EOF"
