@@ -138,3 +138,33 @@ def test_the_followers_take_new_clusters_and_a_dead_one_stalls_no_other(
     finally:
         stop.set()
         command.join(timeout=60)
+
+
+@override_settings(FOLLOWER_LEASE_SECONDS=1.5)
+def test_the_follower_follows_anew_when_an_admin_changes_the_credentials(
+    alice: User, kubesim_cluster: kubesim.Handle, kubesim_private: kubesim.Handle
+) -> None:
+    old_text = Path(kubesim_private.kubeconfig).read_text()
+    cluster = cluster_registry.save_cluster(ClusterInput("moving", KUBECONFIG, old_text, "kubesim"))
+    cluster_registry.contact(cluster)
+    stop = threading.Event()
+    command = threading.Thread(target=follower.follow_all, args=(stop,), kwargs={"look_every": 0.2})
+    command.start()
+    try:
+        wait_until(lambda: Cluster.objects.get(pk=cluster.pk).follower, timeout=30)
+        new_text = Path(kubesim_cluster.kubeconfig).read_text()
+        cluster = cluster_registry.save_cluster(
+            ClusterInput("moving", KUBECONFIG, new_text, "kubesim"), cluster
+        )
+        kubesim_private.stop()  # nothing more to see there
+        claim = approved_claim(alice, cluster)
+        cluster_ops.apply_claim(claim)  # on the new cluster
+        assert claims_in(kubesim_cluster, claim.namespace) == ["train"]
+        run = services.verification_run_start(user=alice, claim_request=claim)
+        cluster_ops.start_run(run)
+        # Only a follower watching the new cluster sees the run's Pod to its end.
+        wait_until(lambda: state_of(run) in ("succeeded", "failed"), timeout=60)
+        assert run.state == "succeeded", run.state_message
+    finally:
+        stop.set()
+        command.join(timeout=60)
