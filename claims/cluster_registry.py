@@ -24,6 +24,7 @@ from django.utils import timezone
 from django.utils.timesince import timesince
 
 from claims import inventory
+from claims.kube.connection import load_configuration
 from claims.kube.gateway import ClusterGateway, KubeError, PermanentKubeError, PreflightCheck
 from claims.models import ClaimRequest, Cluster, NamespaceRequest
 
@@ -42,9 +43,6 @@ LOCAL_REFERENCES = {
     "client-key": "client-key-data",
     "tokenFile": "token",
 }
-
-
-# --- encryption at rest ---------------------------------------------------------------
 
 
 def _fernet() -> MultiFernet:
@@ -89,9 +87,6 @@ def credentials_keys_check(app_configs: Any, **kwargs: Any) -> list[checks.Check
         message = f"CLUSTER_CREDENTIALS_KEYS holds a key that is not a Fernet key: {error}"
         return [checks.Error(message, id="claims.E002")]
     return []
-
-
-# --- kubeconfigs ----------------------------------------------------------------------
 
 
 def _invalid(message: str) -> ValidationError:
@@ -193,9 +188,6 @@ def gateway_options(cluster: Cluster) -> Obj:
     }
 
 
-# --- registration ---------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class ClusterInput:
     name: str
@@ -221,6 +213,10 @@ def _connection_fields(data: ClusterInput, cluster: Cluster | None) -> Obj:
     else:
         raise _invalid("Upload or paste a kubeconfig.")
     check_context(kubeconfig, data.context)
+    try:  # as the gateway will: a CA or key that does not decode is said now
+        load_configuration(None, data.context, False, kubeconfig=kubeconfig)
+    except PermanentKubeError as error:
+        raise _invalid(f"It cannot be used: {error.message}") from None
     fields = {"in_cluster": False, "kubeconfig_path": "", "context": data.context}
     return fields | {"kubeconfig_encrypted": encrypt(text)}
 
@@ -274,9 +270,6 @@ def remove_cluster(cluster: Cluster) -> None:
             )
         NamespaceRequest.objects.filter(cluster=cluster).delete()
         cluster.delete()
-
-
-# --- contact --------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections, connections
 from django.db.models import Q
 from django.utils import timezone
@@ -26,7 +27,7 @@ from django.utils import timezone
 from claims import cluster_registry, run_follower, sync
 from claims.cluster_ops import gateway_for
 from claims.kube import parsing
-from claims.kube.gateway import ClaimState, DeviceClassInfo, PodState
+from claims.kube.gateway import ClaimState, DeviceClassInfo, KubeError, PodState
 from claims.kube.informer import Informer
 from claims.log_streams import LogStreams
 from claims.models import Cluster, VerificationRun, managed_selector
@@ -149,12 +150,23 @@ class ClusterFollower:
             while not self.stop.is_set() and Cluster.objects.filter(pk=self.cluster_id).exists():
                 if take_lease(self.cluster_id, self.holder):
                     log.info("following cluster %s as %s", self.cluster_id, self.holder)
-                    self._follow()
+                    self._follow_or_wait()
                 else:
                     self.stop.wait(lease_seconds() / 3)
         finally:
             release_lease(self.cluster_id, self.holder)
             connections.close_all()  # this thread's: it ends here
+
+    def _follow_or_wait(self) -> None:
+        try:
+            self._follow()
+        except (KubeError, ImproperlyConfigured) as error:
+            # No connection can be made (a kubeconfig that does not load, no key to read
+            # it): say so, and look again later rather than in a loop.
+            log.warning("cannot follow cluster %s: %s", self.cluster_id, error)
+            problem = cluster_registry.plain_words(str(error))
+            cluster_registry.mark_unreachable(self.cluster_id, problem)
+            self.stop.wait(lease_seconds() / 3)
 
     def _follow(self) -> None:
         cluster = Cluster.objects.filter(pk=self.cluster_id).first()

@@ -138,6 +138,10 @@ def test_it_refuses_an_unknown_context_and_local_references(
     config["users"][0]["user"] = {"tokenFile": "/etc/shadow"}
     errors = field_errors(ClusterInput("bad", KUBECONFIG, yaml.safe_dump(config), "kubesim"))
     assert "refers to a file (tokenFile)" in errors["kubeconfig"][0]
+    config["users"][0]["user"] = {"token": "t"}
+    config["clusters"][0]["cluster"]["certificate-authority-data"] = "not base64!"
+    errors = field_errors(ClusterInput("bad", KUBECONFIG, yaml.safe_dump(config), "kubesim"))
+    assert errors["kubeconfig"][0].startswith("It cannot be used: cannot load the cluster")
     assert not Cluster.objects.exists()
 
 

@@ -97,6 +97,10 @@ def test_each_cluster_serves_its_own_requests_and_one_down_stops_no_other(
     assert "connection refused" in Cluster.objects.get(pk=second.pk).last_error
 
 
+def follower_thread_objects(cluster: Cluster) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == f"follower-{cluster.pk}"]
+
+
 def follower_threads() -> set[str]:
     return {thread.name for thread in threading.enumerate() if thread.name.startswith("follower-")}
 
@@ -165,6 +169,30 @@ def test_the_follower_follows_anew_when_an_admin_changes_the_credentials(
         # Only a follower watching the new cluster sees the run's Pod to its end.
         wait_until(lambda: state_of(run) in ("succeeded", "failed"), timeout=60)
         assert run.state == "succeeded", run.state_message
+    finally:
+        stop.set()
+        command.join(timeout=60)
+
+
+@override_settings(FOLLOWER_LEASE_SECONDS=1.5)
+def test_a_cluster_whose_connection_cannot_be_made_is_waited_for_not_retried_in_a_loop(
+    kubesim_cluster: kubesim.Handle, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken = register_cluster(kubesim_cluster, name="broken")
+    # As if its key were gone: the stored kubeconfig no longer decrypts.
+    Cluster.objects.filter(pk=broken.pk).update(kubeconfig_encrypted="gAAAA-not-a-token")
+    stop = threading.Event()
+    command = threading.Thread(target=follower.follow_all, args=(stop,), kwargs={"look_every": 0.2})
+    command.start()
+    try:
+        wait_until(lambda: Cluster.objects.get(pk=broken.pk).unreachable_since, timeout=30)
+        assert "does not decrypt" in Cluster.objects.get(pk=broken.pk).last_error
+        [thread] = follower_thread_objects(broken)
+        tries = lambda: caplog.text.count("cannot follow cluster")  # noqa: E731
+        first = wait_until(tries, timeout=30)
+        wait_until(lambda: tries() > first, timeout=30)
+        # The same follower waited and tried again: none died to be started anew.
+        assert follower_thread_objects(broken) == [thread] and thread.is_alive()
     finally:
         stop.set()
         command.join(timeout=60)
