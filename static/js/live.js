@@ -18,6 +18,37 @@ document.addEventListener("htmx:oobAfterSwap", function (event) {
   }
 });
 
+// A live part redrawn while the user types in it (a reason for rejecting, say) keeps what was
+// typed and where the focus was: inputs are matched by the id of their row and their name.
+const typed = {};
+function inputKey(input) {
+  const owner = input.closest("[id]");
+  return owner ? owner.id + " " + input.name : null;
+}
+document.addEventListener("htmx:oobBeforeSwap", function (event) {
+  const target = event.detail.target;
+  if (!target || !target.id) { return; }
+  typed[target.id] = [];
+  target.querySelectorAll("input[type=text][name], textarea[name]").forEach(function (input) {
+    if (input.value !== input.defaultValue || input === document.activeElement) {
+      typed[target.id].push({key: inputKey(input), value: input.value, focused: input === document.activeElement});
+    }
+  });
+});
+document.addEventListener("htmx:oobAfterSwap", function (event) {
+  const kept = typed[event.detail.target && event.detail.target.id];
+  const part = kept && document.getElementById(event.detail.target.id);
+  if (!part) { return; }
+  part.querySelectorAll("input[type=text][name], textarea[name]").forEach(function (input) {
+    const entry = kept.find(function (item) { return item.key === inputKey(input); });
+    if (entry) {
+      input.value = entry.value;
+      if (entry.focused) { input.focus(); }
+    }
+  });
+  delete typed[event.detail.target.id];
+});
+
 // Copy buttons: the clipboard when the browser allows it (HTTPS or localhost), else the text
 // is selected so Ctrl+C copies it. Without JavaScript the buttons stay hidden.
 function copyText(button) {

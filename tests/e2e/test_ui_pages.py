@@ -272,3 +272,18 @@ def test_it_drops_the_requested_notice_once_an_approver_decided(
     expect(page.locator("#claim-status")).to_contain_text("approved", timeout=LIVE)
     expect(notice).to_have_count(0)
     assert_not_reloaded(page)
+
+
+def test_it_keeps_a_reason_being_typed_when_the_queue_redraws(
+    signed_in: Any, live_server: Any, work: dict[str, Any], alice: User
+) -> None:
+    approver = signed_in("carol")
+    approver.goto(live_server.url + reverse("approvals"))
+    reason = approver.locator("tr", has_text="eval-gpu").get_by_label("Reason for rejecting")
+    reason.fill("Use the A100 pool")
+    services.claim_request_submit(
+        user=alice, namespace_request=work["ns"], name="late-gpu", device_class="gpu.nvidia.com"
+    )
+    expect(approver.locator("#claim-queue")).to_contain_text("late-gpu", timeout=LIVE)
+    expect(reason).to_have_value("Use the A100 pool")
+    expect(reason).to_be_focused()
