@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/portal
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: run test lint format bench kubesim
+.PHONY: run test lint format bench kubesim messages
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -13,8 +13,12 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install -q -r requirements.txt
 	touch $@
 
+# The compiled translations (locale/*/LC_MESSAGES/django.mo) from their catalogs (.po).
+messages: $(VENV)/.installed
+	$(PY) manage.py compilemessages --ignore=.venv --ignore=var
+
 # DEBUG=True (unless given): a local key, static files, and the demo logins.
-run: $(VENV)/.installed
+run: $(VENV)/.installed messages
 	DEBUG=$${DEBUG:-True} $(PY) manage.py rundemo
 
 kubesim: $(VENV)/.installed
@@ -30,13 +34,14 @@ format: $(VENV)/.installed
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-test: $(VENV)/.installed lint
+test: $(VENV)/.installed lint messages
 	.ci/ensure-chromium
 	# tests/deploy renders deploy/ with kubectl kustomize and applies it to kubesim: no skipping in CI.
 	@command -v kubectl >/dev/null || { echo 'make test needs kubectl (deploy/ and kubesim tests)'; exit 1; }
 	DEBUG=True $(PY) manage.py makemigrations --check --dry-run
 	# The documented production environment (docs/deploy.md) passes Django's deploy checks.
 	set -a && . ./docs/production.env && SECRET_KEY=$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(50))') \
+		CLUSTER_CREDENTIALS_KEYS=$$($(PY) -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())') \
 		$(PY) manage.py check --deploy --fail-level WARNING
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(VENV)/bin/pytest
 

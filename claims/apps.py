@@ -16,3 +16,5 @@ class ClaimsConfig(AppConfig):
         from claims.audit import connect_signals
 
         connect_signals()
+        # Registers the deploy check of CLUSTER_CREDENTIALS_KEYS.
+        from claims import cluster_registry  # noqa: F401

@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 
 from claims import device_picker
 from claims.kube import dracel
 from claims.models import ClaimRequest, Cluster
 
-FREE_NOW_COUNTS = (
+FREE_NOW_COUNTS = gettext_lazy(
     "free = not allocated to a claim the portal follows; claims made outside it are not seen"
 )
 
@@ -48,21 +50,25 @@ class Feasibility:
 
     @property
     def what(self) -> str:
-        matching = " matching the selector" if self.selector and self.selector_evaluated else ""
-        return f"devices of class {self.device_class}{matching}"
+        if self.selector and self.selector_evaluated:
+            return _("devices of class %(class)s matching the selector") % {
+                "class": self.device_class
+            }
+        return _("devices of class %(class)s") % {"class": self.device_class}
 
     def refusal(self) -> str:
-        return (
-            f"At most {self.max_on_one_node} {self.what} sit on one node; "
-            f"this cluster cannot give {self.asked} to one claim."
-        )
+        return _(
+            "At most %(max)d %(what)s sit on one node; this cluster cannot give %(asked)s to "
+            "one claim."
+        ) % {"max": self.max_on_one_node, "what": self.what, "asked": self.asked}
 
     def line(self) -> str:
         """The picker's one line: "N devices match, M free now, at most K on one node"."""
-        return (
-            f"{self.matching} device{'' if self.matching == 1 else 's'} match, "
-            f"{self.free_in_cluster} free now, at most {self.max_on_one_node} on one node"
-        )
+        return ngettext(
+            "%(matching)d device matches, %(free)d free now, at most %(max)d on one node",
+            "%(matching)d devices match, %(free)d free now, at most %(max)d on one node",
+            self.matching,
+        ) % {"matching": self.matching, "free": self.free_in_cluster, "max": self.max_on_one_node}
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -79,20 +85,30 @@ class Feasibility:
     def summary(self) -> str:
         """One line for people: can it ever be met, and what is free now."""
         if not self.possible:
-            head = f"Cannot be satisfied. {self.refusal()}"
+            parts = [_("Cannot be satisfied. %(refusal)s") % {"refusal": self.refusal()}]
         else:
-            head = f"Can be satisfied: up to {self.max_on_one_node} {self.what} on one node."
-        where = f" on {self.best_node}" if self.best_node else ""
-        free = (
-            f" Free now: {self.free_on_best_node}{where}, {self.free_in_cluster} in the "
-            f"cluster ({FREE_NOW_COUNTS})."
-        )
-        skipped = (
-            ""
-            if self.selector_evaluated or not self.selector
-            else " The selector could not be evaluated here."
-        )
-        return head + free + skipped
+            parts = [
+                _("Can be satisfied: up to %(max)d %(what)s on one node.")
+                % {"max": self.max_on_one_node, "what": self.what}
+            ]
+        parts.append(self._free_now())
+        if self.selector and not self.selector_evaluated:
+            parts.append(_("The selector could not be evaluated here."))
+        return " ".join(parts)
+
+    def _free_now(self) -> str:
+        numbers = {
+            "free": self.free_on_best_node,
+            "node": self.best_node,
+            "in_cluster": self.free_in_cluster,
+            "counts": FREE_NOW_COUNTS,
+        }
+        if self.best_node:
+            return (
+                _("Free now: %(free)d on %(node)s, %(in_cluster)d in the cluster (%(counts)s).")
+                % numbers
+            )
+        return _("Free now: %(free)d, %(in_cluster)d in the cluster (%(counts)s).") % numbers
 
 
 Taken = dict[int, set[tuple[str, str, str]]]

@@ -7,12 +7,16 @@ from typing import Any, cast
 
 from django import forms
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from claims import cluster_registry, limits, selectors
 from claims.models import Cluster, NamespaceRequest
 
-NAME_HELP = "Lower-case letters, digits and '-', at most 63 characters (a DNS-1123 label)."
-SELECTOR_HELP = (
+NAME_HELP = gettext_lazy(
+    "Lower-case letters, digits and '-', at most 63 characters (a DNS-1123 label)."
+)
+SELECTOR_HELP = gettext_lazy(
     "Optional; it must hold as well as the picker's choices, e.g. "
     "<code>device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA H100')</code>"
 )
@@ -42,13 +46,18 @@ class ClusterChoiceField(forms.ModelChoiceField):
 
 
 class NamespaceRequestForm(SubmissionTokenMixin):
-    cluster = ClusterChoiceField(queryset=Cluster.objects.none(), empty_label=None)
-    name = forms.CharField(max_length=limits.NAME_MAX_CHARS, help_text=NAME_HELP)
+    cluster = ClusterChoiceField(
+        queryset=Cluster.objects.none(), empty_label=None, label=gettext_lazy("Cluster")
+    )
+    name = forms.CharField(
+        max_length=limits.NAME_MAX_CHARS, label=gettext_lazy("Name"), help_text=NAME_HELP
+    )
     purpose = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}),
         required=False,
         max_length=limits.PURPOSE_MAX_CHARS,
-        help_text="What the GPUs are for; it helps the approver decide.",
+        label=gettext_lazy("Purpose"),
+        help_text=gettext_lazy("What the GPUs are for; it helps the approver decide."),
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -58,57 +67,74 @@ class NamespaceRequestForm(SubmissionTokenMixin):
 
 class NamespaceChoiceField(forms.ModelChoiceField):
     def label_from_instance(self, obj: NamespaceRequest) -> str:
-        return f"{obj.name} on {obj.cluster.name} ({obj.get_state_display()})"
+        return _("%(name)s on %(cluster)s (%(state)s)") % {
+            "name": obj.name,
+            "cluster": obj.cluster.name,
+            "state": obj.get_state_display(),
+        }
 
 
 class ClaimRequestForm(SubmissionTokenMixin):
     namespace_request = NamespaceChoiceField(
-        queryset=NamespaceRequest.objects.none(), label="Namespace", empty_label=None
+        queryset=NamespaceRequest.objects.none(),
+        label=gettext_lazy("Namespace"),
+        empty_label=None,
     )
     name = forms.CharField(
-        max_length=limits.NAME_MAX_CHARS, label="Claim name", help_text=NAME_HELP
+        max_length=limits.NAME_MAX_CHARS, label=gettext_lazy("Claim name"), help_text=NAME_HELP
     )
     # Free text behind a select, so an unknown class gets the service's explanation.
     device_class = forms.CharField(
-        label="Device class", widget=forms.Select, max_length=limits.DEVICE_CLASS_MAX_CHARS
+        label=gettext_lazy("Device class"),
+        widget=forms.Select,
+        max_length=limits.DEVICE_CLASS_MAX_CHARS,
     )
     # The device picker (claims.device_picker): what the cluster publishes is offered in the
     # inputs' datalists, which the preview refreshes for the chosen namespace and class.
     gpu_model = forms.CharField(
         required=False,
         max_length=64,
-        label="GPU model",
+        label=gettext_lazy("GPU model"),
         widget=forms.TextInput(attrs={"list": "gpu-model-options", "autocomplete": "off"}),
-        help_text="Any model, or one the cluster publishes (pick from the list).",
+        help_text=gettext_lazy("Any model, or one the cluster publishes (pick from the list)."),
     )
     min_memory = forms.CharField(
         required=False,
         max_length=32,
-        label="Minimum memory",
+        label=gettext_lazy("Minimum memory"),
         widget=forms.TextInput(attrs={"list": "memory-options", "autocomplete": "off"}),
-        help_text="Device memory at least this much, e.g. 40Gi.",
+        help_text=gettext_lazy("Device memory at least this much, e.g. 40Gi."),
     )
     mig_profile = forms.CharField(
         required=False,
         max_length=64,
-        label="MIG profile",
+        label=gettext_lazy("MIG profile"),
         widget=forms.TextInput(attrs={"list": "mig-profile-options", "autocomplete": "off"}),
-        help_text="For a MIG device class (e.g. mig.nvidia.com): a slice such as 1g.5gb.",
+        help_text=gettext_lazy(
+            "For a MIG device class (e.g. mig.nvidia.com): a slice such as 1g.5gb."
+        ),
     )
-    count = forms.IntegerField(required=False, initial=1, help_text="How many devices.")
+    count = forms.IntegerField(
+        required=False,
+        initial=1,
+        label=gettext_lazy("Count"),
+        help_text=gettext_lazy("How many devices."),
+    )
     all_devices = forms.BooleanField(
-        required=False, label="All matching devices on one node (allocationMode: All)"
+        required=False,
+        label=gettext_lazy("All matching devices on one node (allocationMode: All)"),
     )
     selector = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}),
         required=False,
-        label="Advanced: your own CEL selector",
+        label=gettext_lazy("Advanced: your own CEL selector"),
         help_text=SELECTOR_HELP,
     )
     purpose = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}),
         required=False,
         max_length=limits.PURPOSE_MAX_CHARS,
+        label=gettext_lazy("Purpose"),
     )
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
@@ -125,7 +151,11 @@ def device_class_choices(namespaces: Any) -> list[tuple[str, str]]:
     choices: dict[str, str] = {}
     for cluster in clusters:
         for dc in selectors.device_classes(cluster=cluster):
-            label = f"{dc['name']} ({dc['device_count']} devices on {cluster.name})"
+            label = _("%(class)s (%(count)d devices on %(cluster)s)") % {
+                "class": dc["name"],
+                "count": dc["device_count"],
+                "cluster": cluster.name,
+            }
             choices.setdefault(dc["name"], label)
     return sorted(choices.items())
 
@@ -134,26 +164,39 @@ class RejectForm(forms.Form):
     reason = forms.CharField(
         required=True,
         max_length=limits.REASON_MAX_CHARS,
-        error_messages={"required": "Say why, so the requester knows what to change."},
+        label=gettext_lazy("Reason"),
+        error_messages={
+            "required": gettext_lazy("Say why, so the requester knows what to change.")
+        },
     )
 
 
 class ApprovalFilterForm(forms.Form):
     """The approval queue's filters (GET); a value that does not parse narrows nothing."""
 
-    KINDS = [("", "Namespaces and claims"), ("namespace", "Namespaces"), ("claim", "Claims")]
+    KINDS = [
+        ("", gettext_lazy("Namespaces and claims")),
+        ("namespace", gettext_lazy("Namespaces")),
+        ("claim", gettext_lazy("Claims")),
+    ]
 
-    kind = forms.ChoiceField(choices=KINDS, required=False)
-    cluster = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
-    requester = forms.CharField(required=False, max_length=150)
-    device_class = forms.CharField(required=False, max_length=limits.DEVICE_CLASS_MAX_CHARS)
+    kind = forms.ChoiceField(choices=KINDS, required=False, label=gettext_lazy("Kind"))
+    cluster = forms.TypedChoiceField(
+        coerce=int, required=False, empty_value=None, label=gettext_lazy("Cluster")
+    )
+    requester = forms.CharField(required=False, max_length=150, label=gettext_lazy("Requester"))
+    device_class = forms.CharField(
+        required=False,
+        max_length=limits.DEVICE_CLASS_MAX_CHARS,
+        label=gettext_lazy("Device class"),
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # With their inventories: the page's claims show their feasibility on these (a few
         # clusters, each decoded once, rather than a cluster per row).
         self.clusters = list(Cluster.objects.all())
-        choices = [("", "All clusters"), *((c.pk, c.name) for c in self.clusters)]
+        choices = [("", _("All clusters")), *((c.pk, c.name) for c in self.clusters)]
         cast(forms.TypedChoiceField, self.fields["cluster"]).choices = choices
 
     def queue_filter(self) -> selectors.QueueFilter:

@@ -16,6 +16,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from claims import feasibility, quota, rules
 from claims.device_picker import Picks
@@ -34,19 +35,19 @@ AWAITING_APPROVAL = "Requested. Waiting for an approver."
 
 def _require_login(user: User) -> None:
     if not user.is_authenticated:
-        raise PermissionDenied("Log in first.")
+        raise PermissionDenied(_("Log in first."))
 
 
 def _require_owner_or_approver(user: User, owner_id: int) -> None:
     _require_login(user)
     if user.pk != owner_id and not user_is_approver(user):
-        raise PermissionDenied("This request belongs to someone else.")
+        raise PermissionDenied(_("This request belongs to someone else."))
 
 
 def _require_reason(reason: str) -> str:
     reason = (reason or "").strip()
     if not reason:
-        raise ValidationError({"reason": ["Say why, so the requester knows what to change."]})
+        raise ValidationError({"reason": [_("Say why, so the requester knows what to change.")]})
     return reason
 
 
@@ -56,11 +57,19 @@ def namespace_request_submit(
     _require_login(user)
     name = (name or "").strip()
     validate_namespace_name(name)
-    duplicate = {"name": [f"Namespace {name!r} is already requested on {cluster}."]}
+    duplicate = {
+        "name": [
+            _("Namespace %(name)r is already requested on %(cluster)s.")
+            % {"name": name, "cluster": cluster}
+        ]
+    }
     if NamespaceRequest.objects.filter(cluster=cluster, name=name, state=NS.DELETING).exists():
         # The cluster is still removing it: a new request would meet a terminating namespace.
         duplicate = {
-            "name": [f"Namespace {name} is still being deleted; try again when it is gone."]
+            "name": [
+                _("Namespace %(name)s is still being deleted; try again when it is gone.")
+                % {"name": name}
+            ]
         }
     with transaction.atomic():
         ns = _create_pending(
@@ -178,7 +187,12 @@ def claim_request_submit(
     feasibility.check_count(
         cluster=ns.cluster, device_class=device_class, count=count, selector=selector
     )
-    duplicate = {"name": [f"A claim named {name!r} already exists in namespace {ns.name}."]}
+    duplicate = {
+        "name": [
+            _("A claim named %(name)r already exists in namespace %(namespace)s.")
+            % {"name": name, "namespace": ns.name}
+        ]
+    }
     with transaction.atomic():
         # Decided under the team's row lock: parallel submits cannot all fit the last unit.
         team = quota.locked_team_of(ns.owner)
@@ -212,7 +226,12 @@ def claim_request_submit(
 def _require_open_namespace(ns: NamespaceRequest) -> None:
     if ns.state not in (NS.PENDING, NS.APPROVED, NS.ACTIVE):
         raise ValidationError(
-            {"namespace_request": [f"Namespace {ns.name} is {ns.state}: claims cannot go there."]}
+            {
+                "namespace_request": [
+                    _("Namespace %(name)s is %(state)s: claims cannot go there.")
+                    % {"name": ns.name, "state": ns.get_state_display()}
+                ]
+            }
         )
 
 
@@ -239,14 +258,21 @@ def _approve_claim(claim: ClaimRequest, actor: User | None, message: str) -> Non
         # The quota may have shrunk since the request: check again under the team's lock.
         team = quota.locked_team_of(claim.owner)
         if problem := quota.approval_problem(team, claim):
-            raise ValidationError({NON_FIELD_ERRORS: [f"Over the quota now: {problem}"]})
+            raise ValidationError(
+                {NON_FIELD_ERRORS: [_("Over the quota now: %(problem)s") % {"problem": problem}]}
+            )
         # Locked, so approvals racing over one pending namespace approve it once, and the
         # loser of a race over this claim hears about the claim rather than its namespace.
         ns = NamespaceRequest.objects.select_for_update().get(pk=claim.namespace_request_id)
         claim.namespace_request = ns
         if ns.state not in (NS.PENDING, NS.APPROVED, NS.ACTIVE):
             raise ValidationError(
-                {NON_FIELD_ERRORS: [f"Namespace {ns.name} is {ns.state}; fix it first."]}
+                {
+                    NON_FIELD_ERRORS: [
+                        _("Namespace %(name)s is %(state)s; fix it first.")
+                        % {"name": ns.name, "state": ns.get_state_display()}
+                    ]
+                }
             )
         _decide(claim, to=CS.APPROVED, actor=actor, message=message)
         if ns.state == NS.PENDING:
@@ -307,7 +333,9 @@ def claim_request_retry(*, user: User, claim_request: ClaimRequest) -> ClaimRequ
     with transaction.atomic():
         # A failed claim holds nothing: going live again must fit the quota as it is now.
         if problem := quota.approval_problem(quota.locked_team_of(claim.owner), claim):
-            raise ValidationError({NON_FIELD_ERRORS: [f"Over the quota now: {problem}"]})
+            raise ValidationError(
+                {NON_FIELD_ERRORS: [_("Over the quota now: %(problem)s") % {"problem": problem}]}
+            )
         _change(claim, to=CS.APPROVED, allowed=(CS.FAILED,), actor=user, message="Retried.")
         ns = claim.namespace_request
         if ns.state == NS.FAILED:
@@ -333,14 +361,17 @@ def verification_run_start(*, user: User, claim_request: ClaimRequest) -> Verifi
             raise ValidationError(
                 {
                     NON_FIELD_ERRORS: [
-                        f"The claim is {claim.get_state_display()}; a run needs a claim that "
-                        "is requested, approved or applied."
+                        _(
+                            "The claim is %(state)s; a run needs a claim that is requested, "
+                            "approved or applied."
+                        )
+                        % {"state": claim.get_state_display()}
                     ]
                 }
             )
         if claim.runs.exclude(state__in=VerificationRun.FINAL_STATES).exists():
             raise ValidationError(
-                {NON_FIELD_ERRORS: ["A verification run of this claim is still going."]}
+                {NON_FIELD_ERRORS: [_("A verification run of this claim is still going.")]}
             )
         run = VerificationRun.objects.create(claim=claim, owner=claim.owner)
         # Named by the run's id: unique per run even across claims sharing a long prefix.
@@ -363,7 +394,12 @@ def verification_run_cancel(*, user: User, run: VerificationRun) -> Verification
         run.refresh_from_db(fields=["state"])
         if run.is_final:
             raise ValidationError(
-                {NON_FIELD_ERRORS: [f"The run already ended ({run.state}): nothing to cancel."]}
+                {
+                    NON_FIELD_ERRORS: [
+                        _("The run already ended (%(state)s): nothing to cancel.")
+                        % {"state": run.get_state_display()}
+                    ]
+                }
             )
         transition(
             run,
@@ -403,7 +439,8 @@ def _change(
 ) -> None:
     if not transition(obj, to=to, allowed=allowed, actor=actor, message=message, **fields):
         label = obj.get_state_display()
-        raise ValidationError({NON_FIELD_ERRORS: [f"{obj.name} is already {label}."]})
+        message = _("%(name)s is already %(state)s.") % {"name": obj.name, "state": label}
+        raise ValidationError({NON_FIELD_ERRORS: [message]})
 
 
 __all__ = [

@@ -199,6 +199,7 @@ def reconcile(stale_seconds: float | None = None) -> int:
 @shared_task
 def expire_claims() -> None:
     """Remind the owners of claims near their end; reclaim the ones past it."""
+    expiry.start_missing_clocks()
     expiry.send_reminders()
     expiry.reclaim_expired()
 

@@ -2,7 +2,7 @@ from django.urls import path
 
 from claims import views
 from claims.views import audit as audit_views
-from claims.views import cluster_admin, confirm, extensions, profile, teams
+from claims.views import cluster_admin, confirm, extensions, language, profile, teams
 
 NS = {"kind": "namespace"}
 CLAIM = {"kind": "claim"}
@@ -26,6 +26,7 @@ urlpatterns = [
     path("extensions/<int:pk>/approve/", extensions.extension_approve, name="extension-approve"),
     path("extensions/<int:pk>/reject/", extensions.extension_reject, name="extension-reject"),
     path("profile/", profile.profile, name="profile"),
+    path("language/", language.set_language, name="set-language"),
     path("runs/<int:pk>/", views.run_detail, name="run"),
     path("runs/<int:pk>/cancel/", views.run_cancel, name="run-cancel"),
     path("approvals/", views.approvals, name="approvals"),

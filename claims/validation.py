@@ -9,6 +9,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from claims import device_picker
 from claims.device_picker import Picks
@@ -23,19 +25,22 @@ CEL_SELECTOR_MAX_BYTES = 10 * 1024
 def dns_label_problem(name: str) -> str | None:
     """Why name is not a DNS-1123 label, or None when it is one."""
     if not name:
-        return "Enter a name."
+        return _("Enter a name.")
     if len(name) > DNS_LABEL_MAX:
-        return f"At most {DNS_LABEL_MAX} characters (this one has {len(name)})."
+        return _("At most %(max)d characters (this one has %(length)d).") % {
+            "max": DNS_LABEL_MAX,
+            "length": len(name),
+        }
     if name != name.lower():
-        return "Use lower-case letters only."
+        return _("Use lower-case letters only.")
     if not re.fullmatch(r"[a-z0-9-]+", name):
         bad = sorted({ch for ch in name if not re.fullmatch(r"[a-z0-9-]", ch)})
         shown = " ".join(repr(ch) for ch in bad)
-        return f"Only letters a-z, digits and '-' are allowed, not {shown}."
+        return _("Only letters a-z, digits and '-' are allowed, not %(shown)s.") % {"shown": shown}
     if not name[0].isalnum():
-        return "Start with a letter or a digit."
+        return _("Start with a letter or a digit.")
     if not name[-1].isalnum():
-        return "End with a letter or a digit."
+        return _("End with a letter or a digit.")
     return None
 
 
@@ -54,7 +59,12 @@ def validate_namespace_name(name: str) -> None:
     validate_dns_label(name)
     if is_protected_namespace(name):
         raise ValidationError(
-            {"name": [f"{name!r} belongs to the cluster itself; the portal never manages it."]}
+            {
+                "name": [
+                    _("%(name)r belongs to the cluster itself; the portal never manages it.")
+                    % {"name": name}
+                ]
+            }
         )
 
 
@@ -68,12 +78,12 @@ def selector_problem(selector: str) -> str | None:
         return None
     size = len(selector.encode())
     if size > CEL_SELECTOR_MAX_BYTES:
-        return (
-            f"At most {CEL_SELECTOR_MAX_BYTES} bytes (10 KiB), the cluster's limit "
-            f"(this one has {size})."
-        )
+        return _("At most %(max)d bytes (10 KiB), the cluster's limit (this one has %(size)d).") % {
+            "max": CEL_SELECTOR_MAX_BYTES,
+            "size": size,
+        }
     detail = dracel.compile_error(selector)
-    return f"Not a valid CEL expression: {detail}" if detail else None
+    return _("Not a valid CEL expression: %(detail)s") % {"detail": detail} if detail else None
 
 
 @dataclass(frozen=True)
@@ -85,7 +95,11 @@ class SelectorMatch:
     device_class: str
 
     def __str__(self) -> str:
-        return f"matches {self.matched} of {self.total} devices of class {self.device_class}"
+        return ngettext(
+            "matches %(matched)d of %(total)d device of class %(class)s",
+            "matches %(matched)d of %(total)d devices of class %(class)s",
+            self.total,
+        ) % {"matched": self.matched, "total": self.total, "class": self.device_class}
 
 
 def selector_match(cluster: Cluster, device_class: str, selector: str) -> SelectorMatch | None:
@@ -128,10 +142,10 @@ def _selector_field_problem(cluster: Cluster, device_class: str, selector: str) 
         return problem
     match = selector_match(cluster, device_class, selector)
     if match is not None and match.matched == 0 and match.total > 0:
-        return (
-            f"No device in the cluster matches this selector: it {match} on {cluster}. "
+        return _(
+            "No device in the cluster matches this selector: it %(match)s on %(cluster)s. "
             "Check the attribute names and values on the cluster page."
-        )
+        ) % {"match": match, "cluster": cluster}
     return None
 
 
@@ -181,21 +195,27 @@ def validate_claim_fields(
 def _device_class_problem(cluster: Cluster, device_class: str) -> str | None:
     known = cluster.device_class_names()
     if not known:
-        return f"The device classes of {cluster} are not known yet; try again in a moment."
+        return _("The device classes of %(cluster)s are not known yet; try again in a moment.") % {
+            "cluster": cluster
+        }
     if device_class not in known:
-        return f"{device_class!r} is not a device class of {cluster}. Known: {', '.join(known)}."
+        return _("%(class)r is not a device class of %(cluster)s. Known: %(known)s.") % {
+            "class": device_class,
+            "cluster": cluster,
+            "known": ", ".join(known),
+        }
     return None
 
 
 def _count_problem(cluster: Cluster, device_class: str, count: int | None) -> str | None:
     if count is None:
-        return "Enter how many devices, or ask for all of them."
+        return _("Enter how many devices, or ask for all of them.")
     if count < 1:
-        return "Ask for at least 1 device."
+        return _("Ask for at least 1 device.")
     available = cluster.device_count(device_class)
     if count > available:
-        return (
-            f"{cluster} has {available} device(s) of class {device_class}; "
-            f"ask for at most {available}."
-        )
+        return _(
+            "%(cluster)s has %(available)d device(s) of class %(class)s; "
+            "ask for at most %(available)d."
+        ) % {"cluster": cluster, "available": available, "class": device_class}
     return None

@@ -31,6 +31,7 @@ from kubesim.kinds_configmaps import RootCAPublisher
 from kubesim.kubelet import Kubelet
 from kubesim.namespaces import NamespaceFinalizer
 from kubesim.ownership import record_write
+from kubesim.quota import QuotaController
 from kubesim.routes import Api
 from kubesim.scheduler import Scheduler
 from kubesim.server import ApiServer, serve_in_thread
@@ -239,6 +240,7 @@ def start(
         faults=_initial_faults(latency_ms, error_rate, error_codes),
     )
     api.authenticator = Authenticator(store, KINDS, token, static_users, anonymous=anonymous_auth)
+    api.quota = QuotaController(store, KINDS)
     Aggregator(store, KINDS)
     bundle = certs.generate((host,))
     server = ApiServer((host, port), api, api.authenticator, bundle)

@@ -23,7 +23,7 @@ SUBRESOURCE_KINDS = {
     "eviction": ("policy", "v1", "Eviction"),
 }
 # Served kinds that `kubectl get all` lists, as upstream marks them.
-CATEGORY_ALL = ("pods",)
+CATEGORY_ALL = ("pods", "services", "deployments", "jobs")
 BUILD_DATE = "2025-09-09T19:44:36Z"
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 

@@ -18,6 +18,7 @@ from kubesim import (
     kinds_rbac,
     kinds_resource,
     kinds_secrets,
+    quota,
 )
 from kubesim.validation import (
     DEFAULT_K8S_VERSION,
@@ -234,7 +235,12 @@ _ALL = (
         codec=events,
     ),
     _core(
-        "resourcequotas", "ResourceQuota", True, short_names=("quota",), subresources=("status",)
+        "resourcequotas",
+        "ResourceQuota",
+        True,
+        short_names=("quota",),
+        subresources=("status",),
+        validator=quota.validate_resource_quota,
     ),
     _core(
         "configmaps",

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubesim import errors
+from kubesim.audit import DecisionLog
 from kubesim.auth import UserInfo, split_service_account
 from kubesim.store import Store
 
@@ -153,6 +154,7 @@ class Authorizer:
     def __init__(self, store: Store, kinds: dict[tuple[str, str], Any]) -> None:
         self.store = store
         self.kinds = {plural: kinds[(GROUP, plural)] for plural in _PLURALS}
+        self.decisions = DecisionLog()
 
     def role_rules(self, ref: dict, namespace: str) -> tuple[list[dict], str]:
         kind = ref.get("kind")
@@ -186,6 +188,13 @@ class Authorizer:
 
     def authorize(self, attrs: Attributes) -> tuple[bool, str]:
         """(allowed, reason) as the RBAC authorizer answers; system:masters always may."""
+        allowed, reason = self.decide(attrs)
+        if not attrs.user.privileged:
+            self.decisions.record(attrs, allowed, reason)
+        return allowed, reason
+
+    def decide(self, attrs: Attributes) -> tuple[bool, str]:
+        """The decision alone, recorded nowhere (a SubjectAccessReview asks about one)."""
         if attrs.user.privileged:
             return True, ""
         failures = []

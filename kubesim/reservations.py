@@ -7,7 +7,7 @@ import copy
 import secrets
 from typing import Any
 
-from kubesim import events
+from kubesim import events, quota
 from kubesim.errors import ApiError
 from kubesim.kinds import kind_for
 from kubesim.ownership import (
@@ -95,7 +95,13 @@ def _create_template_claims(store: Any, pod: dict) -> dict:
             continue
         generated = _generated_claim(pod, entry["name"], template)
         record_write(CLAIMS, None, generated, CONTROLLER_MANAGER)
-        claim = store.create(CLAIMS, generated)
+        try:
+            with quota.admitting(store, CLAIMS, generated):
+                claim = store.create(CLAIMS, generated)
+        except ApiError as error:
+            if error.code != 403:
+                raise
+            continue  # over the namespace's quota: the pod waits, as the controller retries
         statuses.append({"name": entry["name"], "resourceClaimName": claim["metadata"]["name"]})
     if len(statuses) == len(done):
         return pod

@@ -166,7 +166,7 @@ def _access_review(api: Any, request: Request, body: dict[str, Any]) -> Response
     else:
         path = str(non_resource.get("path") or "")
         attrs = Attributes(request.user, non_resource.get("verb") or "", path)
-    allowed, reason = api.authorizer.authorize(attrs)
+    allowed, reason = api.authorizer.decide(attrs)
     status: dict[str, Any] = {"allowed": allowed}
     if reason:
         status["reason"] = reason

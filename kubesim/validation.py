@@ -171,6 +171,10 @@ DEFINITION_PACKAGES = {
     "authentication.k8s.io": "authentication",
     "authorization.k8s.io": "authorization",
     "events.k8s.io": "events",
+    "apps": "apps",
+    "batch": "batch",
+    "networking.k8s.io": "networking",
+    "policy": "policy",
 }
 
 

@@ -125,9 +125,13 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The language: the cookie the switcher sets, else the browser's Accept-Language ...
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # ... unless the signed-in user chose one (Profile.language, claims/middleware.py).
+    "claims.middleware.user_language_middleware",
     # Where each audit row's action came from (claims/audit.py).
     "claims.audit.AuditContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -200,7 +204,10 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
 
-LANGUAGE_CODE = "en-us"
+LANGUAGE_CODE = "en"
+# English and Hebrew (right to left); the catalog is locale/he, compiled by `make`.
+LANGUAGES = [("en", "English"), ("he", "עברית")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

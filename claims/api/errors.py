@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.utils.translation import gettext_lazy
 from rest_framework import status
 from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.settings import api_settings
@@ -16,13 +17,13 @@ T = TypeVar("T")
 
 class StateConflict(APIException):
     status_code = status.HTTP_409_CONFLICT
-    default_detail = "The object is not in a state that allows this."
+    default_detail = gettext_lazy("The object is not in a state that allows this.")
     default_code = "state_conflict"
 
 
 class IdempotencyKeyReused(APIException):
     status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
-    default_detail = (
+    default_detail = gettext_lazy(
         "This Idempotency-Key was already used with a different request (another body or "
         "endpoint). Send a new key for a new request."
     )

@@ -8,6 +8,7 @@ from typing import Any
 import django_filters
 from django import forms
 from django.db.models import QuerySet
+from django.utils.translation import gettext
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework.exceptions import ValidationError
@@ -49,7 +50,7 @@ class StrictFilterSet(django_filters.FilterSet):
         valid = super().is_valid()
         for name, field in self.filters.items():
             if self.data.get(name) == "" and not isinstance(field, django_filters.CharFilter):
-                self.form.add_error(name, "Give a value, or leave the parameter out.")
+                self.form.add_error(name, gettext("Give a value, or leave the parameter out."))
                 valid = False
         return valid
 
@@ -108,5 +109,5 @@ class AuditEventFilter(OwnedFilter):
         try:
             value = value.astimezone(UTC)
         except OverflowError:
-            raise ValidationError({"since": ["That time is out of range."]}) from None
+            raise ValidationError({"since": [gettext("That time is out of range.")]}) from None
         return queryset.filter(created__gt=value)

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import Model
+from django.utils.translation import gettext
 from rest_framework import serializers
 from rest_framework.request import Request
 
@@ -38,13 +39,21 @@ class WaitParams(serializers.Serializer):
     def _known(self, state: str) -> str:
         states = self.context["states"]
         if state not in states:
-            raise serializers.ValidationError(f"Not a state; one of {', '.join(states)}.")
+            raise serializers.ValidationError(
+                gettext("Not a state; one of %(states)s.") % {"states": ", ".join(states)}
+            )
         return state
 
     def validate(self, attrs: dict) -> dict:
         if attrs.get("wait") and "state" not in attrs and not attrs.get("until"):
             raise serializers.ValidationError(
-                {"state": ["Say which state you know (or `until` which you wait for), to wait."]}
+                {
+                    "state": [
+                        gettext(
+                            "Say which state you know (or `until` which you wait for), to wait."
+                        )
+                    ]
+                }
             )
         return attrs
 

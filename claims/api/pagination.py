@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext
 from rest_framework import pagination
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
@@ -27,7 +28,7 @@ def page_size_of(request: Request) -> int:
         return API_PAGE_SIZE
     size = int(raw) if raw.isdecimal() else 0
     if size < 1:
-        raise ValidationError({"page_size": ["A whole number, 1 or more."]})
+        raise ValidationError({"page_size": [gettext("A whole number, 1 or more.")]})
     return min(size, API_MAX_PAGE_SIZE)
 
 
@@ -51,7 +52,8 @@ class CursorPagination(pagination.CursorPagination):
 
     def paginate_queryset(self, queryset: Any, request: Request, view: Any = None) -> Any:
         if "ordering" in request.query_params:
-            raise ValidationError({"ordering": ["Cursor pages are newest first; leave it out."]})
+            message = gettext("Cursor pages are newest first; leave it out.")
+            raise ValidationError({"ordering": [message]})
         return super().paginate_queryset(queryset, request, view)
 
     def get_ordering(self, request: Request, queryset: Any, view: Any) -> tuple[str, ...]:

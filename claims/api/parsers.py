@@ -13,6 +13,7 @@ from itertools import accumulate
 from typing import IO, Any
 
 from django.conf import settings
+from django.utils.translation import gettext, gettext_lazy
 from rest_framework import status
 from rest_framework.exceptions import APIException, ParseError
 from rest_framework.parsers import JSONParser
@@ -27,7 +28,7 @@ BRACKET = re.compile(r"[\[\]{}]")
 
 class RequestTooLarge(APIException):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_detail = "The request body is larger than this portal accepts."
+    default_detail = gettext_lazy("The request body is larger than this portal accepts.")
     default_code = "request_too_large"
 
 
@@ -37,7 +38,8 @@ def max_body_bytes() -> int:
 
 def too_large(size: int) -> RequestTooLarge:
     return RequestTooLarge(
-        f"The request body has {size} bytes; this portal accepts at most {max_body_bytes()}."
+        gettext("The request body has %(size)d bytes; this portal accepts at most %(max)d.")
+        % {"size": size, "max": max_body_bytes()}
     )
 
 
@@ -47,7 +49,7 @@ def check_body_size(request: Request) -> None:
     try:
         size = int(meta.get("CONTENT_LENGTH") or 0)
     except ValueError:
-        raise ParseError("The Content-Length header is not a number.") from None
+        raise ParseError(gettext("The Content-Length header is not a number.")) from None
     if size > max_body_bytes():
         raise too_large(size)
 
@@ -74,10 +76,16 @@ class BoundedJSONParser(JSONParser):
         try:
             text = raw.decode(encoding)
         except (UnicodeDecodeError, LookupError) as error:
-            raise ParseError(f"JSON parse error - not {encoding} text: {error}") from None
+            raise ParseError(
+                gettext("JSON parse error - not %(encoding)s text: %(error)s")
+                % {"encoding": encoding, "error": error}
+            ) from None
         if (depth := json_depth(text)) > JSON_MAX_DEPTH:
             raise ParseError(
-                f"The JSON body nests {depth} levels deep; at most {JSON_MAX_DEPTH} are "
-                "accepted (the API's bodies are flat objects)."
+                gettext(
+                    "The JSON body nests %(depth)d levels deep; at most %(max)d are accepted "
+                    "(the API's bodies are flat objects)."
+                )
+                % {"depth": depth, "max": JSON_MAX_DEPTH}
             )
         return super().parse(io.BytesIO(raw), media_type, parser_context)

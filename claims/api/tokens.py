@@ -11,6 +11,7 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 from knox.models import AuthToken
 
@@ -76,7 +77,7 @@ def token_revoke(request: HttpRequest) -> HttpResponse:
         deleted, _ = AuthToken.objects.filter(user=request.user, token_key=key).delete()
     if deleted:
         audit.token_revoked(user=request.user, token_key=key)
-        messages.success(request, "Token revoked: scripts using it can no longer log in.")
+        messages.success(request, gettext("Token revoked: scripts using it can no longer log in."))
     else:
-        messages.error(request, "No such token of yours; it may be revoked already.")
+        messages.error(request, gettext("No such token of yours; it may be revoked already."))
     return redirect("api-tokens")

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import pgettext_lazy
 
 
 class Cluster(models.Model):
@@ -110,13 +111,13 @@ def list_indexes(prefix: str) -> list[models.Index]:
 
 class NamespaceRequest(Request):
     class State(models.TextChoices):
-        PENDING = "pending", "pending"
-        APPROVED = "approved", "approved"
-        ACTIVE = "active", "active"
-        REJECTED = "rejected", "rejected"
-        FAILED = "failed", "failed"
-        DELETING = "deleting", "deleting"
-        DELETED = "deleted", "deleted"
+        PENDING = "pending", pgettext_lazy("state", "pending")
+        APPROVED = "approved", pgettext_lazy("state", "approved")
+        ACTIVE = "active", pgettext_lazy("state", "active")
+        REJECTED = "rejected", pgettext_lazy("state", "rejected")
+        FAILED = "failed", pgettext_lazy("state", "failed")
+        DELETING = "deleting", pgettext_lazy("state", "deleting")
+        DELETED = "deleted", pgettext_lazy("state", "deleted")
 
     FINAL_STATES = (State.REJECTED, State.DELETED)
 
@@ -146,14 +147,14 @@ class NamespaceRequest(Request):
 
 class ClaimRequest(Request):
     class State(models.TextChoices):
-        PENDING = "pending", "pending"
-        APPROVED = "approved", "approved"
-        APPLYING = "applying", "applying"
-        WAITING = "waiting", "waiting"
-        IN_USE = "in_use", "in use"
-        RELEASED = "released", "released"
-        REJECTED = "rejected", "rejected"
-        FAILED = "failed", "failed"
+        PENDING = "pending", pgettext_lazy("state", "pending")
+        APPROVED = "approved", pgettext_lazy("state", "approved")
+        APPLYING = "applying", pgettext_lazy("state", "applying")
+        WAITING = "waiting", pgettext_lazy("state", "waiting")
+        IN_USE = "in_use", pgettext_lazy("state", "in use")
+        RELEASED = "released", pgettext_lazy("state", "released")
+        REJECTED = "rejected", pgettext_lazy("state", "rejected")
+        FAILED = "failed", pgettext_lazy("state", "failed")
 
     FINAL_STATES = (State.RELEASED, State.REJECTED)
 
@@ -220,12 +221,12 @@ class ClaimRequest(Request):
 
 class VerificationRun(models.Model):
     class State(models.TextChoices):
-        QUEUED = "queued", "queued"
-        CREATING = "creating", "creating"
-        PENDING = "pending", "pending"
-        RUNNING = "running", "running"
-        SUCCEEDED = "succeeded", "succeeded"
-        FAILED = "failed", "failed"
+        QUEUED = "queued", pgettext_lazy("state", "queued")
+        CREATING = "creating", pgettext_lazy("state", "creating")
+        PENDING = "pending", pgettext_lazy("state", "pending")
+        RUNNING = "running", pgettext_lazy("state", "running")
+        SUCCEEDED = "succeeded", pgettext_lazy("state", "succeeded")
+        FAILED = "failed", pgettext_lazy("state", "failed")
 
     FINAL_STATES = (State.SUCCEEDED, State.FAILED)
     CONTAINERS = ("ctr0", "ctr1")

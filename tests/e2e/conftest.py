@@ -80,7 +80,7 @@ def log_in(page: Page, base_url: str, username: str, password: str) -> None:
     page.goto(base_url + reverse("login"))
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", password)
-    page.click("button[type=submit]")
+    page.click("main form button[type=submit]")  # not the menu's language buttons
     page.wait_for_url(f"{base_url}/")
 
 

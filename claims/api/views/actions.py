@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db.models import Model
 from django.http import Http404
+from django.utils.translation import gettext
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
@@ -85,4 +86,6 @@ def visible_or_field_error(getter: Callable[..., Model], user: Any, pk: int, fie
     try:
         return getter(user=user, pk=pk)
     except Http404:
-        raise ValidationError({field: [f"You have no {field.replace('_', ' ')} {pk}."]}) from None
+        what = field.replace("_", " ")
+        message = gettext("You have no %(what)s %(id)s.") % {"what": what, "id": pk}
+        raise ValidationError({field: [message]}) from None

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest, JsonResponse
+from django.utils.translation import gettext
 from django.views.decorators.csrf import csrf_exempt
 from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework.authentication import SessionAuthentication
@@ -75,4 +76,4 @@ class ApiView(GenericAPIView):
 
 @csrf_exempt
 def not_found(request: HttpRequest) -> JsonResponse:
-    return JsonResponse({"detail": "No such API endpoint or object."}, status=404)
+    return JsonResponse({"detail": gettext("No such API endpoint or object.")}, status=404)

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.http import HttpResponse
 from django.utils.http import content_disposition_header
+from django.utils.translation import gettext, gettext_lazy
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import APIException
@@ -50,7 +51,7 @@ DESCRIPTION = (
 
 class ClusterUnavailable(APIException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-    default_detail = "The cluster did not answer in time; try again in a minute."
+    default_detail = gettext_lazy("The cluster did not answer in time; try again in a minute.")
     default_code = "cluster_unavailable"
 
 
@@ -80,7 +81,10 @@ class NamespaceKubeconfigApi(ObjectApi):
         except TransientKubeError:
             raise ClusterUnavailable() from None
         except KubeError as error:
-            raise StateConflict(f"The cluster refused to issue a token: {error.message}") from None
+            raise StateConflict(
+                gettext("The cluster refused to issue a token: %(message)s")
+                % {"message": error.message}
+            ) from None
         return kubeconfig_response(config)
 
     def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
