@@ -70,7 +70,7 @@ import json
 from django.contrib.auth.models import User
 from knox.models import AuthToken
 from claims.models import Cluster, Team
-team = Team.objects.create(name="bench", gpu_quota=0, auto_approve=True)
+team = Team.objects.create(name="bench", auto_approve=True)
 tokens = []
 for index in range({users}):
     user = User.objects.create_user(f"bench{{index:02d}}", f"bench{{index:02d}}@example.org")
@@ -97,9 +97,10 @@ def wait_until(condition: Callable[[], bool], what: str, seconds: float = 60) ->
 class Product:
     """kubesim, the database, web, worker, beat and follower, each in its own process."""
 
-    def __init__(self, workdir: Path, users: int) -> None:
+    def __init__(self, workdir: Path, users: int, speed: int = 50) -> None:
         self.workdir = workdir
         self.users = users
+        self.speed = speed  # kubesim's: at 50 a run's Pod lasts well under a second
         self.processes: list[subprocess.Popen] = []
         self.names: dict[int, str] = {}  # pid -> service, for the CPU accounting
         self.port = free_port()
@@ -131,7 +132,7 @@ class Product:
             kubesim.spawn(
                 self.kubeconfig,
                 "--speed",
-                "50",
+                str(self.speed),
                 "--topology",
                 str(topology),
                 stdout=self.log("kubesim"),
@@ -140,6 +141,8 @@ class Product:
         )
         self.fresh_database()
         self.manage("migrate", "--verbosity", "0")
+        # DEBUG is off: whitenoise serves the collected files (the pages' live.js, htmx).
+        self.manage("collectstatic", "--noinput", "--verbosity", "0")
         self.manage("ensure_cluster")
         setup = self.manage("shell", "-c", SETUP_USERS.format(users=self.users))
         self.cluster, self.tokens = setup["cluster"], setup["tokens"]
@@ -220,9 +223,12 @@ class KubesimAdmin:
         )
         self.context = ssl.create_default_context(cafile=str(ca_path))
 
-    def call(self, method: str, path: str) -> dict[str, Any]:
-        request = urllib.request.Request(self.url + path, method=method)
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.url + path, data=data, method=method)
         request.add_header("Authorization", f"Bearer {self.token}")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
         with urllib.request.urlopen(request, context=self.context, timeout=30) as response:
             return dict(json.loads(response.read() or b"{}"))
 
@@ -557,9 +563,11 @@ def quantiles(values: list[float]) -> dict[str, Any]:
 
 
 @contextmanager
-def running_product(flows: int, keep: bool) -> Iterator[tuple[Product, KubesimAdmin]]:
+def running_product(
+    flows: int, keep: bool, speed: int = 50
+) -> Iterator[tuple[Product, KubesimAdmin]]:
     workdir = Path(tempfile.mkdtemp(prefix="flow-bench-"))
-    product = Product(workdir, users=flows)
+    product = Product(workdir, users=flows, speed=speed)
     try:
         yield product, product.start()
     finally:

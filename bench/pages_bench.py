@@ -9,7 +9,11 @@ PostgreSQL server (a throw-away test database is created and dropped). Measures,
   as a busy queue), served in this process;
 - reading every claim through the API (cursor pages of 1,000, over HTTP on loopback from a
   threaded WSGI server) against `kubectl get resourceclaims -A -o json` reading as many
-  claims from kubesim (its own process).
+  claims from kubesim (its own process);
+- the idle dashboard poll (an approver's `/?seen=<fingerprint>` from htmx while nothing
+  changes, with LIVE_WAIT_SECONDS=0 so it answers 204 at once instead of waiting, which is its
+  cost per answer) against `/healthz`, requests per second from 4 client threads on the same
+  threaded server, at the large number of claims.
 
 Prints JSON; the ratios are what the issue's targets name.
 """
@@ -26,8 +30,9 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -40,7 +45,7 @@ django.setup()
 
 from django.contrib.auth.models import Group, User  # noqa: E402
 from django.db import connection, connections  # noqa: E402
-from django.test import Client  # noqa: E402
+from django.test import Client, override_settings  # noqa: E402
 from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
 from django.utils import timezone  # noqa: E402
 from knox.models import AuthToken  # noqa: E402
@@ -48,7 +53,7 @@ from knox.models import AuthToken  # noqa: E402
 import kubesim  # noqa: E402
 from bench.kubesim_bench import claim  # noqa: E402
 from claims.models import ClaimRequest, Cluster, NamespaceRequest  # noqa: E402
-from claims.selectors import APPROVERS_GROUP  # noqa: E402
+from claims.selectors import APPROVERS_GROUP, dashboard_glance  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMESPACES = 20
@@ -158,19 +163,56 @@ class ThreadedWSGIServer(WSGIServer):
             connections.close_all()
 
 
-def read_through_api(token: str, expected: int) -> float:
-    """Seconds to read every claim: cursor pages of 1,000 over HTTP, as a client would."""
+@contextmanager
+def serving() -> Iterator[str]:
+    """The portal on a threaded WSGI server on loopback; its base URL."""
     from portal.wsgi import application
 
     server = make_server(
         "127.0.0.1", 0, application, server_class=ThreadedWSGIServer, handler_class=QuietHandler
     )
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_port}"
     try:
-        return _median_of(3, lambda: _read_all(base, token, expected))
+        yield f"http://127.0.0.1:{server.server_port}"
     finally:
         server.shutdown()
+
+
+def read_through_api(token: str, expected: int) -> float:
+    """Seconds to read every claim: cursor pages of 1,000 over HTTP, as a client would."""
+    with serving() as base:
+        return _median_of(3, lambda: _read_all(base, token, expected))
+
+
+def requests_per_second(
+    base: str, path: str, headers: dict[str, str], status: int, seconds: float = 3, clients: int = 4
+) -> float:
+    """Answers per second to `clients` threads asking for path one after another."""
+    stop = time.monotonic() + seconds
+    answered = [0] * clients
+
+    def ask(index: int) -> None:
+        while time.monotonic() < stop:
+            request = urllib.request.Request(base + path, headers=headers)
+            with urllib.request.urlopen(request, timeout=30) as response:
+                response.read()
+                assert response.status == status, (path, response.status)
+            answered[index] += 1
+
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(ask, range(clients)))
+    return round(sum(answered) / seconds, 1)
+
+
+def idle_dashboard_poll(web: Client, approver: User) -> dict[str, float]:
+    """The approver's idle dashboard poll against /healthz, in requests per second."""
+    fingerprint = dashboard_glance(user=approver).fingerprint
+    session = {"Cookie": f"sessionid={web.cookies['sessionid'].value}", "HX-Request": "true"}
+    with override_settings(LIVE_WAIT_SECONDS=0), serving() as base:
+        requests_per_second(base, "/healthz", {}, 200, seconds=1)  # warm-up
+        trivial = requests_per_second(base, "/healthz", {}, 200)
+        idle = requests_per_second(base, f"/?seen={fingerprint}", session, 204)
+    return {"healthz_per_s": trivial, "idle_dashboard_per_s": idle}
 
 
 def _read_all(base: str, token: str, expected: int) -> None:
@@ -280,12 +322,17 @@ def measure(small: int, large: int) -> dict[str, Any]:
     api_seconds = read_through_api(token, large)
     log("reading through kubectl")
     kubectl_seconds = read_through_kubectl(large)
+    log("idle dashboard poll")
+    idle = idle_dashboard_poll(web, approver)
     ratios: dict[str, float] = {}
     for name in PAGES:
         for what in ("bytes", "ms"):
             key = f"{name} {what} at {large}/{small}"
             ratios[key] = ratio(at_large[name][what], at_small[name][what])
     ratios[f"kubectl/API seconds to read {large} claims"] = ratio(kubectl_seconds, api_seconds)
+    ratios["idle dashboard poll/healthz requests per second"] = ratio(
+        idle["idle_dashboard_per_s"], idle["healthz_per_s"]
+    )
     return {
         f"N={small}": at_small,
         f"N={large}": at_large,
@@ -293,6 +340,7 @@ def measure(small: int, large: int) -> dict[str, Any]:
             "api_s": round(api_seconds, 3),
             "kubectl_s": round(kubectl_seconds, 3),
         },
+        "idle poll at large": idle,
         "ratios": ratios,
     }
 
