@@ -11,11 +11,22 @@ document.addEventListener("htmx:sendError", retryWatcher);
 
 // A success notice ("requested; an approver decides next") describes the moment of the action:
 // once the live state it talks about changes, it is stale, so it goes.
+// Not before the user had a few seconds to read it, though.
+const NOTICE_MIN_MS = 5000;
+const pageShownAt = Date.now();
+function dropNotices() {
+  const wait = Math.max(0, NOTICE_MIN_MS - (Date.now() - pageShownAt));
+  setTimeout(function () {
+    document.querySelectorAll(".messages li.success").forEach(function (notice) { notice.remove(); });
+  }, wait);
+}
 document.addEventListener("htmx:oobAfterSwap", function (event) {
   const swapped = event.detail.target;
-  if (swapped && swapped.id && swapped.id.endsWith("-status")) {
-    document.querySelectorAll(".messages li.success").forEach(function (notice) { notice.remove(); });
-  }
+  if (swapped && swapped.id && swapped.id.endsWith("-status")) { dropNotices(); }
+});
+// The dashboard's lists are answered only when something in them changed.
+document.addEventListener("htmx:afterSwap", function (event) {
+  if (event.detail.target && event.detail.target.id === "dashboard-live") { dropNotices(); }
 });
 
 // A live part redrawn while the user types in it (a reason for rejecting, say) keeps what was

@@ -270,7 +270,7 @@ def test_it_drops_the_requested_notice_once_an_approver_decided(
     claim = ClaimRequest.objects.get(name="notice-gpu")
     services.claim_request_approve(user=carol, claim_request=claim)
     expect(page.locator("#claim-status")).to_contain_text("approved", timeout=LIVE)
-    expect(notice).to_have_count(0)
+    expect(notice).to_have_count(0, timeout=LIVE)
     assert_not_reloaded(page)
 
 
@@ -287,3 +287,20 @@ def test_it_keeps_a_reason_being_typed_when_the_queue_redraws(
     expect(approver.locator("#claim-queue")).to_contain_text("late-gpu", timeout=LIVE)
     expect(reason).to_have_value("Use the A100 pool")
     expect(reason).to_be_focused()
+
+
+def test_it_drops_the_dashboards_requested_notice_once_decided(
+    signed_in: Any, live_server: Any, work: dict[str, Any], carol: User
+) -> None:
+    page = signed_in("alice")
+    page.goto(live_server.url + reverse("namespace-request"))
+    page.fill("input[name=name]", "notice-ml")
+    page.get_by_role("button", name="Request namespace").click()
+    notice = page.locator(".messages li.success")
+    expect(notice).to_contain_text("requested; an approver decides next")
+    mark_page(page)
+    ns = NamespaceRequest.objects.get(name="notice-ml")
+    services.namespace_request_approve(user=carol, namespace_request=ns)
+    expect(page.locator(f"#namespace-{ns.pk}")).to_contain_text("approved", timeout=LIVE)
+    expect(notice).to_have_count(0, timeout=LIVE)
+    assert_not_reloaded(page)
