@@ -50,6 +50,27 @@ DROP TRIGGER claims_auditevent_no_change ON claims_auditevent;
 DROP FUNCTION claims_auditevent_append_only();
 """
 
+# The no-server demo (`make run` without DATABASE_URL) runs on SQLite: the same refusal there.
+SQLITE_APPEND_ONLY = [
+    f"""CREATE TRIGGER claims_auditevent_no_{op.lower()} BEFORE {op} ON claims_auditevent
+  BEGIN SELECT RAISE(ABORT, 'the audit trail is append-only: {op} refused'); END;"""
+    for op in ("UPDATE", "DELETE")
+]
+SQLITE_CHANGEABLE_AGAIN = [
+    f"DROP TRIGGER claims_auditevent_no_{op};" for op in ("update", "delete")
+]
+
+
+def _run(statements: dict[str, str | list[str]]):  # type: ignore[no-untyped-def]
+    """Run the statements written for this database (PostgreSQL or SQLite)."""
+
+    def run(apps, schema_editor) -> None:  # type: ignore[no-untyped-def]
+        chosen = statements.get(schema_editor.connection.vendor, [])
+        for statement in [chosen] if isinstance(chosen, str) else chosen:
+            schema_editor.execute(statement)
+
+    return run
+
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -205,5 +226,8 @@ class Migration(migrations.Migration):
             index=models.Index(fields=["object_name"], name="event_object_name"),
         ),
         migrations.RunSQL(FILL_IN, FIT_OLD_SHAPE),
-        migrations.RunSQL(APPEND_ONLY, CHANGEABLE_AGAIN),
+        migrations.RunPython(
+            _run({"postgresql": APPEND_ONLY, "sqlite": SQLITE_APPEND_ONLY}),
+            _run({"postgresql": CHANGEABLE_AGAIN, "sqlite": SQLITE_CHANGEABLE_AGAIN}),
+        ),
     ]
