@@ -67,7 +67,7 @@ def _run(statements: dict[str, str | list[str]]):  # type: ignore[no-untyped-def
     def run(apps, schema_editor) -> None:  # type: ignore[no-untyped-def]
         chosen = statements.get(schema_editor.connection.vendor, [])
         for statement in [chosen] if isinstance(chosen, str) else chosen:
-            schema_editor.execute(statement)
+            schema_editor.execute(statement, params=None)  # no placeholders: % is SQL
 
     return run
 
