@@ -7,6 +7,7 @@ import gettext
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,14 @@ CATALOG = ROOT / "locale" / "he" / "LC_MESSAGES"
 # What makemessages reads: the portal's code and templates, nothing of the tests or tools.
 SOURCES = ["claims", "portal", "templates", "locale", "manage.py"]
 RTL = '<html lang="he" dir="rtl">'
+
+
+@pytest.fixture(autouse=True)
+def back_to_english() -> Iterator[None]:
+    """A request activates its language in this thread and leaves it active (as Django does):
+    the tests after these must not go on in Hebrew."""
+    yield
+    translation.deactivate()
 
 
 def signed_in(user: User, accept_language: str = "en") -> Client:
