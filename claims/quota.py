@@ -17,7 +17,7 @@ from django.utils.translation import gettext as _
 
 from claims.kube.manifests import ALL_DEVICES_QUOTA_CHARGE, device_class_quota_key
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, Team, TeamMembership, TeamQuota
-from claims.models.teams import first_team_members, lifetime_words
+from claims.models.teams import first_team_members, first_teams_of_members, lifetime_words
 from claims.transitions import enqueue
 
 # Claims that hold, or will hold, devices; DECIDED leaves out those still waiting for a yes.
@@ -143,6 +143,51 @@ def team_use(
     held = devices_held(team, cluster, device_class, decided=decided)
     limit = row.max_devices if row else None
     return Use(team, cluster, device_class, held, asked, limit)
+
+
+def with_team_use(claims: list[ClaimRequest]) -> list[ClaimRequest]:
+    """A page of claims, each pending one with `team_use` (its approval_use, or None for an
+    owner in no team), in a few queries whatever the page's size; for the approval queue,
+    whose claims come with their clusters (selectors.with_clusters)."""
+    pending = [claim for claim in claims if claim.state == ClaimRequest.State.PENDING]
+    teams = _first_teams({claim.owner_id for claim in pending})
+    charged = first_teams_of_members({team.pk for team in teams.values()})
+    rows = TeamQuota.objects.filter(team_id__in=set(charged.values()))
+    limits = {(q.team_id, q.cluster_id, q.device_class): q.max_devices for q in rows}
+    held = _decided_devices(charged, {claim.cluster.pk: claim.cluster for claim in pending})
+    for claim in pending:
+        team = teams.get(claim.owner_id)
+        claim.team_use = _page_use(team, claim, held, limits) if team else None  # type: ignore[attr-defined]
+    return claims
+
+
+def _page_use(team: Team, claim: ClaimRequest, held: dict, limits: dict) -> Use:
+    key = (team.pk, claim.cluster.pk, claim.device_class)
+    cluster, asked = claim.cluster, devices_of(claim)
+    return Use(team, cluster, claim.device_class, held.get(key, 0), asked, limits.get(key))
+
+
+def _first_teams(user_ids: set[int]) -> dict[int, Team]:
+    rows = TeamMembership.objects.filter(user_id__in=user_ids).select_related("team")
+    firsts: dict[int, Team] = {}
+    for membership in rows.order_by("joined", "id"):
+        firsts.setdefault(membership.user_id, membership.team)
+    return firsts
+
+
+def _decided_devices(charged: dict[int, int], clusters: dict[int, Cluster]) -> dict[tuple, int]:
+    """Devices the decided live claims of the charged users hold, by (team, cluster, class)."""
+    claims = ClaimRequest.objects.filter(owner_id__in=charged, state__in=DECIDED_CLAIM_STATES)
+    fields = ("owner_id", "namespace_request__cluster_id", "device_class", "count", "all_devices")
+    rows = list(claims.values_list(*fields))
+    missing = {row[1] for row in rows if row[4] and row[1] not in clusters}
+    clusters = clusters | {c.pk: c for c in Cluster.objects.filter(pk__in=missing)}
+    held: dict[tuple, int] = {}
+    for owner_id, cluster_id, device_class, count, all_devices in rows:
+        key = (charged[owner_id], cluster_id, device_class)
+        devices = clusters[cluster_id].device_count(device_class) if all_devices else count or 0
+        held[key] = held.get(key, 0) + devices
+    return held
 
 
 def submit_problem(

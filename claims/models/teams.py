@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -145,15 +146,20 @@ class ApprovalRule(models.Model):
         return " ".join(str(part) for part in parts)
 
 
-def first_team_members(team_ids: list[int]) -> list[int]:
-    """Users whose first team (the one they joined first) is one of these: a user in several
-    teams is charged to, and decided for by, that team."""
+def first_teams_of_members(team_ids: Iterable[int]) -> dict[int, int]:
+    """The members of these teams whose first team (the one they joined first) is one of
+    them, and that team: a user in several teams is charged to, and decided for by, it."""
+    team_ids = set(team_ids)
     members = TeamMembership.objects.filter(team_id__in=team_ids).values("user_id")
     rows = TeamMembership.objects.filter(user_id__in=members).order_by("joined", "id")
     firsts: dict[int, int] = {}
     for user_id, team_id in rows.values_list("user_id", "team_id"):
         firsts.setdefault(user_id, team_id)
-    return [user_id for user_id, team_id in firsts.items() if team_id in team_ids]
+    return {user_id: team_id for user_id, team_id in firsts.items() if team_id in team_ids}
+
+
+def first_team_members(team_ids: list[int]) -> list[int]:
+    return list(first_teams_of_members(team_ids))
 
 
 def approved_team_ids(user: Any) -> list[int]:

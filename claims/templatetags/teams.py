@@ -12,9 +12,10 @@ register = template.Library()
 
 @register.inclusion_tag("claims/_team_use.html")
 def team_use(item: Any) -> dict[str, Any]:
-    """Nothing for namespaces, decided claims, or claims of owners in no team."""
+    """Nothing for namespaces, decided claims, or claims of owners in no team. A page of
+    claims is read in a few queries when the view calls quota.with_team_use on it."""
     if not isinstance(item, ClaimRequest) or item.state != ClaimRequest.State.PENDING:
         return {"use": None}
-    team = quota.team_of(item.owner)
-    use = quota.approval_use(team, item) if team else None
-    return {"use": use, "item": item}
+    if not hasattr(item, "team_use"):  # a row alone; a page has them from quota.with_team_use
+        quota.with_team_use([item])
+    return {"use": getattr(item, "team_use", None), "item": item}

@@ -8,7 +8,9 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
+from django.db import connection
 from django.template import Context, Template
+from django.test.utils import CaptureQueriesContext
 
 from claims import quota, services
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, Team, TeamMembership, TeamQuota
@@ -205,6 +207,7 @@ def test_the_approval_screen_shows_the_teams_use_before_and_after(
         "<strong>3</strong> of 4 after approving."
     ) in team_use_html(pending)
     TeamQuota.objects.filter(team=team).update(max_devices=2)
+    pending = ClaimRequest.objects.get(pk=pending.pk)  # the next page's
     assert "of 2 after approving (over the quota)." in team_use_html(pending)
     held.refresh_from_db()
     assert team_use_html(held) == ""  # decided
@@ -228,3 +231,32 @@ def test_a_retry_of_a_failed_claim_must_fit_the_quota_as_it_is_now(
         services.claim_request_retry(user=alice, claim_request=failed)
     assert "Over the quota now: Team vision may hold 4" in str(refused.value)
     assert ClaimRequest.objects.get(pk=failed.pk).state == "failed"
+
+
+def queries_for_a_page(claims: list[ClaimRequest]) -> int:
+    page = list(
+        ClaimRequest.objects.filter(pk__in=[claim.pk for claim in claims]).select_related(
+            "namespace_request__cluster"
+        )
+    )
+    with CaptureQueriesContext(connection) as captured:
+        quota.with_team_use(page)
+    return len(captured)
+
+
+def test_a_page_of_the_queue_reads_the_teams_use_in_a_few_queries(
+    team: Team, alice: User, bob: User, carol: User, cluster: Cluster
+) -> None:
+    TeamQuota.objects.filter(team=team).update(max_devices=40)
+    held = submit(bob, cluster, "held", count=None, all_devices=True)
+    services.claim_request_approve(user=carol, claim_request=held)
+    claims = [submit(alice, cluster, f"c{i}", count=1) for i in range(3)]
+    claims.append(submit(carol, cluster, "outsider", count=1))
+    few = queries_for_a_page(claims)
+    claims += [submit(alice, cluster, f"more{i}", count=1) for i in range(12)]
+    assert queries_for_a_page(claims) == few <= 5
+    page = quota.with_team_use(list(ClaimRequest.objects.filter(state="pending")))
+    for claim in page:
+        team_of_owner = quota.team_of(claim.owner)
+        expected = quota.approval_use(team_of_owner, claim) if team_of_owner else None
+        assert claim.team_use == expected, claim.name  # type: ignore[attr-defined]
