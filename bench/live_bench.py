@@ -68,7 +68,7 @@ const mark = () => {
     }
   }
 };
-new MutationObserver(mark).observe(document.documentElement, {
+new MutationObserver(mark).observe(document, {
   subtree: true, childList: true, characterData: true, attributes: true,
 });
 document.addEventListener("DOMContentLoaded", mark);
