@@ -1,0 +1,244 @@
+"""Single sign-on against a real OpenID Connect provider (django-oidc-provider) on loopback.
+
+The portal runs in pytest-django's live server; `requests` plays the browser, following every
+redirect of the authorization-code flow between the two servers and filling in the
+provider's login form. The portal exchanges the code, checks the ID token against the
+provider's JWKS and reads the userinfo endpoint, all over real HTTP.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import pytest
+import requests
+from django.conf import LazySettings as SettingsWrapper
+from django.contrib.auth.models import User
+from django.core.exceptions import SuspiciousOperation
+from pytest_django.live_server_helper import LiveServer
+
+from claims.access import cluster_username
+from claims.models import AuditEvent
+from claims.selectors import user_is_approver
+from portal.oidc import PortalOIDCBackend
+from tests.oidc_provider.fixture import Provider, rsa_key_pem, start_provider
+
+PASSWORD = "a long provider password"
+USERS = [
+    {"username": "dana", "email": "dana@example.com", "groups": ["ml-team"]},
+    {"username": "erin", "email": "erin@example.com", "groups": ["gpu-approvers"]},
+    {"username": "fay", "email": "fay@example.com", "groups": ["gpu-admins"], "given_name": "Fay"},
+]
+OTHER_CLIENT = "another-app"
+OTHER_REDIRECT = "http://127.0.0.1:9/elsewhere/callback"
+
+
+def spec(portal_url: str) -> dict[str, Any]:
+    return {
+        "key_pem": rsa_key_pem(),
+        "users": [{**user, "password": PASSWORD} for user in USERS],
+        "clients": [
+            {
+                "client_id": "gpu-portal",
+                "client_secret": secrets.token_urlsafe(24),
+                "redirect_uris": [f"{portal_url}/oidc/callback/"],
+            },
+            {
+                "client_id": OTHER_CLIENT,
+                "client_secret": secrets.token_urlsafe(24),
+                "redirect_uris": [OTHER_REDIRECT],
+            },
+        ],
+    }
+
+
+@pytest.fixture
+def provider(tmp_path: Path, live_server: LiveServer) -> Iterator[Provider]:
+    started = start_provider(tmp_path / "provider", spec(live_server.url))
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def sso(settings: SettingsWrapper, provider: Provider) -> Provider:
+    for name, value in provider.portal_settings("gpu-portal").items():
+        setattr(settings, name, value)
+    settings.OIDC_RP_SCOPES = "openid email profile groups"
+    settings.OIDC_APPROVER_GROUPS = ["gpu-approvers"]
+    settings.OIDC_ADMIN_GROUPS = ["gpu-admins"]
+    settings.OIDC_PROVIDER_NAME = "Example SSO"
+    return provider
+
+
+def sign_in(portal_url: str, username: str, password: str = PASSWORD) -> requests.Response:
+    """The browser's part: start at the portal, sign in at the provider, come back."""
+    browser = requests.Session()
+    form = browser.get(f"{portal_url}/oidc/authenticate/", timeout=30)
+    assert form.status_code == 200 and "Test identity provider" in form.text, form.text
+    next_url = parse_qs(urlsplit(form.url).query)["next"][0]
+    answer = browser.post(
+        form.url,
+        data={
+            "username": username,
+            "password": password,
+            "next": next_url,
+            "csrfmiddlewaretoken": browser.cookies["provider_csrftoken"],
+        },
+        timeout=30,
+    )
+    answer.session = browser  # type: ignore[attr-defined]
+    return answer
+
+
+def test_it_shows_no_sso_button_and_no_sso_endpoints_unless_configured(
+    live_server: LiveServer, db: None
+) -> None:
+    page = requests.get(f"{live_server.url}/accounts/login/", timeout=30)
+    assert page.status_code == 200 and "Sign in with" not in page.text
+    start = requests.get(f"{live_server.url}/oidc/authenticate/", timeout=30)
+    assert start.status_code == 404
+
+
+def test_it_offers_the_provider_on_the_login_page_beside_the_local_form(
+    live_server: LiveServer, sso: Provider
+) -> None:
+    page = requests.get(f"{live_server.url}/accounts/login/?next=/claims/", timeout=30)
+    assert 'name="password"' in page.text  # local accounts stay
+    assert "Sign in with Example SSO" in page.text
+    assert 'href="/oidc/authenticate/?next=/claims/"' in page.text
+
+
+def test_it_signs_people_in_through_the_provider_with_the_roles_of_their_groups(
+    live_server: LiveServer, sso: Provider
+) -> None:
+    for person in USERS:
+        answer = sign_in(live_server.url, person["username"])
+        assert answer.url == f"{live_server.url}/", answer.url
+        assert answer.status_code == 200
+        assert "sessionid" in answer.session.cookies  # type: ignore[attr-defined]
+    dana, erin, fay = (User.objects.get(username=p["username"]) for p in USERS)
+    assert (dana.email, dana.has_usable_password()) == ("dana@example.com", False)
+    assert not user_is_approver(dana) and not dana.is_staff and not dana.is_superuser
+    assert user_is_approver(erin) and not erin.is_staff and not erin.is_superuser
+    assert fay.is_staff and fay.is_superuser and user_is_approver(fay)
+    assert fay.first_name == "Fay"
+    logins = AuditEvent.objects.filter(action=AuditEvent.Action.LOGIN)
+    assert sorted(logins.values_list("object_name", flat=True)) == ["dana", "erin", "fay"]
+
+
+def test_it_updates_an_existing_account_and_takes_its_roles_from_the_provider(
+    live_server: LiveServer, sso: Provider
+) -> None:
+    dana = User.objects.create_user("dana", password="a local password", is_superuser=True)
+    dana.is_staff = True
+    dana.save()
+    answer = sign_in(live_server.url, "dana")
+    assert answer.url == f"{live_server.url}/"
+    dana.refresh_from_db()
+    assert not dana.is_staff and not dana.is_superuser  # ml-team: a data scientist
+    assert User.objects.filter(username="dana").count() == 1
+
+
+def test_it_names_the_cluster_identity_after_the_configured_claim(
+    live_server: LiveServer, sso: Provider, settings: SettingsWrapper
+) -> None:
+    settings.OIDC_USERNAME_CLAIM = "email"
+    settings.ACCESS_USER_PREFIX = "oidc:"
+    answer = sign_in(live_server.url, "erin")
+    assert answer.url == f"{live_server.url}/"
+    erin = User.objects.get(email="erin@example.com")
+    assert erin.username == "erin@example.com"
+    assert cluster_username(erin.get_username()) == "oidc:erin@example.com"
+
+
+def test_it_refuses_a_wrong_password_at_the_provider(
+    live_server: LiveServer, sso: Provider
+) -> None:
+    answer = sign_in(live_server.url, "dana", password="not the password")
+    assert answer.url.startswith(sso.url.rsplit("/", 1)[0] + "/accounts/login/")
+    assert not User.objects.filter(username="dana").exists()
+
+
+def test_it_refuses_an_id_token_signed_by_a_key_it_does_not_trust(
+    live_server: LiveServer,
+    sso: Provider,
+    settings: SettingsWrapper,
+    tmp_path: Path,
+) -> None:
+    # A second provider with its own key issues the tokens; the portal trusts the first's keys.
+    impostor = start_provider(tmp_path / "impostor", spec(live_server.url))
+    try:
+        for name, value in impostor.portal_settings("gpu-portal").items():
+            setattr(settings, name, value)
+        settings.OIDC_OP_JWKS_ENDPOINT = sso.endpoint("jwks")
+        answer = sign_in(live_server.url, "fay")
+    finally:
+        impostor.stop()
+    assert answer.url == f"{live_server.url}/accounts/login/?sso=failed"
+    assert "Single sign-on did not sign you in" in answer.text
+    home = answer.session.get(f"{live_server.url}/", allow_redirects=False, timeout=30)  # type: ignore[attr-defined]
+    assert home.status_code == 302 and home.headers["Location"].startswith("/accounts/login/")
+    assert not User.objects.filter(username="fay").exists()
+    assert not AuditEvent.objects.filter(action=AuditEvent.Action.LOGIN).exists()
+
+
+def code_flow_id_token(provider: Provider, client_id: str, nonce: str) -> str:
+    """An ID token the provider issued to another application (its own code flow)."""
+    browser = requests.Session()
+    query = {
+        "client_id": client_id,
+        "response_type": "code",
+        "scope": "openid email profile",
+        "redirect_uri": OTHER_REDIRECT,
+        "state": "s",
+        "nonce": nonce,
+    }
+    form = browser.get(f"{provider.endpoint('authorize')}?{urlencode(query)}", timeout=30)
+    login = browser.post(
+        form.url,
+        data={
+            "username": "dana",
+            "password": PASSWORD,
+            "next": parse_qs(urlsplit(form.url).query)["next"][0],
+            "csrfmiddlewaretoken": browser.cookies["provider_csrftoken"],
+        },
+        allow_redirects=False,
+        timeout=30,
+    )
+    back = browser.get(
+        provider.url.rsplit("/", 1)[0] + login.headers["Location"],
+        timeout=30,
+        allow_redirects=False,
+    )
+    code = parse_qs(urlsplit(back.headers["Location"]).query)["code"][0]
+    token = requests.post(
+        provider.endpoint("token"),
+        data={
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": OTHER_REDIRECT,
+            "client_id": client_id,
+            "client_secret": provider.clients[client_id],
+        },
+        timeout=30,
+    )
+    assert token.status_code == 200, token.text
+    return str(token.json()["id_token"])
+
+
+def test_it_refuses_an_id_token_issued_to_another_application(
+    sso: Provider, settings: SettingsWrapper
+) -> None:
+    id_token = code_flow_id_token(sso, OTHER_CLIENT, nonce="n-1")
+    with pytest.raises(SuspiciousOperation, match="not this portal"):
+        PortalOIDCBackend().verify_token(id_token, nonce="n-1")
+    # The same token passes for the application it was issued to: only the audience differs.
+    settings.OIDC_RP_CLIENT_ID = OTHER_CLIENT
+    payload = PortalOIDCBackend().verify_token(id_token, nonce="n-1")
+    assert payload["aud"] == OTHER_CLIENT and payload["iss"] == sso.url
+    assert re.fullmatch(r"\d+", str(payload["exp"]))
