@@ -36,6 +36,7 @@ def request_id_middleware(
 ) -> Callable[[HttpRequest], HttpResponse]:
     def middleware(request: HttpRequest) -> HttpResponse:
         token = request_id.set(incoming_or_new(request.headers.get(HEADER)))
+        request.request_id = request_id.get()  # type: ignore[attr-defined]
         try:
             response = get_response(request)
             response[HEADER] = request_id.get()
@@ -51,7 +52,10 @@ class RequestIdFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not hasattr(record, "request_id"):
-            record.request_id = request_id.get()
+            # Django logs a 4xx answer after the middleware ended: from the request then.
+            from_request = getattr(getattr(record, "request", None), "request_id", NO_REQUEST)
+            current = request_id.get()
+            record.request_id = from_request if current == NO_REQUEST else current
         return True
 
 
