@@ -24,7 +24,7 @@ from django.db import close_old_connections, connections
 from django.db.models import Q
 from django.utils import timezone
 
-from claims import cluster_registry, run_follower, sync
+from claims import cluster_registry, reconciler, run_follower, sync
 from claims.cluster_ops import gateway_for
 from claims.kube import parsing
 from claims.kube.gateway import ClaimState, DeviceClassInfo, KubeError, PodState
@@ -141,6 +141,8 @@ class ClusterFollower:
         self.log_streams: LogStreams | None = None
         self.inventory_changed = threading.Event()
         self.inventory: tuple[Informer[DeviceClassInfo], Informer[dict[str, Any]]]
+        self.namespaces_changed = threading.Event()
+        self.namespaces: Informer[dict[str, Any]] | None = None
         self.informers: tuple[Informer[Any], ...] = ()
         self.connection: tuple[Any, ...] = ()
         self.unreachable = False
@@ -200,7 +202,16 @@ class ClusterFollower:
             gateway, "DeviceClass", "", parsing.device_class_info, self.inventory_changed.set
         )
         self.inventory = (classes, slices)
-        informers = self.informers = (claims, pods, slices, classes)
+        # The portal's namespaces: one deleted or relabelled behind its back is seen at once.
+        self.namespaces = Informer(
+            gateway,
+            "Namespace",
+            selector,
+            _as_is,
+            self.namespaces_changed.set,
+            watch_seconds=watch_seconds,
+        )
+        informers = self.informers = (claims, pods, slices, classes, self.namespaces)
         for informer in informers:
             informer.start()
         try:
@@ -222,6 +233,7 @@ class ClusterFollower:
             self.changed.wait(min(wait, max(renew_at - time.monotonic(), 0)))
             streams.flush()
             self._refresh_inventory(cluster)
+            self._check_namespaces(cluster)
             self._note_reachability()
             due = False
             if time.monotonic() >= renew_at:
@@ -269,6 +281,19 @@ class ClusterFollower:
         devices = parsing.devices_from_slices(slices.snapshot()[0])
         by_name = sorted(classes.snapshot()[0], key=lambda device_class: device_class.name)
         sync.inventory_seen(cluster, by_name, devices)
+
+    def _check_namespaces(self, cluster: Cluster) -> None:
+        namespaces = self.namespaces
+        if namespaces is None or namespaces.current_at is None:
+            return
+        if not self.namespaces_changed.is_set():
+            return
+        self.namespaces_changed.clear()
+        try:
+            observed = namespaces.snapshot()[0]
+            reconciler.namespaces_observed(cluster, gateway_for(cluster), observed)
+        except KubeError as error:  # the reconciler's timer looks again
+            log.warning("namespaces of cluster %s: %s", cluster, error)
 
     def _pass(self, cluster: Cluster, lists: CachedLists) -> bool | None:
         try:

@@ -38,6 +38,7 @@ from claims.sync import GONE_GRACE
 from claims.transitions import enqueue
 
 log = logging.getLogger(__name__)
+Obj = dict[str, Any]
 
 NS = NamespaceRequest.State
 CS = ClaimRequest.State
@@ -108,23 +109,42 @@ def _reconcile_cluster(cluster: Cluster, before: datetime) -> int:
     return len(ended)
 
 
-def _reconcile_namespaces(cluster: Cluster, gateway: ClusterGateway) -> None:
-    """One list of the portal's namespaces per cluster; a closer look only at drifted ones."""
-    active = list(
-        NamespaceRequest.objects.filter(
-            cluster=cluster, state=NS.ACTIVE, updated__lt=timezone.now() - GONE_GRACE
-        )
+def _active_namespaces(cluster: Cluster) -> list[NamespaceRequest]:
+    settled = timezone.now() - GONE_GRACE
+    return list(
+        NamespaceRequest.objects.filter(cluster=cluster, state=NS.ACTIVE, updated__lt=settled)
     )
+
+
+def _reconcile_namespaces(cluster: Cluster, gateway: ClusterGateway) -> None:
+    """One list of the portal's namespaces per cluster (none when the cluster's follower
+    watches them: namespaces_observed); a closer look only at drifted ones."""
+    active = _active_namespaces(cluster)
     if not active:
         return
-    observed = {o["metadata"]["name"]: o for o in gateway.list_namespaces(managed_selector())}
+    if not cluster.is_followed:
+        _compare_namespaces(active, gateway.list_namespaces(managed_selector()), gateway)
+    _reconcile_access([ns for ns in active if ns.access_granted_at], gateway)
+
+
+def namespaces_observed(cluster: Cluster, gateway: ClusterGateway, observed: list[Obj]) -> None:
+    """The follower's namespace watch changed: compare the portal's active namespaces with
+    what it holds (observed: the portal's namespaces in the cluster now)."""
+    active = _active_namespaces(cluster)
+    if active:
+        _compare_namespaces(active, observed, gateway)
+
+
+def _compare_namespaces(
+    active: list[NamespaceRequest], observed: list[Obj], gateway: ClusterGateway
+) -> None:
+    by_name = {o["metadata"]["name"]: o for o in observed}
     for ns in active:
-        found = observed.get(ns.name)
+        found = by_name.get(ns.name)
         if found is None or not owns(found, ns.labels()):
             _namespace_drifted(ns, gateway)
         elif uid_of(found) != ns.kube_uid:
             observations.namespace_uid_seen(namespace_request=ns, uid=uid_of(found))
-    _reconcile_access([ns for ns in active if ns.access_granted_at], gateway)
 
 
 def _reconcile_access(granted: list[NamespaceRequest], gateway: ClusterGateway) -> None:

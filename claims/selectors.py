@@ -59,14 +59,22 @@ def cluster_list() -> QuerySet[Cluster]:
     return Cluster.objects.all()
 
 
+def _visible(qs: QuerySet, user: Any) -> QuerySet:
+    """Every request for staff approvers; a team approver's own and their teams'; else own."""
+    if user_is_approver(user):
+        return qs
+    scope = decider_scope(user)
+    return qs.filter(Q(owner=user) | scope) if scope is not None else qs.filter(owner=user)
+
+
 def namespace_request_list(*, user: Any) -> QuerySet[NamespaceRequest]:
     qs = NamespaceRequest.objects.select_related("cluster", "owner", "decided_by")
-    return qs if user_is_approver(user) else qs.filter(owner=user)
+    return _visible(qs, user)
 
 
 def claim_request_list(*, user: Any) -> QuerySet[ClaimRequest]:
     qs = ClaimRequest.objects.select_related("namespace_request__cluster", "owner", "decided_by")
-    return qs if user_is_approver(user) else qs.filter(owner=user)
+    return _visible(qs, user)
 
 
 def verification_run_list(*, user: Any) -> QuerySet[VerificationRun]:
@@ -100,6 +108,7 @@ def claim_request_rows(*, user: Any, with_allocation: bool = False) -> QuerySet[
 # model instances with every column of the claim, its namespace, cluster, owner and approver.
 CLAIM_API_FIELDS = (
     *("name", "device_class", "count", "all_devices", "selector", "purpose", "state"),
+    *("gpu_model", "min_memory", "mig_profile", "dry_run_note", "lifetime", "expires_at"),
     *("state_message", "decided_at", "applied_api_version", "applied_at", "node"),
     *("allocation", "created", "updated"),
     *("namespace_request__name", "namespace_request__cluster__name"),

@@ -9,9 +9,10 @@ from claims import selectors
 
 
 class IsApprover(BasePermission):
-    """Approvers (the group, or staff) may approve and reject; the services check it again."""
+    """Approvers (the group, or staff) and team approvers may approve and reject; the services
+    check each decision again (a team approver decides only their teams' requests)."""
 
     message = "Only approvers can approve or reject requests."
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        return selectors.user_is_approver(request.user)
+        return selectors.user_may_decide(request.user)

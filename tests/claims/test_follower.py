@@ -20,7 +20,7 @@ from claims import cluster_ops, follower, services, tasks
 from claims.kube import parsing
 from claims.kube.gateway import ClusterGateway
 from claims.kube.informer import Informer
-from claims.models import Cluster
+from claims.models import Cluster, NamespaceRequest
 from tests.claims.test_sync import api_calls, applied_claims, cluster_log
 from tests.fixtures.kubesim import create_namespace
 from tests.fixtures.portal import register_cluster, wait_until
@@ -238,3 +238,31 @@ def test_the_follower_keeps_the_inventory_current_as_slices_change(
     finally:
         stop()
         cluster_ops.forget_gateways()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_follower_sees_a_namespace_deleted_outside_the_portal_on_its_watch(
+    alice: User, kubesim_private: kubesim.Handle
+) -> None:
+    cluster = register_cluster(kubesim_private, name="watched-namespaces")
+    [claim] = applied_claims(alice, cluster, 1)
+    ns = claim.namespace_request
+    ns.refresh_from_db()
+    assert ns.state == "active"
+    # Settled long enough that a missing namespace is drift, not a cache not yet current.
+    NamespaceRequest.objects.filter(pk=ns.pk).update(updated=timezone.now() - timedelta(minutes=1))
+    kubesim_private.admin("POST", "/_kubesim/counters/reset")
+    stop = run_follower(cluster)
+    try:
+        wait_until(lambda: Cluster.objects.get(pk=cluster.pk).follower)
+        kubesim_private.admin("DELETE", f"/api/v1/namespaces/{ns.name}")
+        wait_until(lambda: "deleted outside the portal" in state_message_of(ns), timeout=30)
+        assert api_calls(kubesim_private).get("list namespaces") == 1  # then the watch
+    finally:
+        stop()
+        cluster_ops.forget_gateways()
+
+
+def state_message_of(ns: NamespaceRequest) -> str:
+    ns.refresh_from_db()
+    return ns.state_message
