@@ -2,12 +2,14 @@
 
 Django's LocaleMiddleware has already picked the language cookie or the browser's
 Accept-Language; a choice the user saved in their profile wins over both, on every device
-they sign in from. The choice is read once per session and kept there.
+they sign in from. The choice is read at login (or once in a session from before) and kept
+in the session, so a page costs no query for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -39,6 +41,14 @@ def chosen_language(request: HttpRequest) -> str:
     if SESSION_KEY not in request.session:
         request.session[SESSION_KEY] = saved_language(user.pk)
     return supported(str(request.session[SESSION_KEY]))
+
+
+def remember_at_login(
+    sender: Any, *, request: HttpRequest | None, user: Any, **kwargs: Any
+) -> None:
+    """Receiver of user_logged_in (connected in ClaimsConfig.ready)."""
+    if request is not None and hasattr(request, "session"):
+        request.session[SESSION_KEY] = saved_language(user.pk)
 
 
 def saved_language(user_id: int) -> str:
