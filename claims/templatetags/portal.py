@@ -9,6 +9,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
+from django.utils.translation import gettext as _
+from django.utils.translation import pgettext_lazy
 
 from claims import selectors
 
@@ -32,7 +34,23 @@ BADGE_TONES = {
 
 
 # A claim that waits holds no GPU yet but is ready to use: "waiting" read as "not ready".
-BADGE_LABELS = {"waiting": "ready · not in use", "in_use": "in use"}
+BADGE_LABELS = {
+    "active": pgettext_lazy("state", "active"),
+    "applying": pgettext_lazy("state", "applying"),
+    "approved": pgettext_lazy("state", "approved"),
+    "creating": pgettext_lazy("state", "creating"),
+    "deleted": pgettext_lazy("state", "deleted"),
+    "deleting": pgettext_lazy("state", "deleting"),
+    "failed": pgettext_lazy("state", "failed"),
+    "in_use": pgettext_lazy("state", "in use"),
+    "pending": pgettext_lazy("state", "pending"),
+    "queued": pgettext_lazy("state", "queued"),
+    "rejected": pgettext_lazy("state", "rejected"),
+    "released": pgettext_lazy("state", "released"),
+    "running": pgettext_lazy("state", "running"),
+    "succeeded": pgettext_lazy("state", "succeeded"),
+    "waiting": pgettext_lazy("state", "ready · not in use"),
+}
 
 
 @register.filter
@@ -48,8 +66,8 @@ def ago(moment: datetime | None) -> str:
     if moment is None:
         return ""
     if timezone.now() - moment < timedelta(minutes=1):
-        return "just now"
-    return f"{timesince(moment)} ago"
+        return _("just now")
+    return _("%(time)s ago") % {"time": timesince(moment)}
 
 
 @register.filter
@@ -63,15 +81,21 @@ def duration(seconds: float | timedelta | None) -> str:
     hours, rest = divmod(whole, 3600)
     minutes, secs = divmod(rest, 60)
     if hours:
-        return f"{hours} h {minutes:02d} min"
+        return _("%(hours)d h %(minutes)02d min") % {"hours": hours, "minutes": minutes}
     if minutes:
-        return f"{minutes} min {secs:02d} s"
-    return f"{secs} s"
+        return _("%(minutes)d min %(seconds)02d s") % {"minutes": minutes, "seconds": secs}
+    return _("%(seconds)d s") % {"seconds": secs}
 
 
 @register.filter
 def is_approver(user: Any) -> bool:
     return selectors.user_is_approver(user)
+
+
+@register.filter
+def may_decide(user: Any) -> bool:
+    """Staff approvers and team approvers (their teams' requests): the approval queue."""
+    return selectors.user_may_decide(user)
 
 
 @register.simple_tag(takes_context=True)
@@ -86,10 +110,13 @@ def simulated_banner(context: template.Context) -> SafeString:
     if not names:
         return SafeString("")
     return format_html(
-        '<div class="simulated-banner" id="simulated-banner"><strong>Simulated cluster:</strong> '
-        "the GPUs, allocations and CUDA output of {} come from kubesim, the portal's "
-        "embedded Kubernetes simulator, not from real hardware.</div>",
-        ", ".join(names),
+        '<div class="simulated-banner" id="simulated-banner"><strong>{}</strong> {}</div>',
+        _("Simulated cluster:"),
+        _(
+            "the GPUs, allocations and CUDA output of %(clusters)s come from kubesim, the "
+            "portal's embedded Kubernetes simulator, not from real hardware."
+        )
+        % {"clusters": ", ".join(names)},
     )
 
 

@@ -16,7 +16,7 @@ from django.template.loader import render_to_string
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from claims import changes, feasibility, limits, selectors, services
+from claims import changes, feasibility, limits, quota, selectors, services
 from claims.forms import ApprovalFilterForm, RejectForm
 from claims.models import ClaimRequest, Cluster, NamespaceRequest
 from claims.views import live
@@ -29,7 +29,7 @@ ROWS = {
 
 
 def _require_approver(request: HtmxHttpRequest) -> None:
-    if not selectors.user_is_approver(request.user):
+    if not selectors.user_may_decide(request.user):
         raise PermissionDenied(_("Only approvers see the approval queue."))
 
 
@@ -134,6 +134,7 @@ def _with_feasibility_all(
 ) -> list[ClaimRequest]:
     """A page of claims with their feasibility: clusters and allocations read once per page."""
     selectors.with_clusters(claims, clusters)
+    quota.with_team_use(claims)
     taken = feasibility.allocated_on({claim.namespace_request.cluster_id for claim in claims})
     known: feasibility.Known = {}
     return [_with_feasibility(claim, taken, known) for claim in claims]

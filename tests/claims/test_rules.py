@@ -236,3 +236,23 @@ def test_a_team_approvers_queue_holds_their_teams_requests_only(
     assert set(selectors.approval_queue(user=carol)["claims"]) == {alices, bobs}
     assert not selectors.user_may_decide(bob)
     assert list(selectors.approval_queue(user=bob)["claims"]) == []
+
+
+def test_a_team_approver_uses_the_queue_page_and_the_api_for_their_team(
+    dave: User, ns: NamespaceRequest, bob: User, cluster: Cluster, client: Client
+) -> None:
+    alices = submit(ns.owner, ns, "alices")
+    bobs = submit(bob, NamespaceRequest.objects.create(owner=bob, cluster=cluster, name="b"), "b")
+    client.force_login(dave)
+    page = client.get("/approvals/")
+    assert page.status_code == 200
+    assert b"alices" in page.content and b">b<" not in page.content
+    assert client.get(f"/claims/{alices.pk}/").status_code == 200  # their team's request
+    assert client.get(f"/claims/{bobs.pk}/").status_code == 404  # not theirs to see
+
+    api = APIClient()
+    api.force_authenticate(dave)
+    assert api.post(f"/api/v1/claims/{alices.pk}/approve/").status_code == 200
+    assert ClaimRequest.objects.get(pk=alices.pk).decided_by == dave
+    assert api.post(f"/api/v1/claims/{bobs.pk}/approve/").status_code == 404
+    assert ClaimRequest.objects.get(pk=bobs.pk).state == "pending"
