@@ -75,6 +75,16 @@ def test_it_saves_the_choice_to_the_profile_and_applies_it_on_the_next_login(
 
 
 @pytest.mark.django_db
+def test_it_lets_a_visitor_choose_before_signing_in(alice: User) -> None:
+    visitor = Client(HTTP_ACCEPT_LANGUAGE="en")
+    response = visitor.post(reverse("set-language"), {"language": "he", "next": reverse("login")})
+    assert response["Location"] == reverse("login")
+    assert RTL in visitor.get(reverse("login")).text
+    # Only a signed-in choice is saved to a profile.
+    assert not Profile.objects.exists()
+
+
+@pytest.mark.django_db
 def test_it_switches_back_to_english(alice: User) -> None:
     Profile.objects.create(user=alice, language="he")
     client = signed_in(alice, "he")

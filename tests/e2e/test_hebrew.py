@@ -60,6 +60,7 @@ def test_it_speaks_hebrew_right_to_left_once_chosen(
     page.goto(base + reverse("claim", args=[claim.pk]))
     assert_hebrew(page)
     expect(page.locator("#claim-status")).to_contain_text("מצב:")
+    assert_accessible(page)
 
     page.goto(base + reverse("namespace-request"))
     page.fill("input[name=name]", "Vision_ML")
