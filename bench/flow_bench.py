@@ -122,6 +122,9 @@ class Product:
             "PORTAL_VAR_DIR": str(workdir),
             "PYTHONUNBUFFERED": "1",
             "LOG_LEVEL": "WARNING",
+            # The notices (approved, allocated) are sent, to memory: a local relay's part, not
+            # the portal's, and no SMTP server listens here.
+            "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
         }
 
     def start(self) -> KubesimAdmin:
