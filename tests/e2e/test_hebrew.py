@@ -12,6 +12,7 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 from playwright.sync_api import Page, expect
 
+from claims import services
 from claims.models import Cluster, Profile
 from tests.e2e.a11y import assert_accessible
 from tests.e2e.conftest import log_in, screenshot
@@ -92,3 +93,35 @@ def test_it_keeps_the_choice_across_logout_and_another_browser(
     elsewhere.get_by_role("button", name="English").click()
     expect(elsewhere.locator("html")).to_have_attribute("dir", "ltr")
     assert Profile.objects.get(user=alice).language == "en"
+
+
+def test_it_decides_in_hebrew_in_the_live_approval_queue(
+    live_server: Any,
+    open_page: Callable[[], Page],
+    e2e_cluster: Cluster,
+    alice: User,
+    carol: User,
+) -> None:
+    ns = active_namespace(alice, carol, e2e_cluster)
+    claims = [
+        services.claim_request_submit(
+            user=alice, namespace_request=ns, name=name, device_class="gpu.nvidia.com"
+        )
+        for name in ("eval-gpu", "spare-gpu")
+    ]
+    Profile.objects.create(user=carol, language="he")
+    page = open_page()
+    log_in(page, live_server.url, "carol", PASSWORD)
+    page.goto(live_server.url + reverse("approvals"))
+    assert_hebrew(page)
+    expect(page.locator("h1")).to_have_text("תור אישורים")
+    assert_accessible(page)
+
+    # htmx swaps the decided rows in place, in Hebrew too.
+    first = page.locator(f"#claim-request-{claims[0].pk}")
+    first.get_by_role("button", name="אישור").click()
+    expect(first).to_contain_text("אושר")
+    expect(first).to_contain_text("על ידי carol")
+    second = page.locator(f"#claim-request-{claims[1].pk}")
+    second.get_by_role("button", name="דחייה").click()
+    expect(second.locator(".errorlist")).to_have_text("יש לנמק, כדי שמגיש הבקשה יידע מה לשנות.")
