@@ -14,6 +14,7 @@ workers write their counters there and any of them answers for all (docs/operati
 from __future__ import annotations
 
 import hmac
+import logging
 import os
 import sys
 import threading
@@ -27,6 +28,7 @@ import redis
 from celery import signals as celery_signals
 from django.conf import settings
 from django.core.signals import got_request_exception
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -42,6 +44,7 @@ from prometheus_client.registry import Collector
 
 from claims.kube import connection, informer
 
+log = logging.getLogger(__name__)
 HTTP_REQUESTS = Counter(
     "portal_http_requests", "HTTP requests answered", ["view", "method", "status"]
 )
@@ -292,8 +295,12 @@ def devices() -> GaugeMetricFamily:
 class InstallationCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         yield queue_length()
-        yield from requests_by_state()
-        yield devices()
+        try:
+            families = [*requests_by_state(), devices()]
+        except DatabaseError as e:  # the process's own metrics still go out; /readyz says why
+            log.warning("metrics without the database's figures: %s", e)
+            return
+        yield from families
 
 
 # --- The port of workers and followers ------------------------------------------------
