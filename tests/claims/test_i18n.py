@@ -4,6 +4,7 @@ API errors and emails, and a catalog that has every string the portal says."""
 from __future__ import annotations
 
 import gettext
+import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,16 @@ CATALOG = ROOT / "locale" / "he" / "LC_MESSAGES"
 # What makemessages reads: the portal's code and templates, nothing of the tests or tools.
 SOURCES = ["claims", "portal", "templates", "locale", "manage.py"]
 RTL = '<html lang="he" dir="rtl">'
+# What a template may say untranslated: program output (<code>, <pre>, <samp>), and these.
+LATIN_WORDS = frozenset(
+    """GPU GPUs CUDA MIG API REST DRA CEL YAML JSON CSV UTC MiB sha256 PASS FAIL Kubernetes
+    kubectl kubesim kubeconfig Kubeconfig resource k8s io gpu nvidia com Pod Namespace namespace
+    ResourceClaim ResourceSlices DeviceClass ServiceAccount RoleBinding ClusterRole Token
+    Authorization vectorAdd deviceQuery driver pool""".split()  # noqa: SIM905
+)
+TRANSLATED = re.compile(r"\{% *blocktranslate.*?\{% *endblocktranslate *%\}", re.S)
+PROGRAM_TEXT = re.compile(r"<(code|pre|samp|script|style|datalist)\b.*?</\1>", re.S)
+MARKUP = re.compile(r"\{%.*?%\}|\{\{.*?\}\}|\{#.*?#\}|<[^>]*>|&[a-z]+;|&#\d+;", re.S)
 
 
 @pytest.fixture(autouse=True)
@@ -158,6 +169,20 @@ def test_it_emails_a_hebrew_user_in_hebrew(
     assert "אושר" in to_alice.subject and "train" in to_alice.subject
     assert "שלום alice" in to_alice.body
     assert to_bob.subject.startswith("Your claim train was approved")
+
+
+def untranslated_words(template: Path) -> list[str]:
+    text = TRANSLATED.sub(" ", template.read_text())
+    text = MARKUP.sub(" ", PROGRAM_TEXT.sub(" ", text))
+    return [word for word in re.findall(r"[A-Za-z][A-Za-z'-]+", text) if word not in LATIN_WORDS]
+
+
+def test_it_marks_every_word_of_the_templates_for_translation() -> None:
+    """Text a template says outside {% translate %} and {% blocktranslate %} stays English
+    on a Hebrew page: none may be left (program output and technical words aside)."""
+    templates = [*(ROOT / "templates").rglob("*.html"), *(ROOT / "templates").rglob("*.txt")]
+    found = {str(t.relative_to(ROOT)): words for t in templates if (words := untranslated_words(t))}
+    assert found == {}
 
 
 def _mo_catalog(path: Path) -> dict[Any, Any]:
