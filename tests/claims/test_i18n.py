@@ -39,6 +39,7 @@ LATIN_WORDS = frozenset(
 )
 TRANSLATED = re.compile(r"\{% *blocktranslate.*?\{% *endblocktranslate *%\}", re.S)
 PROGRAM_TEXT = re.compile(r"<(code|pre|samp|script|style|datalist)\b.*?</\1>", re.S)
+SAID_IN_ATTRIBUTES = re.compile(r'(?:placeholder|aria-label|title|alt)="([^"]*)"')
 MARKUP = re.compile(r"\{%.*?%\}|\{\{.*?\}\}|\{#.*?#\}|<[^>]*>|&[a-z]+;|&#\d+;", re.S)
 
 
@@ -172,8 +173,9 @@ def test_it_emails_a_hebrew_user_in_hebrew(
 
 
 def untranslated_words(template: Path) -> list[str]:
-    text = TRANSLATED.sub(" ", template.read_text())
-    text = MARKUP.sub(" ", PROGRAM_TEXT.sub(" ", text))
+    text = PROGRAM_TEXT.sub(" ", TRANSLATED.sub(" ", template.read_text()))
+    text = " ".join([text, *SAID_IN_ATTRIBUTES.findall(text)])
+    text = MARKUP.sub(" ", text)
     return [word for word in re.findall(r"[A-Za-z][A-Za-z'-]+", text) if word not in LATIN_WORDS]
 
 
