@@ -43,6 +43,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from claims.kube import connection, informer
+from portal.logfilters import LIVE_WAIT
 
 log = logging.getLogger(__name__)
 HTTP_REQUESTS = Counter(
@@ -116,8 +117,12 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
 
 
 def view_name(request: HttpRequest) -> str:
+    """The URL's name; ":wait" marks a live page's or long-poll's wait for a change, whose
+    time is the wait (logfilters.LIVE_WAIT), so it stays apart from the pages' own."""
     match = getattr(request, "resolver_match", None)
-    return match.view_name if match is not None and match.view_name else "<unresolved>"
+    name = match.view_name if match is not None and match.view_name else "<unresolved>"
+    query = request.META.get("QUERY_STRING", "")
+    return f"{name}:wait" if query and LIVE_WAIT.search("?" + query) else name
 
 
 def metrics_middleware(

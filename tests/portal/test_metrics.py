@@ -4,6 +4,8 @@ Kubernetes API calls and watch restarts, checked against kubesim's own request c
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +17,7 @@ import requests
 from celery import Celery
 from django.contrib.auth.models import User
 from django.test import Client
+from prometheus_client import Counter, Histogram
 from prometheus_client.parser import text_string_to_metric_families
 
 import kubesim
@@ -23,6 +26,7 @@ from claims.kube import parsing
 from claims.kube.gateway import ClusterGateway
 from claims.kube.informer import Informer
 from claims.models import NamespaceRequest
+from portal import metrics
 from tests.claims.test_gpu_map import *  # noqa: F403 (the map cluster's fixtures)
 from tests.claims.test_gpu_map import held_by_a_stuck_pod
 from tests.fixtures.kubesim import create_namespace
@@ -259,3 +263,49 @@ def test_it_times_the_tasks_of_a_real_worker_and_counts_their_failures(
     )
     # A worker reports its own process only: the installation's figures come from the web.
     assert not any(name == "portal_claims" for name, _ in samples)
+
+
+def test_it_keeps_the_waits_of_live_pages_apart_from_the_pages(
+    scrape: Callable[[], Samples], client: Client, alice: User
+) -> None:
+    client.force_login(alice)
+    before = scrape()
+    client.get("/")
+    client.get("/?seen=0")
+    after = scrape()
+    name = "portal_http_requests_total"
+    page = {"view": "dashboard", "method": "GET"}
+    grew = {
+        labels: after[(n, labels)] - before.get((n, labels), 0.0)
+        for (n, labels) in after
+        if n == name and dict(labels)["view"].startswith("dashboard")
+    }
+    assert sum(grew.values()) == 2
+    assert sum(v for labels, v in grew.items() if dict(labels)["view"] == "dashboard:wait") == 1
+    assert value(after, name, **page, status="200") - value(before, name, **page, status="200") == 1
+
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "portal-dashboard.json"
+
+
+def declared_in_code() -> set[str]:
+    """The sample names of the counters and histograms portal/metrics.py declares."""
+    names: set[str] = set()
+    for metric in vars(metrics).values():
+        if isinstance(metric, Counter):
+            names.add(f"{metric._name}_total")
+        elif isinstance(metric, Histogram):
+            names |= {f"{metric._name}{suffix}" for suffix in ("_bucket", "_sum", "_count")}
+    return names
+
+
+def test_it_draws_the_dashboard_from_metrics_the_portal_exports(
+    scrape: Callable[[], Samples], cluster: Any
+) -> None:
+    exported = {name for name, _ in scrape()} | declared_in_code()
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    exprs = [target["expr"] for panel in panels for target in panel["targets"]]
+    used = {name for expr in exprs for name in re.findall(r"\bportal_[a-z_]+", expr)}
+    assert len(panels) >= 10
+    assert {"portal_claims", "portal_devices", "portal_celery_queue_length"} <= used
+    assert used <= exported, used - exported
