@@ -5,7 +5,10 @@ Kubernetes API calls and watch restarts, checked against kubesim's own request c
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -309,3 +312,32 @@ def test_it_draws_the_dashboard_from_metrics_the_portal_exports(
     assert len(panels) >= 10
     assert {"portal_claims", "portal_devices", "portal_celery_queue_length"} <= used
     assert used <= exported, used - exported
+
+
+COUNT_CALLS = """
+import sys, django
+django.setup()
+from portal import metrics
+for _ in range(int(sys.argv[1])):
+    metrics.observe_kube_call("GET", "https://k/api/v1/namespaces/a/pods/p", 200)
+"""
+EXPOSE = """
+import django
+django.setup()
+from portal import metrics
+print(metrics.exposition(with_installation=False).decode())
+"""
+
+
+def test_it_adds_up_the_processes_of_a_pod_in_multiprocess_mode(tmp_path: Path) -> None:
+    """Gunicorn's processes (PROMETHEUS_MULTIPROC_DIR): any of them answers for all."""
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "SECRET_KEY": "x" * 50}
+    env["DJANGO_SETTINGS_MODULE"] = "portal.settings"
+    root = Path(__file__).resolve().parents[2]
+    for calls in ("3", "2"):
+        subprocess.run([sys.executable, "-c", COUNT_CALLS, calls], env=env, cwd=root, check=True)
+    shown = subprocess.run(
+        [sys.executable, "-c", EXPOSE], env=env, cwd=root, check=True, capture_output=True
+    )
+    labels = {"verb": "get", "resource": "pods", "code": "200"}
+    assert value(parse(shown.stdout.decode()), "portal_kube_api_requests_total", **labels) == 5
