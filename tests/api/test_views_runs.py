@@ -56,12 +56,23 @@ def test_it_starts_the_seeds_pod1_on_the_claim(
     assert [log["container"] for log in data["logs"]] == ["ctr0", "ctr1"]
 
 
-def test_it_explains_why_a_pending_claim_cannot_run(
+def test_it_queues_a_run_on_a_pending_claim_until_the_claim_is_applied(
     api: Api, alice: User, carol: User, cluster: Cluster, claim: ClaimRequest
 ) -> None:
     response = api("alice").post("/api/v1/runs/", {"claim": claim.pk}, format="json")
+    assert response.status_code == 201
+    assert response.json()["state"] == "queued"
+    assert "starts as soon as the claim is applied" in response.json()["state_message"]
+
+
+def test_it_explains_why_a_released_claim_cannot_run(
+    api: Api, alice: User, carol: User, cluster: Cluster, claim: ClaimRequest
+) -> None:
+    api("alice").delete(f"/api/v1/claims/{claim.pk}/")
+    response = api("alice").post("/api/v1/runs/", {"claim": claim.pk}, format="json")
     assert response.status_code == 409
-    assert "waiting or in use" in response.json()["detail"]
+    assert "released" in response.json()["detail"]
+    assert not VerificationRun.objects.filter(claim=claim).exists()
 
 
 def test_it_refuses_a_second_run_while_one_is_going(

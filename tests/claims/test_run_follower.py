@@ -61,8 +61,8 @@ def test_it_ends_a_run_from_its_pod_when_the_logs_cannot_be_read(
 
     client.force_login(alice)
     page = client.get(reverse("run", args=[run.pk])).content.decode()
-    assert "not known: the logs could not be read" in page
-    assert "Could not be read: ctr0: 500 InternalError: Internal error occurred" in page
+    assert "No verdict: the logs could not be read" in page
+    assert "Logs could not be read: ctr0: 500 InternalError: Internal error occurred" in page
 
 
 def test_it_reads_the_logs_of_a_finished_run_once_the_cluster_lets_it(

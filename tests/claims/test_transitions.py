@@ -22,7 +22,7 @@ def test_it_changes_the_state_and_records_who_did_it(ns: NamespaceRequest, carol
     assert transition(ns, to="approved", allowed=("pending",), actor=carol, message="ok")
     ns.refresh_from_db()
     assert (ns.state, ns.state_message) == ("approved", "ok")
-    event = AuditEvent.objects.get()
+    event = AuditEvent.objects.filter(object_kind="namespace_request").get()
     assert (event.actor, event.owner, event.from_state, event.to_state) == (
         carol,
         ns.owner,
@@ -37,18 +37,20 @@ def test_it_lets_only_the_first_of_two_writers_win(ns: NamespaceRequest) -> None
     assert transition(ns, to="approved", allowed=("pending",))
     assert not transition(other_copy, to="rejected", allowed=("pending",))
     assert other_copy.state == "approved"  # refreshed: the caller sees what won
-    assert [e.to_state for e in AuditEvent.objects.all()] == ["approved"]
+    assert [e.to_state for e in AuditEvent.objects.filter(object_kind="namespace_request")] == [
+        "approved"
+    ]
 
 
 def test_it_refuses_a_transition_from_a_state_not_allowed(ns: NamespaceRequest) -> None:
     assert not transition(ns, to="active", allowed=("approved",))
     assert NamespaceRequest.objects.get().state == "pending"
-    assert not AuditEvent.objects.exists()
+    assert not AuditEvent.objects.filter(object_kind="namespace_request").exists()
 
 
 def test_it_records_the_system_as_the_actor_of_cluster_changes(ns: NamespaceRequest) -> None:
     transition(ns, to="approved", allowed=("pending",))
-    assert AuditEvent.objects.get().actor_name == "system"
+    assert AuditEvent.objects.filter(object_kind="namespace_request").get().actor_name == "system"
 
 
 def test_it_sends_work_once_the_transaction_commits(

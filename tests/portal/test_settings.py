@@ -67,7 +67,7 @@ def test_it_restarts_every_service_and_checks_its_health() -> None:
     for name, service in services.items():
         assert service.get("restart") == "unless-stopped", name
         assert service["healthcheck"]["test"], name
-    assert "/accounts/login/" in " ".join(services["web"]["healthcheck"]["test"])
+    assert "/readyz" in " ".join(services["web"]["healthcheck"]["test"])
     assert services["worker"]["healthcheck"]["test"][1:5] == ["celery", "-A", "portal", "inspect"]
     assert "https://127.0.0.1:6443/_kubesim/healthz" in " ".join(
         services["kubesim"]["healthcheck"]["test"]
