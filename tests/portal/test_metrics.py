@@ -230,7 +230,7 @@ def worker_metrics(port: int, token: str = TOKEN) -> requests.Response:
 
 
 def test_it_times_the_tasks_of_a_real_worker_and_counts_their_failures(
-    metrics_worker: tuple[str, int],
+    metrics_worker: tuple[str, int], tmp_path: Path
 ) -> None:
     queue, port = metrics_worker
 
@@ -266,6 +266,10 @@ def test_it_times_the_tasks_of_a_real_worker_and_counts_their_failures(
     )
     # A worker reports its own process only: the installation's figures come from the web.
     assert not any(name == "portal_claims" for name, _ in samples)
+    # Its log goes through the portal's LOGGING: JSON lines in production.
+    lines = (tmp_path / "worker.log").read_text().splitlines()
+    records = [json.loads(line) for line in lines if line.startswith("{")]
+    assert any(r["logger"] == "celery.app.trace" and "succeeded" in r["message"] for r in records)
 
 
 def test_it_keeps_the_waits_of_live_pages_apart_from_the_pages(
