@@ -116,6 +116,10 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     return response
 
 
+# Any other method counts as "other": a label value per made-up method would grow forever.
+METHODS = frozenset(("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"))
+
+
 def view_name(request: HttpRequest) -> str:
     """The URL's name; ":wait" marks a live page's or long-poll's wait for a change, whose
     time is the wait (logfilters.LIVE_WAIT), so it stays apart from the pages' own."""
@@ -136,7 +140,8 @@ def metrics_middleware(
             return metrics_view(request)
         started = time.perf_counter()
         response = get_response(request)
-        labels = (view_name(request), request.method or "", str(response.status_code))
+        method = request.method if request.method in METHODS else "other"
+        labels = (view_name(request), method, str(response.status_code))
         HTTP_LATENCY.labels(*labels).observe(time.perf_counter() - started)
         HTTP_REQUESTS.labels(*labels).inc()
         return response

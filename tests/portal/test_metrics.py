@@ -88,6 +88,7 @@ def test_it_counts_requests_by_view_method_and_status(
     client.post("/accounts/login/", {"username": "alice", "password": "wrong"})
     client.force_login(alice)
     client.get("/namespaces/999999/")
+    client.generic("BREW", "/accounts/login/")
     after = scrape()
 
     def delta(name: str, **labels: str) -> float:
@@ -96,6 +97,7 @@ def test_it_counts_requests_by_view_method_and_status(
     assert delta("portal_http_requests_total", view="login", method="GET", status="200") == 2
     assert delta("portal_http_requests_total", view="login", method="POST", status="200") == 1
     assert delta("portal_http_requests_total", view="namespace", method="GET", status="404") == 1
+    assert delta("portal_http_requests_total", view="login", method="other", status="405") == 1
     seconds = ("portal_http_request_duration_seconds_count",)
     assert delta(*seconds, view="login", method="GET", status="200") == 2
     assert (
