@@ -129,7 +129,11 @@ class CallbackView(views.OIDCAuthenticationCallbackView):
     def get(self, request: HttpRequest) -> HttpResponse:
         if not enabled():
             raise Http404("single sign-on is not configured")
-        return super().get(request)
+        try:
+            return super().get(request)
+        except SuspiciousOperation as e:  # a state this browser never started (a replay)
+            log.warning("single sign-on refused: %s", e)
+            return self.login_failure()
 
 
 urlpatterns = [

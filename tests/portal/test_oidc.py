@@ -157,6 +157,21 @@ def test_it_names_the_cluster_identity_after_the_configured_claim(
     assert cluster_username(erin.get_username()) == "oidc:erin@example.com"
 
 
+def test_it_refuses_a_deactivated_account_and_a_callback_it_did_not_start(
+    live_server: LiveServer, sso: Provider
+) -> None:
+    User.objects.create_user("dana", is_active=False)
+    answer = sign_in(live_server.url, "dana")
+    assert answer.url == f"{live_server.url}/accounts/login/?sso=failed"
+    # A callback replayed into another browser: its state was never this browser's.
+    callback = f"{live_server.url}/oidc/callback/?code=stolen&state=unknown"
+    other = requests.Session()
+    other.get(f"{live_server.url}/oidc/authenticate/", allow_redirects=False, timeout=30)
+    replayed = other.get(callback, timeout=30)
+    assert replayed.url == f"{live_server.url}/accounts/login/?sso=failed"
+    assert not AuditEvent.objects.filter(action=AuditEvent.Action.LOGIN).exists()
+
+
 def test_it_refuses_a_wrong_password_at_the_provider(
     live_server: LiveServer, sso: Provider
 ) -> None:
