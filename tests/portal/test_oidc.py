@@ -23,10 +23,14 @@ from django.contrib.auth.models import User
 from django.core.exceptions import SuspiciousOperation
 from pytest_django.live_server_helper import LiveServer
 
+import kubesim
+from claims.access import RBAC_GROUP as RBAC
 from claims.access import cluster_username
-from claims.models import AuditEvent
+from claims.kube import names
+from claims.models import AuditEvent, Cluster
 from claims.selectors import user_is_approver
 from portal.oidc import PortalOIDCBackend
+from tests.fixtures.portal import granted_namespace
 from tests.oidc_provider.fixture import Provider, rsa_key_pem, start_provider
 
 PASSWORD = "a long provider password"
@@ -170,6 +174,25 @@ def test_it_refuses_a_deactivated_account_and_a_callback_it_did_not_start(
     replayed = other.get(callback, timeout=30)
     assert replayed.url == f"{live_server.url}/accounts/login/?sso=failed"
     assert not AuditEvent.objects.filter(action=AuditEvent.Action.LOGIN).exists()
+
+
+def test_it_binds_the_signed_in_identity_in_the_namespaces_it_gets(
+    live_server: LiveServer,
+    sso: Provider,
+    settings: SettingsWrapper,
+    cluster: Cluster,
+    carol: User,
+    kubesim_cluster: kubesim.Handle,
+) -> None:
+    settings.OIDC_USERNAME_CLAIM = "email"
+    settings.ACCESS_USER_PREFIX = "oidc:"
+    assert sign_in(live_server.url, "dana").url == f"{live_server.url}/"
+    dana = User.objects.get(username="dana@example.com")
+    ns = granted_namespace(cluster, dana, carol, f"sso-{secrets.token_hex(3)}")
+    name = names.access_role_binding_name(dana.get_username())
+    path = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns.name}/rolebindings/{name}"
+    subjects = kubesim_cluster.admin("GET", path)["subjects"]
+    assert {"kind": "User", "apiGroup": RBAC, "name": "oidc:dana@example.com"} in subjects
 
 
 def test_it_refuses_a_wrong_password_at_the_provider(
