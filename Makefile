@@ -13,9 +13,12 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install -q -r requirements.txt
 	touch $@
 
-# The compiled translations (locale/*/LC_MESSAGES/django.mo) from their catalogs (.po).
+# The compiled translations (locale/*/LC_MESSAGES/django.mo) from their catalogs (.po), with
+# GNU gettext's msgfmt; without it the committed .mo files serve as they are.
 messages: $(VENV)/.installed
-	$(PY) manage.py compilemessages --ignore=.venv --ignore=var
+	@if command -v msgfmt >/dev/null; then \
+		DEBUG=True $(PY) manage.py compilemessages --ignore=.venv --ignore=var --ignore=node_modules; \
+	else echo 'no msgfmt (GNU gettext): using the committed locale/*/LC_MESSAGES/django.mo'; fi
 
 # DEBUG=True (unless given): a local key, static files, and the demo logins.
 run: $(VENV)/.installed messages
@@ -34,8 +37,11 @@ format: $(VENV)/.installed
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-test: $(VENV)/.installed lint messages
+test: $(VENV)/.installed lint
 	.ci/ensure-chromium
+	# The catalog tests run makemessages and msgfmt: GNU gettext, installed when missing.
+	.ci/ensure-gettext
+	$(MAKE) messages
 	# tests/deploy renders deploy/ with kubectl kustomize and applies it to kubesim: no skipping in CI.
 	@command -v kubectl >/dev/null || { echo 'make test needs kubectl (deploy/ and kubesim tests)'; exit 1; }
 	DEBUG=True $(PY) manage.py makemigrations --check --dry-run

@@ -16,6 +16,7 @@ import yaml
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
+from django.utils.translation import gettext as _
 
 from claims import observations
 from claims.cluster_ops import gateway_for
@@ -78,10 +79,14 @@ def issue_kubeconfig(
     """A kubeconfig for the owner's ServiceAccount in their namespace, with a fresh token."""
     ns = namespace_request
     if not user.is_authenticated or user.pk != ns.owner_id:
-        raise PermissionDenied("Only the namespace's owner can download its kubeconfig.")
+        raise PermissionDenied(_("Only the namespace's owner can download its kubeconfig."))
     if ns.state != NamespaceRequest.State.ACTIVE or not ns.access_granted_at:
         raise ValidationError(
-            {NON_FIELD_ERRORS: [f"Namespace {ns.name} is not ready for kubectl yet."]}
+            {
+                NON_FIELD_ERRORS: [
+                    _("Namespace %(name)s is not ready for kubectl yet.") % {"name": ns.name}
+                ]
+            }
         )
     gateway = gateway_for(ns.cluster)
     username = ns.owner.get_username()

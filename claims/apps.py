@@ -16,5 +16,11 @@ class ClaimsConfig(AppConfig):
         from claims.audit import connect_signals
 
         connect_signals()
+        # A signed-in user's saved language goes into the session at login.
+        from django.contrib.auth.signals import user_logged_in
+
+        from claims.middleware import remember_at_login
+
+        user_logged_in.connect(remember_at_login, dispatch_uid="claims.language")
         # Registers the deploy check of CLUSTER_CREDENTIALS_KEYS.
         from claims import cluster_registry  # noqa: F401

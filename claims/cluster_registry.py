@@ -22,6 +22,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.timesince import timesince
+from django.utils.translation import gettext as _
 
 from claims import inventory
 from claims.kube.connection import load_configuration
@@ -99,12 +100,15 @@ def parse_kubeconfig(text: str) -> Obj:
         loaded = yaml.safe_load(text)
     except yaml.YAMLError as error:
         where = getattr(error, "problem_mark", None)
-        line = f" (line {where.line + 1})" if where is not None else ""
-        raise _invalid(f"This is not valid YAML{line}.") from None
+        if where is not None:
+            problem = _("This is not valid YAML (line %(line)d).") % {"line": where.line + 1}
+        else:
+            problem = _("This is not valid YAML.")
+        raise _invalid(problem) from None
     if not isinstance(loaded, dict):
-        raise _invalid("This is not a kubeconfig: expected a YAML mapping with contexts.")
+        raise _invalid(_("This is not a kubeconfig: expected a YAML mapping with contexts."))
     if not context_names(loaded):
-        raise _invalid("This kubeconfig has no contexts.")
+        raise _invalid(_("This kubeconfig has no contexts."))
     return loaded
 
 
@@ -139,18 +143,26 @@ def check_context(kubeconfig: Obj, context: str) -> None:
     names = context_names(kubeconfig)
     if context not in names:
         raise ValidationError(
-            {"context": [f"Pick one of this kubeconfig's contexts: {', '.join(names)}."]}
+            {
+                "context": [
+                    _("Pick one of this kubeconfig's contexts: %(names)s.")
+                    % {"names": ", ".join(names)}
+                ]
+            }
         )
     chosen = _named(kubeconfig, "contexts", context) or {}
     cluster = _named(kubeconfig, "clusters", chosen.get("cluster"))
     user = _named(kubeconfig, "users", chosen.get("user"))
     if cluster is None or not cluster.get("server"):
         raise _invalid(
-            f"Context {context!r} names cluster {chosen.get('cluster')!r}, "
-            "which has no server here."
+            _("Context %(context)r names cluster %(cluster)r, which has no server here.")
+            % {"context": context, "cluster": chosen.get("cluster")}
         )
     if user is None:
-        raise _invalid(f"Context {context!r} names user {chosen.get('user')!r}, which is not here.")
+        raise _invalid(
+            _("Context %(context)r names user %(user)r, which is not here.")
+            % {"context": context, "user": chosen.get("user")}
+        )
     _refuse_local(cluster, user)
 
 
@@ -158,12 +170,17 @@ def _refuse_local(cluster: Obj, user: Obj) -> None:
     for entry in (cluster, user):
         for key, inline in LOCAL_REFERENCES.items():
             if entry.get(key):
-                raise _invalid(f"It refers to a file ({key}); embed it as {inline} instead.")
+                raise _invalid(
+                    _("It refers to a file (%(key)s); embed it as %(inline)s instead.")
+                    % {"key": key, "inline": inline}
+                )
     if user.get("exec") or user.get("auth-provider"):
         raise _invalid(
-            "Its user runs a credential plugin (exec or auth-provider), which would run a "
-            "program on the portal's server; use a token or a client certificate, e.g. a "
-            "ServiceAccount token."
+            _(
+                "Its user runs a credential plugin (exec or auth-provider), which would run a "
+                "program on the portal's server; use a token or a client certificate, e.g. a "
+                "ServiceAccount token."
+            )
         )
 
 
@@ -211,12 +228,12 @@ def _connection_fields(data: ClusterInput, cluster: Cluster | None) -> Obj:
         text = decrypt(cluster.kubeconfig_encrypted)
         kubeconfig = parse_kubeconfig(text)
     else:
-        raise _invalid("Upload or paste a kubeconfig.")
+        raise _invalid(_("Upload or paste a kubeconfig."))
     check_context(kubeconfig, data.context)
     try:  # as the gateway will: a CA or key that does not decode is said now
         load_configuration(None, data.context, False, kubeconfig=kubeconfig)
     except PermanentKubeError as error:
-        raise _invalid(f"It cannot be used: {error.message}") from None
+        raise _invalid(_("It cannot be used: %(problem)s") % {"problem": error.message}) from None
     fields = {"in_cluster": False, "kubeconfig_path": "", "context": data.context}
     return fields | {"kubeconfig_encrypted": encrypt(text)}
 
@@ -226,7 +243,8 @@ def _check_name(name: str, cluster: Cluster | None) -> None:
     if cluster is not None:
         taken = taken.exclude(pk=cluster.pk)
     if taken.exists():
-        raise ValidationError({"name": [f"A cluster named {name!r} is already registered."]})
+        message = _("A cluster named %(name)r is already registered.") % {"name": name}
+        raise ValidationError({"name": [message]})
 
 
 def save_cluster(data: ClusterInput, cluster: Cluster | None = None) -> Cluster:
@@ -265,8 +283,11 @@ def remove_cluster(cluster: Cluster) -> None:
         live = live_requests(cluster)
         if live:
             raise ValidationError(
-                f"{cluster.name} still has {live} live request(s): delete its namespaces "
-                "and release its claims first."
+                _(
+                    "%(name)s still has %(live)d live request(s): delete its namespaces and "
+                    "release its claims first."
+                )
+                % {"name": cluster.name, "live": live}
             )
         NamespaceRequest.objects.filter(cluster=cluster).delete()
         cluster.delete()
@@ -372,15 +393,18 @@ def status_label(cluster: Cluster, now: datetime | None = None) -> str:
     if since is None:
         return ""
     at = since.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return f"unreachable since {at}, {timesince(since, now)} ago"
+    return _("unreachable since %(at)s, %(ago)s ago") % {"at": at, "ago": timesince(since, now)}
 
 
 def the_only_cluster() -> Cluster:
     """The cluster a request goes to when it names none: the only one there is."""
     clusters = list(Cluster.objects.all()[:2])
     if len(clusters) != 1:
-        count = "no cluster" if not clusters else "more than one cluster"
-        raise ValidationError({"cluster": [f"Name a cluster: the portal has {count}."]})
+        if clusters:
+            message = _("Name a cluster: the portal has more than one cluster.")
+        else:
+            message = _("Name a cluster: the portal has no cluster.")
+        raise ValidationError({"cluster": [message]})
     return clusters[0]
 
 

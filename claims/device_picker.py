@@ -9,10 +9,14 @@ quantity('40Gi')) >= 0`. Everything here is pure: the inventory is passed in.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
+
+from django.utils.translation import gettext as _
 
 from claims.kube import dracel
 
@@ -99,8 +103,18 @@ def devices_of_class(inventory: dict[str, Any], device_class: str) -> list[dict[
     classes = {dc["name"]: dc for dc in inventory.get("device_classes", [])}
     if device_class not in classes:
         return []
-    expressions = list(classes[device_class].get("selectors") or [])
-    return [d for d in inventory.get("devices", []) if _holds(expressions, d)]
+    expressions = tuple(classes[device_class].get("selectors") or ())
+    devices = inventory.get("devices", [])
+    chosen = _chosen(expressions, json.dumps(devices, sort_keys=True))
+    return [devices[index] for index in chosen]
+
+
+@lru_cache(maxsize=64)
+def _chosen(expressions: tuple[str, ...], devices_json: str) -> tuple[int, ...]:
+    """Which devices the expressions select. CEL costs about a millisecond a device, and
+    every claim form keystroke and submit asks again of an inventory that seldom changes."""
+    devices = json.loads(devices_json)
+    return tuple(index for index, device in enumerate(devices) if _holds(list(expressions), device))
 
 
 def _holds(expressions: list[str], device: dict[str, Any]) -> bool:
@@ -125,16 +139,20 @@ def problems(picks: Picks, offered: Options) -> dict[str, str]:
     """Field errors for picks the cluster cannot honour (an empty inventory checks syntax only)."""
     found: dict[str, str] = {}
     if picks.min_memory and not MEMORY_QUANTITY.match(picks.min_memory):
-        found["min_memory"] = (
-            f"{picks.min_memory!r} is not a memory size; write it like 40Gi, 80Gi or 4864Mi."
-        )
+        found["min_memory"] = _(
+            "%(memory)r is not a memory size; write it like 40Gi, 80Gi or 4864Mi."
+        ) % {"memory": picks.min_memory}
     if not offered.known:
         return found
     if picks.gpu_model and picks.gpu_model not in offered.models:
         known = ", ".join(offered.models)
-        found["gpu_model"] = f"No device of this class is a {picks.gpu_model!r}. Known: {known}."
+        found["gpu_model"] = _("No device of this class is a %(model)r. Known: %(known)s.") % {
+            "model": picks.gpu_model,
+            "known": known,
+        }
     if picks.mig_profile and picks.mig_profile not in offered.profiles:
-        known = ", ".join(offered.profiles) or "none (this class has no MIG devices)"
-        found["mig_profile"] = f"No device of this class has MIG profile {picks.mig_profile!r}. "
-        found["mig_profile"] += f"Known: {known}."
+        known = ", ".join(offered.profiles) or _("none (this class has no MIG devices)")
+        found["mig_profile"] = _(
+            "No device of this class has MIG profile %(profile)r. Known: %(known)s."
+        ) % {"profile": picks.mig_profile, "known": known}
     return found

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from claims import notifications, quota, rules, services
 from claims.models import ClaimExtension, ClaimRequest
@@ -135,9 +136,10 @@ def extension_request(
     """Ask for `hours` more; granted at once when a rule allows it, else an approver decides."""
     claim = claim_request
     if not user.is_authenticated or (user.pk != claim.owner_id and not user_is_approver(user)):
-        raise PermissionDenied("Only the claim's owner can ask for more time.")
+        raise PermissionDenied(_("Only the claim's owner can ask for more time."))
     if not isinstance(hours, int) or not 1 <= hours <= MAX_EXTENSION_HOURS:
-        raise ValidationError({"hours": [f"Ask for 1 to {MAX_EXTENSION_HOURS} hours."]})
+        message = _("Ask for 1 to %(max)d hours.") % {"max": MAX_EXTENSION_HOURS}
+        raise ValidationError({"hours": [message]})
     extension, decision = _ask(user, claim.pk, timedelta(hours=hours), (reason or "").strip())
     if decision:
         _grant(extension, None, decision)
@@ -165,7 +167,7 @@ def _ask(user: Any, pk: int, extra: timedelta, reason: str) -> tuple[ClaimExtens
                 notifications.notify(claim, "extension_asked", asked)
     except IntegrityError:
         raise ValidationError(
-            {NON_FIELD_ERRORS: ["An extension of this claim is already waiting for a decision."]}
+            {NON_FIELD_ERRORS: [_("An extension of this claim is already waiting for a decision.")]}
         ) from None
     return extension, decision
 
@@ -175,8 +177,11 @@ def _require_running(claim: ClaimRequest) -> None:
         raise ValidationError(
             {
                 NON_FIELD_ERRORS: [
-                    f"The claim is {claim.get_state_display()}: only a claim whose lifetime "
-                    "runs (created in the cluster, not released) can be extended."
+                    _(
+                        "The claim is %(state)s: only a claim whose lifetime runs (created in "
+                        "the cluster, not released) can be extended."
+                    )
+                    % {"state": claim.get_state_display()}
                 ]
             }
         )
@@ -200,7 +205,7 @@ def extension_reject(*, user: Any, extension: ClaimExtension, reason: str) -> Cl
     rules.require_decider(user, extension.claim, approving=False)
     reason = (reason or "").strip()
     if not reason:
-        raise ValidationError({"reason": ["Say why, so the owner knows what to change."]})
+        raise ValidationError({"reason": [_("Say why, so the owner knows what to change.")]})
     with transaction.atomic():
         _decide(extension, ES.REJECTED, user, reason)
         record_event(
@@ -249,7 +254,12 @@ def _decide(
     if not ClaimExtension.objects.filter(pk=extension.pk, state=ES.PENDING).update(**values):
         extension.refresh_from_db()
         raise ValidationError(
-            {NON_FIELD_ERRORS: [f"This extension is already {extension.get_state_display()}."]}
+            {
+                NON_FIELD_ERRORS: [
+                    _("This extension is already %(state)s.")
+                    % {"state": extension.get_state_display()}
+                ]
+            }
         )
     for field, value in values.items():
         setattr(extension, field, value)

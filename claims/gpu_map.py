@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.utils.translation import gettext
+
 from claims import inventory
 
 DeviceId = tuple[str, str, str]  # driver, pool, device
@@ -213,7 +215,7 @@ def _model_counts(node_maps: list[NodeMap]) -> list[ModelCount]:
     free: Counter[tuple[str, str]] = Counter()
     for node in node_maps:
         for cell in node.devices:
-            key = (cell.model, cell.profile or "whole GPU")
+            key = (cell.model, cell.profile or gettext("whole GPU"))
             totals[key] += 1
             free[key] += 0 if cell.holder else 1
     return [

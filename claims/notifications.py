@@ -22,6 +22,9 @@ from django.db.models import Q
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone, translation
+from django.utils.functional import Promise
+from django.utils.translation import gettext, gettext_noop
+from django.utils.translation import gettext_lazy as _
 
 from claims import quota, webhooks
 from claims.models import (
@@ -42,20 +45,20 @@ KINDS: dict[str, type[Notified]] = {"namespace": NamespaceRequest, "claim": Clai
 
 @dataclass(frozen=True)
 class Event:
-    subject: str  # formatted with what= and name=
+    subject: str | Promise  # formatted with what= and name=, in the recipient's language
     preference: str  # the Profile field that lets the owner turn it off
 
 
 EVENTS = {
-    "approved": Event("Your {what} {name} was approved", "notify_decisions"),
-    "rejected": Event("Your {what} {name} was rejected", "notify_decisions"),
-    "allocated": Event("Your claim {name} got its devices", "notify_allocation"),
-    "failed": Event("Your {what} {name} failed", "notify_failure"),
-    "expiry_reminder": Event("Your claim {name} expires soon", "notify_expiry"),
-    "reclaimed": Event("Your claim {name} expired and was reclaimed", "notify_expiry"),
-    "extension_approved": Event("More time for your claim {name}", "notify_decisions"),
-    "extension_rejected": Event("No extension for your claim {name}", "notify_decisions"),
-    "extension_asked": Event("More time asked for claim {name}", "notify_approvals"),
+    "approved": Event(_("Your {what} {name} was approved"), "notify_decisions"),
+    "rejected": Event(_("Your {what} {name} was rejected"), "notify_decisions"),
+    "allocated": Event(_("Your claim {name} got its devices"), "notify_allocation"),
+    "failed": Event(_("Your {what} {name} failed"), "notify_failure"),
+    "expiry_reminder": Event(_("Your claim {name} expires soon"), "notify_expiry"),
+    "reclaimed": Event(_("Your claim {name} expired and was reclaimed"), "notify_expiry"),
+    "extension_approved": Event(_("More time for your claim {name}"), "notify_decisions"),
+    "extension_rejected": Event(_("No extension for your claim {name}"), "notify_decisions"),
+    "extension_asked": Event(_("More time asked for claim {name}"), "notify_approvals"),
 }
 # Told to the approvers who may decide, not to the owner.
 APPROVER_EVENTS = ("extension_asked",)
@@ -139,7 +142,7 @@ def deliver(*, event: str, kind: str, pk: int, message: str) -> None:
 
 
 def _context(obj: Notified, kind: str, event: str, message: str) -> dict[str, Any]:
-    what = "claim" if kind == "claim" else "namespace request"
+    what = gettext_noop("claim") if kind == "claim" else gettext_noop("namespace request")
     path = reverse("claim" if kind == "claim" else "namespace", args=[obj.pk])
     return {
         "obj": obj,
@@ -149,7 +152,7 @@ def _context(obj: Notified, kind: str, event: str, message: str) -> dict[str, An
         "url": settings.SITE_URL + path,
         "profile_url": settings.SITE_URL + reverse("profile"),
         "site_name": settings.SITE_NAME,
-        "subject": EVENTS[event].subject.format(what=what, name=obj.name),
+        "subject": str(EVENTS[event].subject).format(what=what, name=obj.name),
     }
 
 
@@ -181,7 +184,8 @@ def _email_one(user: Any, obj: Notified, event: str, context: dict[str, Any]) ->
     """In the recipient's language (their profile's, else the site's)."""
     profile = Profile.objects.filter(user=user).first()
     with translation.override((profile.language if profile else "") or settings.LANGUAGE_CODE):
-        subject = EVENTS[event].subject.format(what=context["what"], name=obj.name)
+        what = gettext(context["what"])
+        subject = str(EVENTS[event].subject).format(what=what, name=obj.name)
         extra = {"subject": subject, "recipient": user}
         body = render_to_string(f"emails/{event}.txt", context | extra)
     send_mail(str(subject), body, None, [user.email])

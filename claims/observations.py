@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from claims import changes, logparse
 from claims.models import ClaimRequest, NamespaceRequest, RunLog, VerificationRun
@@ -48,7 +49,7 @@ def namespace_applied(*, namespace_request: NamespaceRequest, uid: str = "") -> 
         namespace_request,
         to=NS.ACTIVE,
         allowed=(NS.APPROVED,),
-        message="Namespace created.",
+        message=gettext_noop("Namespace created."),
         kube_uid=uid,
     )
 
@@ -106,14 +107,20 @@ def namespace_uid_seen(*, namespace_request: NamespaceRequest, uid: str) -> None
 
 def namespace_deleted(*, namespace_request: NamespaceRequest) -> bool:
     return transition(
-        namespace_request, to=NS.DELETED, allowed=(NS.DELETING,), message="Namespace deleted."
+        namespace_request,
+        to=NS.DELETED,
+        allowed=(NS.DELETING,),
+        message=gettext_noop("Namespace deleted."),
     )
 
 
 def claim_applying(*, claim_request: ClaimRequest) -> bool:
     """Approved → applying: this worker owns the apply now."""
     return transition(
-        claim_request, to=CS.APPLYING, allowed=(CS.APPROVED,), message="Applying to the cluster."
+        claim_request,
+        to=CS.APPLYING,
+        allowed=(CS.APPROVED,),
+        message=gettext_noop("Applying to the cluster."),
     )
 
 
@@ -190,7 +197,9 @@ def claim_cleaned_up(*, claim_request: ClaimRequest) -> None:
 
 
 def run_creating(*, run: VerificationRun) -> bool:
-    return transition(run, to=RS.CREATING, allowed=(RS.QUEUED,), message="Creating the Pod.")
+    return transition(
+        run, to=RS.CREATING, allowed=(RS.QUEUED,), message=gettext_noop("Creating the Pod.")
+    )
 
 
 def run_pod_created(*, run: VerificationRun, uid: str = "") -> bool:
@@ -198,7 +207,7 @@ def run_pod_created(*, run: VerificationRun, uid: str = "") -> bool:
         run,
         to=RS.PENDING,
         allowed=(RS.CREATING,),
-        message="Pod created; waiting to schedule.",
+        message=gettext_noop("Pod created; waiting to schedule."),
         pod_uid=uid,
     )
 

@@ -17,6 +17,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, Validatio
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from claims import feasibility, quota, rules
 from claims.device_picker import Picks
@@ -30,7 +31,7 @@ User = AbstractBaseUser | AnonymousUser
 NS = NamespaceRequest.State
 CS = ClaimRequest.State
 RS = VerificationRun.State
-AWAITING_APPROVAL = "Requested. Waiting for an approver."
+AWAITING_APPROVAL = gettext_noop("Requested. Waiting for an approver.")
 
 
 def _require_login(user: User) -> None:
@@ -90,7 +91,7 @@ def namespace_request_approve(
     *, user: User, namespace_request: NamespaceRequest
 ) -> NamespaceRequest:
     rules.require_decider(user, namespace_request, approving=True)
-    _approve_namespace(namespace_request, user, "Approved.")
+    _approve_namespace(namespace_request, user, gettext_noop("Approved."))
     return namespace_request
 
 
@@ -116,7 +117,9 @@ def namespace_request_retry(*, user: User, namespace_request: NamespaceRequest) 
     ns = namespace_request
     _require_owner_or_approver(user, ns.owner_id)
     with transaction.atomic():
-        _change(ns, to=NS.APPROVED, allowed=(NS.FAILED,), actor=user, message="Retried.")
+        _change(
+            ns, to=NS.APPROVED, allowed=(NS.FAILED,), actor=user, message=gettext_noop("Retried.")
+        )
         enqueue("claims.tasks.apply_namespace", ns.pk)
     return ns
 
@@ -130,7 +133,13 @@ def namespace_request_delete(
     with transaction.atomic():
         if ns.state == NS.PENDING:
             # Nothing exists in the cluster yet: withdrawing is enough.
-            _change(ns, to=NS.DELETED, allowed=(NS.PENDING,), actor=user, message="Withdrawn.")
+            _change(
+                ns,
+                to=NS.DELETED,
+                allowed=(NS.PENDING,),
+                actor=user,
+                message=gettext_noop("Withdrawn."),
+            )
             _reject_claims_of(ns, user, "The namespace request was withdrawn.")
             return ns
         _change(
@@ -138,7 +147,7 @@ def namespace_request_delete(
             to=NS.DELETING,
             allowed=(NS.APPROVED, NS.ACTIVE, NS.FAILED),
             actor=user,
-            message="Deletion requested.",
+            message=gettext_noop("Deletion requested."),
         )
         for claim in ns.claim_requests.exclude(state__in=ClaimRequest.FINAL_STATES):
             _release(claim, user, "Released with its namespace.", enqueue_cleanup=False)
@@ -249,7 +258,7 @@ def _create_pending(model: Any, *, user: User, duplicate: dict, **fields: Any) -
 def claim_request_approve(*, user: User, claim_request: ClaimRequest) -> ClaimRequest:
     """Approve a claim; its namespace is approved with it when still pending."""
     rules.require_decider(user, claim_request, approving=True)
-    _approve_claim(claim_request, user, "Approved.")
+    _approve_claim(claim_request, user, gettext_noop("Approved."))
     return claim_request
 
 
@@ -318,7 +327,7 @@ def _release(claim: ClaimRequest, user: User, message: str, *, enqueue_cleanup: 
             to=RS.FAILED,
             allowed=tuple(RS),
             actor=user,
-            message="The claim was released.",
+            message=gettext_noop("The claim was released."),
             finished_at=timezone.now(),
         )
     if not was_applied:
@@ -336,7 +345,13 @@ def claim_request_retry(*, user: User, claim_request: ClaimRequest) -> ClaimRequ
             raise ValidationError(
                 {NON_FIELD_ERRORS: [_("Over the quota now: %(problem)s") % {"problem": problem}]}
             )
-        _change(claim, to=CS.APPROVED, allowed=(CS.FAILED,), actor=user, message="Retried.")
+        _change(
+            claim,
+            to=CS.APPROVED,
+            allowed=(CS.FAILED,),
+            actor=user,
+            message=gettext_noop("Retried."),
+        )
         ns = claim.namespace_request
         if ns.state == NS.FAILED:
             namespace_request_retry(user=user, namespace_request=ns)
@@ -347,7 +362,7 @@ def claim_request_retry(*, user: User, claim_request: ClaimRequest) -> ClaimRequ
 # A run may be queued as soon as its claim is requested (a script need not wait for the
 # claim): the worker starts it the moment the claim is applied (cluster_ops.apply_claim).
 RUNNABLE_CLAIMS = (CS.PENDING, CS.APPROVED, CS.APPLYING, CS.WAITING, CS.IN_USE)
-QUEUED_ON_CLAIM = "Queued; starts as soon as the claim is applied."
+QUEUED_ON_CLAIM = gettext_noop("Queued; starts as soon as the claim is applied.")
 
 
 def verification_run_start(*, user: User, claim_request: ClaimRequest) -> VerificationRun:
@@ -377,7 +392,9 @@ def verification_run_start(*, user: User, claim_request: ClaimRequest) -> Verifi
         # Named by the run's id: unique per run even across claims sharing a long prefix.
         run.pod_name = names.verification_pod_name(claim.name, run.pk)
         run.save(update_fields=["pod_name"])
-        message = "Queued." if claim.state in (CS.WAITING, CS.IN_USE) else QUEUED_ON_CLAIM
+        message = (
+            gettext_noop("Queued.") if claim.state in (CS.WAITING, CS.IN_USE) else QUEUED_ON_CLAIM
+        )
         transition(run, to=RS.QUEUED, actor=user, message=message, initial=True)
         enqueue("claims.tasks.start_verification_run", run.pk)
     return run

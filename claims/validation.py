@@ -152,6 +152,8 @@ def _selector_field_problem(cluster: Cluster, device_class: str, selector: str) 
 def claim_selector(*, cluster: Cluster, device_class: str, picks: Picks, selector: str) -> str:
     """The selector a claim carries: the picker's clauses and the CEL the user wrote, both
     must hold. Picks the devices of the class do not publish are field errors."""
+    if not picks:  # nothing picked: no need to look at what the devices publish
+        return device_picker.combined("", selector)
     offered = device_picker.options(cluster.inventory, device_class)
     problems = device_picker.problems(picks, offered)
     if problems:

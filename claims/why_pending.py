@@ -13,6 +13,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
+
 from claims.gpu_map import DeviceId, Hold, matching_ids
 
 SCHEDULER_WORDS = re.compile(r"\d+/\d+ nodes are available")
@@ -72,18 +75,21 @@ def _from_devices(
     if not classes:
         return []  # no inventory yet: nothing to judge by
     if asked.device_class not in classes:
-        text = f"The device class {asked.device_class} does not exist on this cluster."
+        text = _("The device class %(class)s does not exist on this cluster.") % {
+            "class": asked.device_class
+        }
         return [Reason("unknown_class", text, said)]
     devices = _count(inv, asked, [hold for hold in holds if hold.claim_id != own_claim])
     what = _what(asked)
     if not devices.total:
-        return [Reason("no_match", f"No device on this cluster is {what}.", said, True)]
+        text = _("No device on this cluster is %(what)s.") % {"what": what}
+        return [Reason("no_match", text, said, True)]
     most = max(devices.per_node.values())
     if asked.count is not None and asked.count > most:
-        text = (
-            f"You asked for {asked.count} devices on one node, but at most {most} {what} "
-            f"sit on one node."
-        )
+        text = _(
+            "You asked for %(count)d devices on one node, but at most %(most)d %(what)s sit on "
+            "one node."
+        ) % {"count": asked.count, "most": most, "what": what}
         return [Reason("too_many", text, said, True)]
     if not _fits_now(asked, devices):
         return [Reason("held", _held_text(asked, devices, what), said, True)]
@@ -110,24 +116,35 @@ def _fits_now(asked: Asked, devices: Devices) -> bool:
 
 
 def _what(asked: Asked) -> str:
-    selector = " and matching your selector" if asked.selector else ""
-    return f"of class {asked.device_class}{selector}"
+    if asked.selector:
+        return _("of class %(class)s and matching your selector") % {"class": asked.device_class}
+    return _("of class %(class)s") % {"class": asked.device_class}
 
 
 def _held_text(asked: Asked, devices: Devices, what: str) -> str:
     claims = len(devices.holders)
-    by = f"by {claims} other claim{'s' if claims != 1 else ''}"
+    by = ngettext("by %(n)d other claim", "by %(n)d other claims", claims) % {"n": claims}
+    numbers = {"held": devices.held, "total": devices.total, "what": what, "by": by}
     if devices.held == devices.total:
-        head = f"All {devices.total} devices {what} are held {by}."
+        head = _("All %(total)d devices %(what)s are held %(by)s.") % numbers
     else:
-        verb = "is" if devices.held == 1 else "are"
-        head = f"{devices.held} of the {devices.total} devices {what} {verb} held {by}."
+        head = (
+            ngettext(
+                "%(held)d of the %(total)d devices %(what)s is held %(by)s.",
+                "%(held)d of the %(total)d devices %(what)s are held %(by)s.",
+                devices.held,
+            )
+            % numbers
+        )
     free = max(devices.free_per_node.values())
-    wanted = "all of them free on one node" if asked.count is None else f"{asked.count}"
-    return (
-        f"{head} At most {free} {'is' if free == 1 else 'are'} free on one node; you need "
-        f"{wanted}. The claim gets its devices once enough of them are released."
-    )
+    wanted = _("all of them free on one node") if asked.count is None else f"{asked.count}"
+    need = ngettext(
+        "At most %(free)d is free on one node; you need %(wanted)s.",
+        "At most %(free)d are free on one node; you need %(wanted)s.",
+        free,
+    ) % {"free": free, "wanted": wanted}
+    tail = _("The claim gets its devices once enough of them are released.")
+    return f"{head} {need} {tail}"
 
 
 def from_refusal(message: str) -> list[Reason]:
@@ -144,24 +161,26 @@ def _from_pod(message: str, found: list[Reason]) -> list[Reason]:
     if not message:
         return []
     if any(word in message for word in IMAGE_WORDS):
-        text = "The container image could not be pulled, so the Pod cannot start."
+        text = _("The container image could not be pulled, so the Pod cannot start.")
         return [Reason("image", text, message)]
     if "exceeded quota" in message:
-        text = "The namespace's ResourceQuota does not allow this; ask an admin to raise it."
+        text = _("The namespace's ResourceQuota does not allow this; ask an admin to raise it.")
         return [Reason("quota", text, message)]
     if found or not SCHEDULER_WORDS.search(message):
         return []
     missing = MISSING_CLASS.search(message)
     if missing:
-        text = f"The device class {missing.group(1)} does not exist on this cluster."
+        text = _("The device class %(class)s does not exist on this cluster.") % {
+            "class": missing.group(1)
+        }
         return [Reason("unknown_class", text, message)]
     return [Reason("unschedulable", _unschedulable_text(message), message)]
 
 
 def _unschedulable_text(message: str) -> str:
     if "cannot allocate all claims" in message:
-        return (
+        return _(
             "No node has enough free matching devices right now. Devices held by claims "
             "made outside the portal do not show on the map."
         )
-    return "Kubernetes found no node for the Pod for a reason other than its devices."
+    return _("Kubernetes found no node for the Pod for a reason other than its devices.")

@@ -1,6 +1,8 @@
+import importlib
 import os
+from typing import Any
 
-from celery import Celery
+from celery import Celery, signals
 from kombu.transport import sqlalchemy
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
@@ -19,3 +21,10 @@ class SQLiteBroker(sqlalchemy.Transport):
 app = Celery("portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@signals.worker_init.connect
+def _worker_metrics(**kwargs: Any) -> None:
+    # By name, as settings name middleware: the tasks' modules import this app, and the
+    # metrics read the models; only a worker wires them, once Django is set up.
+    importlib.import_module("portal.metrics").connect_celery()

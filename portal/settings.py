@@ -122,6 +122,10 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: probes reach /healthz and /readyz whatever their Host and scheme (portal/health.py).
     "portal.health.health_middleware",
+    # /metrics (bearer token) before the Host check too; then it times the rest of the chain.
+    "portal.metrics.metrics_middleware",
+    # The request id of every log line, and of the response's X-Request-ID.
+    "portal.request_id.request_id_middleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -154,6 +158,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "portal.oidc.context",
             ],
         },
     },
@@ -250,6 +255,8 @@ if CELERY_BROKER_URL.startswith("sqlite:"):
     # message per thread reserved, the worker would stall that long whenever all are taken.
     CELERY_WORKER_PREFETCH_MULTIPLIER = 16
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", "False")
+# Workers log through LOGGING below (JSON in production), not Celery's own handler.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 SYNC_INTERVAL_SECONDS = float(os.getenv("SYNC_INTERVAL_SECONDS", "1"))
 RECONCILE_INTERVAL_SECONDS = float(os.getenv("RECONCILE_INTERVAL_SECONDS", "20"))
@@ -388,22 +395,65 @@ WEBHOOK_MAX_RETRIES = envint("WEBHOOK_MAX_RETRIES", "6")
 WEBHOOK_RETRY_SECONDS = float(os.getenv("WEBHOOK_RETRY_SECONDS", "10"))
 WEBHOOK_TIMEOUT_SECONDS = float(os.getenv("WEBHOOK_TIMEOUT_SECONDS", "5"))
 
+# --- Metrics (portal/metrics.py): /metrics on web, METRICS_PORT on workers and followers,
+# both only with this bearer token (unset: no metrics at all).
+METRICS_TOKEN = os.getenv("METRICS_TOKEN", "")
+METRICS_PORT = envint("METRICS_PORT", "0")
+
+# --- Single sign-on with OpenID Connect (portal/oidc.py); off while no client id is set.
+OIDC_RP_CLIENT_ID = os.getenv("OIDC_RP_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = os.getenv("OIDC_RP_CLIENT_SECRET", "")
+OIDC_RP_SIGN_ALGO = os.getenv("OIDC_RP_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = os.getenv("OIDC_RP_SCOPES", "openid email profile")
+OIDC_OP_ISSUER = os.getenv("OIDC_OP_ISSUER", "")
+OIDC_OP_AUTHORIZATION_ENDPOINT = os.getenv("OIDC_OP_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = os.getenv("OIDC_OP_TOKEN_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = os.getenv("OIDC_OP_USER_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = os.getenv("OIDC_OP_JWKS_ENDPOINT", "")
+OIDC_PROVIDER_NAME = os.getenv("OIDC_PROVIDER_NAME", "single sign-on")
+# The claim that names the user: their portal username and so their cluster identity
+# ("<ACCESS_USER_PREFIX><value>"), e.g. preferred_username or email.
+OIDC_USERNAME_CLAIM = os.getenv("OIDC_USERNAME_CLAIM", "preferred_username")
+# The claim listing the user's groups, and which of them make an approver or an admin.
+OIDC_GROUPS_CLAIM = os.getenv("OIDC_GROUPS_CLAIM", "groups")
+OIDC_APPROVER_GROUPS = envlist("OIDC_APPROVER_GROUPS", "")
+OIDC_ADMIN_GROUPS = envlist("OIDC_ADMIN_GROUPS", "")
+OIDC_TIMEOUT = float(os.getenv("OIDC_TIMEOUT_SECONDS", "10"))
+OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_authentication_callback"
+LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/?sso=failed"
+AUTHENTICATION_BACKENDS.append("portal.oidc.PortalOIDCBackend")
+
 # The REST API keeps its own settings next to it.
 from portal.api_settings import *  # noqa: E402, F403
 
 INSTALLED_APPS += API_APPS  # noqa: F405
 
+# JSON lines with the request id in production, text in `make run` (portal/request_id.py).
+LOG_FORMAT = os.getenv("LOG_FORMAT", "").strip().lower() or ("text" if DEBUG else "json")
+if LOG_FORMAT not in ("json", "text"):
+    raise ImproperlyConfigured(f"LOG_FORMAT is {LOG_FORMAT!r}, expected json or text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "formatters": {
+        "json": {"()": "portal.request_id.PortalJsonFormatter"},
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+    },
     "filters": {
+        "request_id": {"()": "portal.request_id.RequestIdFilter"},
         "quiet_live_waits": {"()": CallbackFilter, "callback": logfilters.quiet_live_waits},
         "client_errors": {
             "()": CallbackFilter,
             "callback": logfilters.no_traceback_for_client_errors,
         },
     },
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["request_id"],
+        }
+    },
     "root": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "INFO")},
     # "django" prints through root only (its own console handler printed each line twice).
     "loggers": {

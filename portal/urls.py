@@ -4,6 +4,7 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("oidc/", include("portal.oidc")),
     path("api/", include("claims.api.urls")),
     path("", include("claims.urls")),
 ]

@@ -28,6 +28,14 @@ Obj = dict[str, Any]
 RECHECK_SECONDS = 1.0  # how often the credential files are looked at (a stat each)
 Signature = tuple[tuple[int, int] | None, ...]
 SERVICE_ACCOUNT_DIR = os.path.dirname(incluster_config.SERVICE_TOKEN_FILENAME)
+# Told of every request's answer (method, URL, status; 0 when none came): the portal's
+# metrics (portal/metrics.py) add themselves; a plain callback, so this layer stays plain.
+call_observers: list[Callable[[str, str, int], None]] = []
+
+
+def observe_call(method: str, url: str, status: int) -> None:
+    for observer in call_observers:
+        observer(method, url, status)
 
 
 def load_configuration(
@@ -231,7 +239,9 @@ class Connection:
                 timeout=urllib3.Timeout(connect=self.timeout[0], read=read_timeout),
             )
         except urllib3.exceptions.HTTPError as e:
+            observe_call("GET", url, 0)
             raise TransientKubeError(f"cannot reach the cluster: {e}") from e
+        observe_call("GET", url, response.status)
         try:
             if not 200 <= response.status <= 299:
                 raise error_for_response(response.status, response.data, response.reason or "")
@@ -285,9 +295,12 @@ class Connection:
             )
             payload = response.read()
         except urllib3.exceptions.HTTPError as e:
+            observe_call(method, url, 0)
             raise TransientKubeError(f"cannot reach the cluster: {e}") from e
         except client.ApiException as e:  # TLS failures surface as status 0
+            observe_call(method, url, 0)
             raise TransientKubeError(f"cannot reach the cluster: {e.reason}") from e
+        observe_call(method, url, response.status)
         if not 200 <= response.status <= 299:
             raise error_for_response(response.status, payload, response.reason or "")
         return payload

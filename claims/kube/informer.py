@@ -81,11 +81,15 @@ class Informer(Generic[State]):
                     # A watch the server ends at once (overloaded, shutting down) must not
                     # turn into a busy loop of requests.
                     self._stopping.wait(RETRY_FIRST_SECONDS)
+                if not self._stopping.is_set():
+                    _restarted(self.kind, "ended")
             except ResourceVersionExpired:
                 self.resource_version = ""
+                _restarted(self.kind, "expired")
             except KubeError as error:
                 if self._stopping.is_set():
                     break
+                _restarted(self.kind, "error")
                 log.warning("watching %s: %s (again in %g s)", self.kind, error, delay)
                 self.error = error.message
                 self._stopping.wait(delay)
@@ -132,6 +136,15 @@ class Informer(Generic[State]):
         self._end_stream, self.watching = end_stream, True
         if self._stopping.is_set():
             end_stream()
+
+
+# Told of each watch started again (kind, reason): the portal's metrics add themselves.
+restart_observers: list[Callable[[str, str], None]] = []
+
+
+def _restarted(kind: str, reason: str) -> None:
+    for observer in restart_observers:
+        observer(kind, reason)
 
 
 def _key(obj: dict[str, Any]) -> Key:

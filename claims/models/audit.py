@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import pgettext_lazy
 
 
 def _user_reference() -> models.ForeignKey:
@@ -26,38 +27,38 @@ class AuditEvent(models.Model):
     """One row per action: a state change, a login, a token, a kubeconfig, an admin's edit."""
 
     class Kind(models.TextChoices):
-        NAMESPACE_REQUEST = "namespace_request", "namespace request"
-        CLAIM_REQUEST = "claim_request", "claim request"
-        VERIFICATION_RUN = "verification_run", "verification run"
-        USER = "user", "user"
-        API_TOKEN = "api_token", "API token"
-        CLUSTER = "cluster", "cluster"
-        TEAM = "team", "team"
-        TEAM_MEMBERSHIP = "team_membership", "team membership"
-        TEAM_QUOTA = "team_quota", "team quota"
-        APPROVAL_RULE = "approval_rule", "approval rule"
-        TEAM_WEBHOOK = "team_webhook", "team webhook"
+        NAMESPACE_REQUEST = "namespace_request", pgettext_lazy("audit", "namespace request")
+        CLAIM_REQUEST = "claim_request", pgettext_lazy("audit", "claim request")
+        VERIFICATION_RUN = "verification_run", pgettext_lazy("audit", "verification run")
+        USER = "user", pgettext_lazy("audit", "user")
+        API_TOKEN = "api_token", pgettext_lazy("audit", "API token")
+        CLUSTER = "cluster", pgettext_lazy("audit", "cluster")
+        TEAM = "team", pgettext_lazy("audit", "team")
+        TEAM_MEMBERSHIP = "team_membership", pgettext_lazy("audit", "team membership")
+        TEAM_QUOTA = "team_quota", pgettext_lazy("audit", "team quota")
+        APPROVAL_RULE = "approval_rule", pgettext_lazy("audit", "approval rule")
+        TEAM_WEBHOOK = "team_webhook", pgettext_lazy("audit", "team webhook")
 
     class Action(models.TextChoices):
-        STATE_CHANGE = "state_change", "state change"
-        NOTE = "note", "note"
-        LOGIN = "login", "login"
-        LOGIN_FAILED = "login_failed", "login failed"
-        LOCKED_OUT = "locked_out", "locked out"
-        LOGOUT = "logout", "logout"
-        TOKEN_CREATED = "token_created", "token created"
-        TOKEN_REVOKED = "token_revoked", "token revoked"
-        KUBECONFIG_ISSUED = "kubeconfig_issued", "kubeconfig issued"
-        EXTENSION_ASKED = "extension_asked", "extension asked"
-        CREATED = "created", "created"
-        CHANGED = "changed", "changed"
-        DELETED = "deleted", "deleted"
+        STATE_CHANGE = "state_change", pgettext_lazy("audit", "state change")
+        NOTE = "note", pgettext_lazy("audit", "note")
+        LOGIN = "login", pgettext_lazy("audit", "login")
+        LOGIN_FAILED = "login_failed", pgettext_lazy("audit", "login failed")
+        LOCKED_OUT = "locked_out", pgettext_lazy("audit", "locked out")
+        LOGOUT = "logout", pgettext_lazy("audit", "logout")
+        TOKEN_CREATED = "token_created", pgettext_lazy("audit", "token created")
+        TOKEN_REVOKED = "token_revoked", pgettext_lazy("audit", "token revoked")
+        KUBECONFIG_ISSUED = "kubeconfig_issued", pgettext_lazy("audit", "kubeconfig issued")
+        EXTENSION_ASKED = "extension_asked", pgettext_lazy("audit", "extension asked")
+        CREATED = "created", pgettext_lazy("audit", "created")
+        CHANGED = "changed", pgettext_lazy("audit", "changed")
+        DELETED = "deleted", pgettext_lazy("audit", "deleted")
 
     class Channel(models.TextChoices):
-        WEB = "web", "web"
-        API = "api", "API"
-        ADMIN = "admin", "admin"
-        SYSTEM = "system", "system"
+        WEB = "web", pgettext_lazy("audit", "web")
+        API = "api", pgettext_lazy("audit", "API")
+        ADMIN = "admin", pgettext_lazy("audit", "admin")
+        SYSTEM = "system", pgettext_lazy("audit", "system")
 
     action = models.CharField(max_length=30, choices=Action.choices, default=Action.STATE_CHANGE)
     actor = _user_reference()

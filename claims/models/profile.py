@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class Profile(models.Model):
@@ -14,21 +15,23 @@ class Profile(models.Model):
     language = models.CharField(max_length=10, blank=True)
     # Which emails the user gets (claims/notifications.py maps each notice to one of these).
     notify_decisions = models.BooleanField(
-        "Decisions", default=True, help_text="A request or an extension approved or rejected."
+        _("Decisions"),
+        default=True,
+        help_text=_("A request or an extension approved or rejected."),
     )
     notify_allocation = models.BooleanField(
-        "Allocation", default=True, help_text="A claim got its devices."
+        _("Allocation"), default=True, help_text=_("A claim got its devices.")
     )
     notify_failure = models.BooleanField(
-        "Failures", default=True, help_text="A request failed in the cluster."
+        _("Failures"), default=True, help_text=_("A request failed in the cluster.")
     )
     notify_expiry = models.BooleanField(
-        "Expiry", default=True, help_text="A claim is about to expire, or was reclaimed."
+        _("Expiry"), default=True, help_text=_("A claim is about to expire, or was reclaimed.")
     )
     notify_approvals = models.BooleanField(
-        "Decisions to make",
+        _("Decisions to make"),
         default=True,
-        help_text="Approvers: someone asks for more time for a claim you may decide on.",
+        help_text=_("Approvers: someone asks for more time for a claim you may decide on."),
     )
 
     def __str__(self) -> str:

@@ -17,6 +17,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import render
+from django.utils.translation import gettext
 from django.views.decorators.http import require_GET
 
 from claims import audit, selectors
@@ -37,7 +38,7 @@ CSV_COLUMNS = ["id", "created", "action", "actor_username", "channel", "client_i
 
 def _require_auditor(request: HttpRequest) -> None:
     if not selectors.user_is_approver(request.user):
-        raise PermissionDenied("Only approvers and staff see the audit trail.")
+        raise PermissionDenied(gettext("Only approvers and staff see the audit trail."))
 
 
 def _filtered(request: HttpRequest) -> audit.AuditTrailFilter:

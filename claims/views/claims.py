@@ -12,6 +12,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from claims import changes, cluster_ops, selectors, services
@@ -111,13 +112,13 @@ def claim_release(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if request.method != "POST":
         claim = selectors.claim_request_get(user=request.user, pk=pk)
         return confirm.confirm_claim_release(request, claim)
-    return _claim_action(request, pk, services.claim_request_release, "Claim released.")
+    return _claim_action(request, pk, services.claim_request_release, _("Claim released."))
 
 
 @login_required
 @require_POST
 def claim_retry(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    return _claim_action(request, pk, services.claim_request_retry, "Applying the claim again.")
+    return _claim_action(request, pk, services.claim_request_retry, _("Applying the claim again."))
 
 
 @login_required
@@ -198,7 +199,7 @@ def run_cancel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     run = selectors.verification_run_get(user=request.user, pk=pk)
     if request.method != "POST":
         return confirm.confirm_run_cancel(request, run)
-    done = "Run cancelled; its Pod is being deleted, which frees the GPU."
+    done = _("Run cancelled; its Pod is being deleted, which frees the GPU.")
     call_for_button(
         request, lambda: services.verification_run_cancel(user=request.user, run=run), done=done
     )

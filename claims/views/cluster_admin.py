@@ -14,6 +14,7 @@ from django.core.exceptions import ImproperlyConfigured, PermissionDenied, Valid
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
+from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
@@ -24,10 +25,10 @@ from claims.views.common import HtmxHttpRequest, login_required
 
 KUBECONFIG_MAX_BYTES = 262144
 SOURCES = [
-    (KUBECONFIG, "A kubeconfig (uploaded or pasted; stored encrypted)"),
-    (IN_CLUSTER, "The portal's own service account (in-cluster)"),
+    (KUBECONFIG, gettext_lazy("A kubeconfig (uploaded or pasted; stored encrypted)")),
+    (IN_CLUSTER, gettext_lazy("The portal's own service account (in-cluster)")),
 ]
-NOT_SHOWN = "For safety a kubeconfig is never shown again: upload or paste it again."
+NOT_SHOWN = gettext_lazy("For safety a kubeconfig is never shown again: upload or paste it again.")
 
 
 def admin_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -35,28 +36,36 @@ def admin_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespo
     @wraps(view)
     def wrapper(request: HtmxHttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not request.user.has_perm("claims.change_cluster"):
-            raise PermissionDenied("Only an admin manages clusters.")
+            raise PermissionDenied(gettext("Only an admin manages clusters."))
         return view(request, *args, **kwargs)
 
     return wrapper
 
 
 class ClusterForm(forms.Form):
-    name = forms.CharField(max_length=100, help_text="How users see it, e.g. berlin-a100.")
-    source = forms.ChoiceField(
-        choices=SOURCES, initial=KUBECONFIG, widget=forms.RadioSelect, label="Connect with"
+    name = forms.CharField(
+        max_length=100,
+        label=gettext_lazy("Name"),
+        help_text=gettext_lazy("How users see it, e.g. berlin-a100."),
     )
-    kubeconfig_file = forms.FileField(required=False, label="Kubeconfig file")
+    source = forms.ChoiceField(
+        choices=SOURCES,
+        initial=KUBECONFIG,
+        widget=forms.RadioSelect,
+        label=gettext_lazy("Connect with"),
+    )
+    kubeconfig_file = forms.FileField(required=False, label=gettext_lazy("Kubeconfig file"))
     kubeconfig_text = forms.CharField(
         required=False,
-        label="… or paste it",
+        label=gettext_lazy("… or paste it"),
         max_length=KUBECONFIG_MAX_BYTES,
         widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false", "autocomplete": "off"}),
     )
     context = forms.CharField(
         required=False,
         widget=forms.Select,
-        help_text="One of the kubeconfig's contexts; default: its current context.",
+        label=gettext_lazy("Context"),
+        help_text=gettext_lazy("One of the kubeconfig's contexts; default: its current context."),
     )
 
     def __init__(self, *args: Any, contexts: list[str] | None = None, **kwargs: Any) -> None:
@@ -72,11 +81,15 @@ class ClusterForm(forms.Form):
         if not upload:
             return ""
         if upload.size > KUBECONFIG_MAX_BYTES:
-            raise ValidationError("This file is too large for a kubeconfig (256 KiB at most).")
+            raise ValidationError(
+                gettext("This file is too large for a kubeconfig (256 KiB at most).")
+            )
         try:
             return upload.read().decode()
         except UnicodeDecodeError:
-            raise ValidationError("This file is not text (a kubeconfig is YAML).") from None
+            raise ValidationError(
+                gettext("This file is not text (a kubeconfig is YAML).")
+            ) from None
 
     def kubeconfig(self) -> str:
         return self.cleaned_data.get("kubeconfig_file") or self.cleaned_data.get(
@@ -122,11 +135,18 @@ def _report_contact(request: HtmxHttpRequest, cluster: Cluster) -> None:
     outcome = cluster_registry.contact(cluster)
     if outcome.reachable:
         failed = [check.name for check in outcome.preflight if not check.ok]
-        summary = f"preflight: {len(outcome.preflight) - len(failed)}/{len(outcome.preflight)} ok"
-        summary += f" (failed: {', '.join(failed)})" if failed else ""
-        messages.success(request, f"{cluster.name} answered; {summary}.")
+        numbers = {
+            "ok": len(outcome.preflight) - len(failed),
+            "all": len(outcome.preflight),
+            "failed": ", ".join(failed),
+        }
+        summary = gettext("preflight: %(ok)d/%(all)d ok") % numbers
+        summary += " " + gettext("(failed: %(failed)s)") % numbers if failed else ""
+        answered = gettext("%(name)s answered; %(summary)s.")
+        messages.success(request, answered % {"name": cluster.name, "summary": summary})
     else:
-        messages.warning(request, f"{cluster.name} is unreachable: {outcome.problem}.")
+        unreachable = gettext("%(name)s is unreachable: %(problem)s.")
+        messages.warning(request, unreachable % {"name": cluster.name, "problem": outcome.problem})
 
 
 def _form_page(
@@ -145,7 +165,9 @@ def cluster_register(request: HtmxHttpRequest) -> HttpResponse:
         form = ClusterForm(request.POST, request.FILES)
         cluster = _saved(request, form, None)
         if cluster is not None:
-            messages.success(request, f"Registered cluster {cluster.name}.")
+            messages.success(
+                request, gettext("Registered cluster %(name)s.") % {"name": cluster.name}
+            )
             _report_contact(request, cluster)
             return redirect("clusters")
         form.set_contexts(_posted_contexts(form))
@@ -164,7 +186,7 @@ def cluster_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         form = ClusterForm(request.POST, request.FILES, initial=initial, contexts=contexts)
         saved = _saved(request, form, cluster)
         if saved is not None:
-            messages.success(request, f"Saved cluster {saved.name}.")
+            messages.success(request, gettext("Saved cluster %(name)s.") % {"name": saved.name})
             _report_contact(request, saved)
             return redirect("clusters")
         form.set_contexts(_posted_contexts(form) or contexts)
@@ -213,7 +235,7 @@ def cluster_remove(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         except ValidationError as error:
             messages.error(request, " ".join(error.messages))
             return redirect("clusters")
-        messages.success(request, f"Removed cluster {cluster.name}.")
+        messages.success(request, gettext("Removed cluster %(name)s.") % {"name": cluster.name})
         return redirect("clusters")
     context = {
         "nav": "clusters",

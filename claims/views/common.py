@@ -14,6 +14,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
+from django.utils.translation import gettext as _
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 from django_htmx.middleware import HtmxDetails
 
@@ -73,7 +74,7 @@ def call_for_button(
 def refusal_messages(error: ValidationError | PermissionDenied) -> list[str]:
     if isinstance(error, ValidationError):
         return error.messages
-    return [str(error) or "You may not do that."]
+    return [str(error) or _("You may not do that.")]
 
 
 def already_submitted(request: HttpRequest, token: str) -> int | None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 from knox.models import AuthToken
 
@@ -69,5 +70,5 @@ def token_revoke(request: HtmxHttpRequest) -> HttpResponse:
 def _own_token(request: HtmxHttpRequest, key: str) -> Any:
     token = AuthToken.objects.filter(user=request.user, token_key=key).first()
     if token is None:
-        raise Http404("No such token of yours; it may be revoked already.")
+        raise Http404(_("No such token of yours; it may be revoked already."))
     return token

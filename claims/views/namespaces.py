@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.utils.http import content_disposition_header
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from claims import access, changes, selectors
@@ -103,8 +104,8 @@ def namespace_kubeconfig(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 def kube_refusal(error: KubeError) -> str:
     if isinstance(error, TransientKubeError):
-        return "The cluster did not answer in time; try the download again in a minute."
-    return f"The cluster refused to issue a token: {error.message}"
+        return _("The cluster did not answer in time; try the download again in a minute.")
+    return _("The cluster refused to issue a token: %(message)s") % {"message": error.message}
 
 
 def kubeconfig_response(config: access.Kubeconfig) -> HttpResponse:

@@ -11,6 +11,7 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from claims import (
@@ -97,7 +98,7 @@ def namespace_request_create(request: HtmxHttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         token = form.cleaned_data["submission_token"]
         if already_submitted(request, token):
-            messages.info(request, "You already submitted this namespace request.")
+            messages.info(request, _("You already submitted this namespace request."))
             return redirect("dashboard")
         try:
             ns = dry_run.namespace_request_submit(
@@ -110,7 +111,10 @@ def namespace_request_create(request: HtmxHttpRequest) -> HttpResponse:
             form.add_service_errors(error)
         else:
             remember_submission(request, token, ns.pk)
-            messages.success(request, f"Namespace {ns.name} requested; an approver decides next.")
+            messages.success(
+                request,
+                _("Namespace %(name)s requested; an approver decides next.") % {"name": ns.name},
+            )
             return redirect("dashboard")
     return render(request, "claims/namespace_form.html", {"nav": "namespace", "form": form})
 
@@ -122,7 +126,7 @@ def claim_request_create(request: HtmxHttpRequest) -> HttpResponse:
         token = form.cleaned_data["submission_token"]
         existing = already_submitted(request, token)
         if existing:
-            messages.info(request, "You already submitted this claim request; here it is.")
+            messages.info(request, _("You already submitted this claim request; here it is."))
             return redirect("claim", existing)
         try:
             claim = _submit_claim(request, form.cleaned_data)
@@ -130,7 +134,10 @@ def claim_request_create(request: HtmxHttpRequest) -> HttpResponse:
             form.add_service_errors(error)
         else:
             remember_submission(request, token, claim.pk)
-            messages.success(request, f"Claim {claim.name} requested; an approver decides next.")
+            messages.success(
+                request,
+                _("Claim %(name)s requested; an approver decides next.") % {"name": claim.name},
+            )
             return redirect("claim", claim.pk)
     context = {"nav": "claim", "form": form, **_preview_context(form)}
     return render(request, "claims/claim_form.html", context)
@@ -161,12 +168,12 @@ def _preview_context(form: ClaimRequestForm) -> dict[str, Any]:
     name = (raw.get("name") or "").strip()
     device_class = raw.get("device_class") or _first_class(form)
     if namespace is None:
-        return {"preview_problem": "Choose a namespace to see the manifest."}
+        return {"preview_problem": _("Choose a namespace to see the manifest.")}
     cluster = namespace.cluster
     unsaved = _unsaved_claim(namespace, name, device_class, raw)
     picker = _picker_context(unsaved)
     if not name or not device_class:
-        return {**picker, "preview_problem": "Enter a claim name and choose a device class."}
+        return {**picker, "preview_problem": _("Enter a claim name and choose a device class.")}
     manifest = cluster_ops.planned_claim_manifest(unsaved)
     # The claim has no id before it is submitted; say so rather than show "None".
     manifest["metadata"]["labels"]["gpu-portal.io/claim-request"] = ""
@@ -238,13 +245,13 @@ def _as_count(value: Any) -> int:
 @login_required
 @require_POST
 def namespace_retry(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    return _namespace_action(request, pk, services.namespace_request_retry, "Creating it again.")
+    return _namespace_action(request, pk, services.namespace_request_retry, _("Creating it again."))
 
 
 @login_required
 @require_POST
 def namespace_delete(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    done = "Deleting it, with the claims in it."
+    done = _("Deleting it, with the claims in it.")
     return _namespace_action(request, pk, services.namespace_request_delete, done)
 
 
@@ -252,7 +259,7 @@ def _namespace_action(
     request: HtmxHttpRequest, pk: int, action: Callable[..., Any], done: str
 ) -> HttpResponse:
     ns = selectors.namespace_request_get(user=request.user, pk=pk)
-    subject = f"Namespace {ns.name}: "
+    subject = _("Namespace %(name)s: ") % {"name": ns.name}
     call_for_button(
         request, lambda: action(user=request.user, namespace_request=ns), done=done, subject=subject
     )

@@ -13,6 +13,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from claims import follower
+from portal import metrics
 
 
 class Command(BaseCommand):
@@ -34,5 +35,6 @@ class Command(BaseCommand):
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
+        metrics.serve_for_process()  # watch restarts and API calls, on METRICS_PORT
         self.stdout.write(f"Following clusters as {follower.holder_name()}.")
         follower.follow_all(stop)
