@@ -75,7 +75,11 @@ class Notice:
 
     def __call__(self) -> None:
         args = (self.event, self.kind, self.pk, self.message)
-        app.send_task("claims.tasks.notify", args=args, queue=settings.CELERY_TASK_DEFAULT_QUEUE)
+        queue = settings.CELERY_TASK_DEFAULT_QUEUE
+        try:
+            app.send_task("claims.tasks.notify", args=args, queue=queue)
+        except Exception as error:  # a broker that is down must not fail the change it tells of
+            log.warning("notice %s of %s %s not queued: %s", self.event, self.kind, self.pk, error)
 
     def deliver(self) -> None:
         """What the task does with it (tests call this in-process)."""
@@ -84,7 +88,7 @@ class Notice:
 
 def notify(obj: Notified, event: str, message: str = "") -> None:
     kind = "claim" if isinstance(obj, ClaimRequest) else "namespace"
-    transaction.on_commit(Notice(event, kind, obj.pk, message), robust=True)
+    transaction.on_commit(Notice(event, kind, obj.pk, message))
 
 
 def on_state_changed(

@@ -6,40 +6,17 @@ from pathlib import Path
 
 import pytest
 from django.urls import reverse
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 
 import kubesim
 from claims import cluster_ops
 from claims.models import Cluster
 from tests.fixtures.portal import register_cluster
 
-CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 # Slow enough that a person (and the test) sees the claim allocated while the run's Pod lives:
 # about 1 s pulling and 1.5 s running.
 KUBELET_SPEED = float(os.environ.get("E2E_KUBESIM_SPEED", "2"))
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
-
-# Playwright's sync API runs an event loop in this thread; the ORM calls the test makes
-# between browser steps are still plain synchronous calls.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="session")

@@ -47,7 +47,7 @@ def test_it_offers_the_kubeconfig_as_soon_as_access_is_set_up(
     ns = services.namespace_request_submit(user=alice, cluster=e2e_cluster, name="access-ml")
     page = open_page()
     log_in(page, live_server.url, "alice", PASSWORD)
-    page.get_by_role("link", name="access-ml").click()
+    page.get_by_role("link", name="access-ml", exact=True).click()
     expect(page.locator("#access")).to_contain_text("Access comes once the namespace is active")
     mark_page(page)
     services.namespace_request_approve(user=carol, namespace_request=ns)

@@ -8,7 +8,6 @@ provider's JWKS and reads the userinfo endpoint, all over real HTTP.
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ import requests
 from django.conf import LazySettings as SettingsWrapper
 from django.contrib.auth.models import User
 from django.core.exceptions import SuspiciousOperation
+from playwright.sync_api import Browser
 from pytest_django.live_server_helper import LiveServer
 
 import kubesim
@@ -284,27 +284,20 @@ def test_it_refuses_an_id_token_issued_to_another_application(
 
 
 def test_it_signs_in_through_the_provider_in_a_real_browser(
-    live_server: LiveServer, sso: Provider
+    live_server: LiveServer, sso: Provider, browser: Browser
 ) -> None:
-    from playwright.sync_api import sync_playwright
-
-    from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS
-
-    # Playwright's sync API runs an event loop in this thread; the ORM calls stay synchronous.
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page()
-            page.set_default_timeout(20_000)
-            page.goto(f"{live_server.url}/accounts/login/")
-            page.get_by_role("link", name="Sign in with Example SSO").click()
-            page.wait_for_url(re.compile(r"http://127\.0\.0\.1:\d+/accounts/login/"))
-            page.fill("input[name=username]", "erin")
-            page.fill("input[name=password]", PASSWORD)
-            page.click("button[type=submit]")
-            page.wait_for_url(f"{live_server.url}/")
-            assert "erin" in page.content()
-        finally:
-            browser.close()
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        page.goto(f"{live_server.url}/accounts/login/")
+        page.get_by_role("link", name="Sign in with Example SSO").click()
+        page.wait_for_url(re.compile(r"http://127\.0\.0\.1:\d+/accounts/login/"))
+        page.fill("input[name=username]", "erin")
+        page.fill("input[name=password]", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/")
+        assert "erin" in page.content()
+    finally:
+        context.close()
     assert user_is_approver(User.objects.get(username="erin"))

@@ -22,7 +22,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
-from claims import observations, services
+from claims import expiry, observations, services
 from claims.models import AuditEvent, ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 from tests.fixtures.portal import make_user, register_cluster
 from tests.reliability.conftest import figure
@@ -50,6 +50,11 @@ API_APPROVER_ACTION = {"GET": "LFXXF", "POST": "LFAAF", "DELETE": "LFXXF"}
 PUBLIC = {"GET": "AAAAA", "POST": "AAAAA"}
 PUBLIC_READ = {"GET": "AAAAA", "POST": "XXXXX"}
 ADMIN = {"GET": "LLLAL"}
+STAFF_PAGE = {"GET": "LFFAF", "POST": "LFFAF"}
+API_STAFF_ACTION = {"GET": "LXXXX", "POST": "LFFAF", "DELETE": "LXXXX"}
+# A button's refusal is a message on the page it sends back to (302), as for approving.
+BUTTON_ACTION = {"GET": "LXXXX", "POST": "LNAAA"}
+CONFIRMED_ACTION = {"GET": "LNAAA", "POST": "LNAAA"}  # GET asks, only the POST acts
 
 EXPECTED: dict[str, dict[str, str]] = {
     "login": PUBLIC,
@@ -61,8 +66,13 @@ EXPECTED: dict[str, dict[str, str]] = {
     "password_reset_confirm": PUBLIC,
     "password_reset_complete": PUBLIC_READ,
     "api-me": API_READ,
-    "api-clusters": API_READ,
-    "api-cluster": API_READ,
+    "api-clusters": {"GET": "LAAAA", "POST": "LFFAF", "DELETE": "LXXXX"},
+    "api-cluster": {"GET": "LAAAA", "POST": "LXXXX", "DELETE": "LFFAF"},
+    "api-cluster-check": API_STAFF_ACTION,
+    "api-claim-extensions": {"GET": "LNAAA", "POST": "LNAAA", "DELETE": "LXXXX"},
+    "api-extension-approve": {"GET": "LXXXX", "POST": "LNAAF", "DELETE": "LXXXX"},
+    "api-extension-reject": {"GET": "LXXXX", "POST": "LNAAF", "DELETE": "LXXXX"},
+    "api-audit": {"GET": "LAAAA", "POST": "LXXXX", "DELETE": "LXXXX"},
     "api-cluster-device-classes": API_READ,
     "api-cluster-devices": API_READ,
     "api-namespace-requests": API_LIST_CREATE,
@@ -86,21 +96,21 @@ EXPECTED: dict[str, dict[str, str]] = {
     "api-docs-asset": PUBLIC,
     "api-tokens": PAGE,
     "api-token-create": USER_ACTION,
-    "api-token-revoke": USER_ACTION,
+    "api-token-revoke": {"GET": "LNNNA", "POST": "LAAAA"},  # GET confirms her own token
     "dashboard": PAGE,
     "namespace-request": PAGE,
     "namespace": OWNED_PAGE,
     "namespace-kubeconfig": OWNER_ONLY_ACTION,
     "namespace-retry": OWNED_ACTION,
-    "namespace-delete": OWNED_ACTION,
+    "namespace-delete": CONFIRMED_ACTION,
     "claim-request": PAGE,
     "claim-preview": USER_ACTION,
     "claim": OWNED_PAGE,
-    "claim-release": OWNED_ACTION,
+    "claim-release": CONFIRMED_ACTION,
     "claim-retry": OWNED_ACTION,
     "claim-verify": OWNED_ACTION,
     "run": OWNED_PAGE,
-    "run-cancel": OWNED_ACTION,
+    "run-cancel": CONFIRMED_ACTION,
     "approvals": APPROVER_PAGE,
     "namespace-approve": APPROVER_ACTION,
     "namespace-reject": APPROVER_ACTION,
@@ -108,6 +118,23 @@ EXPECTED: dict[str, dict[str, str]] = {
     "claim-reject": APPROVER_ACTION,
     "clusters": PAGE,
     "cluster": PAGE,
+    "cluster-claim-map": OWNED_PAGE,
+    "cluster-register": STAFF_PAGE,
+    "cluster-contexts": {"GET": "LFFXF", "POST": "LFFAF"},
+    "cluster-edit": STAFF_PAGE,
+    "cluster-recheck": {"GET": "LFFXF", "POST": "LFFAF"},
+    "cluster-remove": STAFF_PAGE,
+    "claim-extend": OWNED_PAGE,
+    "extension-approve": BUTTON_ACTION,
+    "extension-reject": BUTTON_ACTION,
+    "profile": PAGE,
+    "set-language": {"GET": "XXXXX", "POST": "AAAAA"},
+    "teams": PAGE,
+    "audit": {"GET": "LFAAF", "POST": "LXXXX"},
+    "audit-export": {"GET": "LFAAF", "POST": "LXXXX"},
+    # Single sign-on is off in the tests (no client id): its views are not there.
+    "oidc_authentication_init": {"GET": "NNNNN", "POST": "XXXXX"},
+    "oidc_authentication_callback": {"GET": "NNNNN", "POST": "XXXXX"},
 }
 # The admin is for staff alone; these differ only in what staff gets (or, for its login and
 # logout, in being open).
@@ -119,6 +146,10 @@ ADMIN_EXCEPTIONS = {
     "admin:admin/(?P<url>.*)$": {"GET": "LLLNL"},
     "admin:axes_accessattempt_add": {"GET": "LLLFL"},  # axes records, nobody adds
     "admin:axes_accesslog_add": {"GET": "LLLFL"},
+    "admin:claims_auditevent_add": {"GET": "LLLFL"},  # the audit trail is append-only
+    "admin:claims_auditevent_delete": {"GET": "LLLFL"},
+    "admin:claims_webhookdelivery_add": {"GET": "LLLFL"},  # records of what happened
+    "admin:claims_claimextension_add": {"GET": "LLLFL"},
     "admin:axes_accessfailurelog_add": {"GET": "LLLFL"},
 }
 SPECIAL_PATHS = {
@@ -173,8 +204,10 @@ class World:
             user=owner, cluster=cluster, name=f"ns-{SECRET}"
         )
         self.claim = self.submit_claim(f"c-{SECRET}")
-        self.run = services.verification_run_start(
-            user=owner, claim_request=self.applied_claim(f"a-{SECRET}")
+        applied = self.applied_claim(f"a-{SECRET}")
+        self.run = services.verification_run_start(user=owner, claim_request=applied)
+        self.extension = expiry.extension_request(
+            user=owner, claim_request=applied, hours=1, reason=SECRET
         )
         self.token, _ = AuthToken.objects.create(user=owner, expiry=None)
         self.secrets = {
@@ -208,7 +241,11 @@ class World:
             *VerificationRun.objects.values_list("pk", "state", "updated"),
         ]
         tokens = AuthToken.objects.filter(user=self.users["owner"]).values_list("token_key")
-        return [rows, sorted(tokens), AuditEvent.objects.count()]
+        # The probers' own sign-ins and outs (and failed ones) are recorded: nothing of hers.
+        A = AuditEvent.Action
+        attempts = (A.LOGIN, A.LOGOUT, A.LOGIN_FAILED, A.LOCKED_OUT)
+        audit = AuditEvent.objects.exclude(action__in=attempts).values_list("pk", "action")
+        return [rows, sorted(tokens), list(audit)]
 
     def client(self, role: str, api: bool) -> Client:
         """A session for pages, a personal API token for /api/v1/ (one of each per role)."""
@@ -239,11 +276,14 @@ class World:
             "uidb64": "MQ",
             "token": "set-password",
             "content_type_id": 1,
+            "claim_pk": self.claim.pk,
         }
         return "/" + re.sub(r"<(?:\w+:)?(\w+)>", lambda m: str(values[m.group(1)]), route)
 
     def pk_for(self, route: str) -> int:
         for marker, pk in (
+            ("clusters/<int:pk>/claims/", self.cluster.pk),
+            ("extensions/", self.extension.pk),
             ("namespace", self.namespace.pk),
             ("/ns/", self.namespace.pk),  # approvals/ns/<pk>/...
             ("claim", self.claim.pk),
