@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import yaml
@@ -393,7 +393,15 @@ def status_label(cluster: Cluster, now: datetime | None = None) -> str:
     if since is None:
         return ""
     at = since.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return _("unreachable since %(at)s, %(ago)s ago") % {"at": at, "ago": timesince(since, now)}
+    return _("unreachable since %(at)s, %(ago)s") % {"at": at, "ago": _ago(since, now)}
+
+
+def _ago(moment: datetime, now: datetime | None) -> str:
+    """As the `ago` filter words it (templatetags sit above this layer): "just now" under a
+    minute, never "0 minutes ago"."""
+    if (now or timezone.now()) - moment < timedelta(minutes=1):
+        return _("just now")
+    return _("%(time)s ago") % {"time": timesince(moment, now)}
 
 
 def the_only_cluster() -> Cluster:

@@ -220,6 +220,8 @@ def test_unreachable_since_keeps_the_first_failure(cluster: Cluster) -> None:
     assert again.unreachable_since == first and again.last_error.startswith("no answer")
     later = first + timedelta(minutes=5)
     assert cluster_registry.status_label(again, later).endswith(", 5\xa0minutes ago")
+    just_now = cluster_registry.status_label(again, first + timedelta(seconds=20))
+    assert just_now.endswith(" UTC, just now") and "0\xa0minutes" not in just_now
     cluster_registry.mark_reachable(cluster.pk)
     assert Cluster.objects.get(pk=cluster.pk).unreachable_since is None
     assert cluster_registry.picker_label(Cluster.objects.get(pk=cluster.pk)) == cluster.name

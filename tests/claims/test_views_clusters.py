@@ -12,6 +12,7 @@ from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.http import HttpResponse
 from django.urls import reverse
+from django.utils import timezone
 
 import kubesim
 from claims import cluster_ops, services
@@ -72,6 +73,18 @@ def test_it_shows_the_last_contact_error(cluster: Cluster, bob: User) -> None:
     Cluster.objects.filter(pk=cluster.pk).update(last_error="connection refused")
     content = client_for(bob).get(reverse("cluster", args=[cluster.pk])).content.decode()
     assert "Last contact failed: connection refused" in content
+
+
+def test_it_says_just_now_for_a_cluster_synced_or_lost_a_moment_ago(
+    cluster: Cluster, bob: User
+) -> None:
+    Cluster.objects.filter(pk=cluster.pk).update(last_synced_at=timezone.now())
+    content = client_for(bob).get(reverse("clusters")).content.decode()
+    assert '<td class="muted">just now</td>' in content
+    assert "0\xa0minutes" not in content
+    Cluster.objects.filter(pk=cluster.pk).update(unreachable_since=timezone.now())
+    content = client_for(bob).get(reverse("clusters")).content.decode()
+    assert " UTC, just now</span>" in content and "0\xa0minutes" not in content
 
 
 def test_it_answers_404_for_an_unknown_cluster(bob: User) -> None:
