@@ -4,16 +4,18 @@ saved; an unreachable cluster does not hold the request back (it carries a note)
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.test import Client
 from django.urls import reverse
 
 import kubesim
-from claims import cluster_ops, dry_run
+from claims import cluster_ops, cluster_registry, dry_run
 from claims.kube.errors import PermanentKubeError
 from claims.kube.manifests import resource_claim_manifest
 from claims.models import ClaimRequest, Cluster, NamespaceRequest
@@ -185,3 +187,57 @@ def test_a_claim_is_checked_in_the_version_the_cluster_serves(
     # The version matters: v1 is not served there, so a v1 manifest could not be checked.
     v1 = dry_run.claim_manifest(claim) | {"apiVersion": "resource.k8s.io/v1"}
     assert dry_run.check(v1beta1_cluster, v1).startswith("seed-platform could not check")
+
+
+def test_a_claim_of_the_same_name_in_the_stand_in_namespace_is_no_refusal(
+    web: Client, alice: User, cluster: Cluster, kubesim_cluster: kubesim.Handle
+) -> None:
+    ns = dry_run.namespace_request_submit(user=alice, cluster=cluster, name=unique("later"))
+    name = unique("twin")
+    theirs = {"metadata": {"name": name}, "spec": {"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}  # fmt: skip
+    kubesim_cluster.admin("POST", CLAIMS.format(ns=dry_run.STAND_IN_NAMESPACE), theirs)
+
+    response = web.post(reverse("claim-request"), claim_form_data(ns, name=name))
+
+    assert response.status_code == 302
+    claim = ClaimRequest.objects.get(namespace_request=ns, name=name)
+    assert (claim.state, claim.dry_run_note) == ("pending", "")
+
+
+def test_the_stand_in_namespace_still_refuses_what_the_server_does_not_validate(
+    alice: User, cluster: Cluster, kubesim_cluster: kubesim.Handle
+) -> None:
+    ns = dry_run.namespace_request_submit(user=alice, cluster=cluster, name=unique("later"))
+    theirs = {"metadata": {"name": "bad-twin"}, "spec": {"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}  # fmt: skip
+    kubesim_cluster.admin("POST", CLAIMS.format(ns=dry_run.STAND_IN_NAMESPACE), theirs)
+
+    with pytest.raises(ValidationError) as refused:
+        dry_run.claim_request_submit(
+            user=alice, namespace_request=ns, name="bad-twin", device_class="gpu.nvidia.com",
+            selector="device.attributes['gpu.nvidia.com'].memory >",
+        )  # fmt: skip
+
+    assert "compilation failed" in str(refused.value)
+
+
+def test_a_cluster_already_marked_unreachable_is_not_asked(
+    alice: User, active: NamespaceRequest, kubesim_cluster: kubesim.Handle
+) -> None:
+    theirs = {"metadata": {"name": "taken"}, "spec": {"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}  # fmt: skip
+    kubesim_cluster.admin("POST", CLAIMS.format(ns=active.name), theirs)
+    cluster_registry.mark_unreachable(active.cluster_id, "no answer in time (timed out)")
+    active.refresh_from_db()
+
+    started = time.monotonic()
+    claim = dry_run.claim_request_submit(
+        user=alice, namespace_request=active, name="taken", device_class="gpu.nvidia.com"
+    )
+
+    assert time.monotonic() - started < 2
+    # The server would refuse the name: it was not asked, and says so.
+    assert claim.state == "pending"
+    assert claim.dry_run_note.startswith(f"{active.cluster} could not check this request")
+    assert "has been unreachable since " in claim.dry_run_note
