@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -27,7 +27,7 @@ from django.utils import timezone
 from claims import cluster_registry, reconciler, run_follower, sync
 from claims.cluster_ops import gateway_for
 from claims.kube import parsing
-from claims.kube.gateway import ClaimState, DeviceClassInfo, KubeError, PodState
+from claims.kube.gateway import ClaimState, ClusterGateway, DeviceClassInfo, KubeError, PodState
 from claims.kube.informer import Informer
 from claims.log_streams import LogStreams
 from claims.models import Cluster, VerificationRun, managed_selector
@@ -129,6 +129,14 @@ class CachedLists:
         return self._streams.streamed()
 
 
+class Watches(NamedTuple):
+    claims: Informer[ClaimState]
+    pods: Informer[PodState]
+    slices: Informer[dict[str, Any]]
+    classes: Informer[DeviceClassInfo]
+    namespaces: Informer[dict[str, Any]]
+
+
 class ClusterFollower:
     """Follows one cluster while it holds the lease; waits for the lease otherwise."""
 
@@ -176,42 +184,11 @@ class ClusterFollower:
             return  # removed meanwhile
         self.connection = connection_of(cluster)
         gateway = gateway_for(cluster)
-        selector = managed_selector()
-        watch_seconds = settings.FOLLOWER_WATCH_SECONDS
-        claims = Informer(
-            gateway,
-            "ResourceClaim",
-            selector,
-            parsing.claim_state,
-            self.changed.set,
-            watch_seconds=watch_seconds,
-        )
-        pods = Informer(
-            gateway,
-            "Pod",
-            selector,
-            parsing.pod_state,
-            self.changed.set,
-            watch_seconds=watch_seconds,
-        )
+        claims, pods, slices, classes, self.namespaces = informers = self.watches(gateway)
+        self.informers = informers
+        self.inventory = (classes, slices)
         streams = self.log_streams = LogStreams(gateway)
         lists = CachedLists(claims, pods, streams)
-        # The inventory (GPU map, feasibility) follows the slices and classes the same way.
-        slices = Informer(gateway, "ResourceSlice", "", _as_is, self.inventory_changed.set)
-        classes = Informer(
-            gateway, "DeviceClass", "", parsing.device_class_info, self.inventory_changed.set
-        )
-        self.inventory = (classes, slices)
-        # The portal's namespaces: one deleted or relabelled behind its back is seen at once.
-        self.namespaces = Informer(
-            gateway,
-            "Namespace",
-            selector,
-            _as_is,
-            self.namespaces_changed.set,
-            watch_seconds=watch_seconds,
-        )
-        informers = self.informers = (claims, pods, slices, classes, self.namespaces)
         for informer in informers:
             informer.start()
         try:
@@ -220,6 +197,44 @@ class ClusterFollower:
             for informer in informers:
                 informer.stop()
             streams.stop()
+
+    def watches(self, gateway: ClusterGateway) -> Watches:
+        """Every list and watch the follower keeps open, not yet started (the ClusterRole
+        must allow each: tests/claims/test_least_privilege.py starts these)."""
+        selector = managed_selector()
+        watch_seconds = settings.FOLLOWER_WATCH_SECONDS
+        return Watches(
+            Informer(
+                gateway,
+                "ResourceClaim",
+                selector,
+                parsing.claim_state,
+                self.changed.set,
+                watch_seconds=watch_seconds,
+            ),
+            Informer(
+                gateway,
+                "Pod",
+                selector,
+                parsing.pod_state,
+                self.changed.set,
+                watch_seconds=watch_seconds,
+            ),
+            # The inventory (GPU map, feasibility) follows the slices and classes the same way.
+            Informer(gateway, "ResourceSlice", "", _as_is, self.inventory_changed.set),
+            Informer(
+                gateway, "DeviceClass", "", parsing.device_class_info, self.inventory_changed.set
+            ),
+            # The portal's namespaces: one deleted or relabelled behind its back is seen at once.
+            Informer(
+                gateway,
+                "Namespace",
+                selector,
+                _as_is,
+                self.namespaces_changed.set,
+                watch_seconds=watch_seconds,
+            ),
+        )
 
     def _sync_on_change(self, cluster: Cluster, lists: CachedLists, streams: LogStreams) -> None:
         """One pass per burst of changes, and a slow one while runs are under way (their

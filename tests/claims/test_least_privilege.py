@@ -5,6 +5,7 @@ use fails the flow with a 403, and one it stops using fails the comparison with 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -17,8 +18,8 @@ from django.utils import timezone
 
 import kubesim
 from claims import access, cluster_ops, reconciler, services, sync
+from claims.follower import ClusterFollower
 from claims.kube.gateway import TransientKubeError
-from claims.kube.informer import Informer
 from claims.models import (
     ClaimRequest,
     Cluster,
@@ -27,7 +28,6 @@ from claims.models import (
     TeamMembership,
     TeamQuota,
     VerificationRun,
-    managed_selector,
 )
 from kubesim.audit import Decision
 from kubesim.auth import UserInfo
@@ -189,15 +189,16 @@ def deleted(alice: User, ns: NamespaceRequest) -> None:
 
 
 def open_the_followers_watches(cluster: Cluster) -> None:
-    gateway = cluster_ops.gateway_for(cluster)
-    informers = [
-        Informer(gateway, kind, managed_selector(), lambda obj: obj, lambda: None).start()
-        for kind in ("ResourceClaim", "Pod", "ResourceSlice", "DeviceClass")  # the follower's
-    ]
+    """The follower's own informers, every kind it follows, each listed and then watched."""
+    follower = ClusterFollower(cluster.pk, threading.Event())
+    informers = follower.watches(cluster_ops.gateway_for(cluster))
+    assert len(informers) >= 5  # claims, pods, slices, classes, namespaces
+    for informer in informers:
+        informer.start()
     try:
-        # Listed, and each watch open: a refused list or watch leaves its words in error.
+        # A refused list or watch leaves its words in error, and the watch never opens.
         wait_until(lambda: all(informer.watching for informer in informers), timeout=30)
-        assert [informer.error for informer in informers] == ["", "", "", ""]
+        assert [informer.error for informer in informers] == [""] * len(informers)
     finally:
         for informer in informers:
             informer.stop()
