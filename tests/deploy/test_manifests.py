@@ -12,7 +12,15 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.deploy.rendering import DEPLOY, OVERLAYS, ROOT, objects, pod_templates, rendered
+from tests.deploy.rendering import (
+    CLUSTER_SCOPED,
+    DEPLOY,
+    OVERLAYS,
+    ROOT,
+    objects,
+    pod_templates,
+    rendered,
+)
 
 pytestmark = [
     pytest.mark.kubectl,
@@ -22,6 +30,13 @@ pytestmark = [
 # platforms the portal supports (resource.k8s.io v1beta1 and v1).
 VERSIONS = ("1.33", "1.34")
 SECRETS = {"SECRET_KEY", "DATABASE_URL", "REDIS_URL"}
+NAMESPACE = "gpu-portal"
+# The image each overlay's `images:` entry names (autoscaled is production's).
+IMAGES = {
+    "dev": "gpu-claims-portal:dev",
+    "production": "ghcr.io/example/gpu-claims-portal:1.0.0",
+    "autoscaled": "ghcr.io/example/gpu-claims-portal:1.0.0",
+}
 
 
 def env_file(path: Path) -> dict[str, str]:
@@ -90,6 +105,29 @@ def test_it_gives_every_container_the_settings_and_the_secret_reference(overlay:
     assert not objects(overlay, "Secret")
     for config in config_maps.values():
         assert not SECRETS & set(config["data"])
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_it_runs_the_image_its_overlay_names(overlay: str) -> None:
+    images = {
+        container["image"]
+        for template in pod_templates(overlay).values()
+        for container in containers(template)
+    }
+    assert images == {IMAGES[overlay]}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_it_puts_every_namespaced_object_in_the_portals_namespace(overlay: str) -> None:
+    placed = {
+        f"{o['kind']}/{o['metadata']['name']}": o["metadata"].get("namespace")
+        for o in rendered(overlay)
+    }
+    expected = {
+        f"{o['kind']}/{o['metadata']['name']}": None if o["kind"] in CLUSTER_SCOPED else NAMESPACE
+        for o in rendered(overlay)
+    }
+    assert placed == expected
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
