@@ -2,7 +2,16 @@ from django.urls import URLPattern, include, path, re_path
 from rest_framework.views import APIView
 
 from claims.api import tokens
-from claims.api.views import audit, clusters, extensions, kubeconfig, requests, runs, schema
+from claims.api.views import (
+    audit,
+    clusters,
+    extensions,
+    kubeconfig,
+    preview,
+    requests,
+    runs,
+    schema,
+)
 from claims.api.views import base as views_base
 from claims.views import confirm
 
@@ -48,6 +57,7 @@ v1 = [
         kubeconfig.NamespaceKubeconfigApi.as_view(),
         name="api-namespace-request-kubeconfig",
     ),
+    path("claims/preview/", preview.ClaimPreviewApi.as_view(), name="api-claim-preview"),
     *request_urls(
         "claims",
         "claim",

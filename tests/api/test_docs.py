@@ -67,6 +67,7 @@ def test_it_runs_the_curl_walkthrough(
     output = result.stdout
     assert result.returncode == 0, f"{output}\n{result.stderr}"
     assert '"is_approver": false' in output
+    assert '"line": "8 devices match, ' in output  # the picker preview
     assert '"decided_by": "carol"' in output
     assert "claim: waiting" in output and "run: succeeded" in output
     assert '"passed": true' in output

@@ -82,6 +82,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     "api-namespace-request-retry": API_OWNED_ACTION,
     "api-namespace-request-kubeconfig": API_OWNER_ONLY_ACTION,
     "api-claims": API_LIST_CREATE,
+    "api-claim-preview": {"GET": "LXXXX", "POST": "LAAAA", "DELETE": "LXXXX"},
     "api-claim": API_OWNED,
     "api-claim-approve": API_APPROVER_ACTION,
     "api-claim-reject": API_APPROVER_ACTION,

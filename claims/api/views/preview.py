@@ -1,0 +1,207 @@
+"""The device picker's preview without a claim: the CEL the picker fields make, whether the
+cluster can meet it (and what is free now), and what the cluster's devices publish to pick
+from. Nothing is saved or sent to the cluster; it reads the inventory of the last sync."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils.translation import gettext as _
+from drf_spectacular.utils import OpenApiExample, extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from claims import cluster_registry, device_picker, feasibility, limits, selectors, validation
+from claims.api.errors import call_service
+from claims.api.serializers import FeasibilityOutput
+from claims.api.views.actions import visible_or_field_error
+from claims.api.views.base import ApiView
+from claims.device_picker import Picks
+from claims.models import ClaimRequest, Cluster
+
+TAG = ["claims"]
+PICKER_FIELDS = ("gpu_model", "min_memory", "mig_profile")
+
+
+class PreviewInput(serializers.Serializer):
+    namespace_request = serializers.IntegerField(
+        required=False, help_text="Id of your namespace request: its cluster is previewed."
+    )
+    cluster = serializers.PrimaryKeyRelatedField(
+        queryset=Cluster.objects.all(),
+        required=False,
+        help_text="Or a cluster's id; neither is needed while the portal has one cluster.",
+    )
+    device_class = serializers.CharField(
+        max_length=limits.DEVICE_CLASS_MAX_CHARS, help_text="e.g. gpu.nvidia.com"
+    )
+    count = serializers.IntegerField(required=False, default=1, min_value=1)
+    all_devices = serializers.BooleanField(required=False, default=False)
+    selector = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=limits.SELECTOR_MAX_BYTES,
+        help_text="Optional CEL expression; with picker fields, both must hold.",
+    )
+    gpu_model = serializers.CharField(required=False, allow_blank=True, default="", max_length=64)
+    min_memory = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=32, help_text="e.g. 40Gi"
+    )
+    mig_profile = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=64, help_text="e.g. 1g.5gb"
+    )
+
+
+class OptionsOutput(serializers.Serializer):
+    domain = serializers.CharField(help_text="The driver whose attributes the CEL reads.")
+    models = serializers.ListField(child=serializers.CharField(), help_text="productName values.")
+    memories = serializers.ListField(
+        child=serializers.CharField(), help_text="Memory sizes, largest first."
+    )
+    profiles = serializers.ListField(child=serializers.CharField(), help_text="MIG profiles.")
+
+
+class PreviewFeasibilityOutput(FeasibilityOutput):
+    line = serializers.CharField(help_text="The picker's line: matching, free now, per node.")
+
+
+class PreviewOutput(serializers.Serializer):
+    cluster = serializers.IntegerField()
+    cluster_name = serializers.CharField()
+    device_class = serializers.CharField()
+    generated_selector = serializers.CharField(help_text="The CEL the picker fields make.")
+    selector = serializers.CharField(help_text="The claim's whole selector, as create sets it.")
+    feasibility = PreviewFeasibilityOutput()
+    options = OptionsOutput(help_text="What the devices of the class publish to pick from.")
+
+
+EXAMPLE_IN = {"cluster": 1, "device_class": "gpu.nvidia.com", "count": 2, "min_memory": "40Gi"}
+EXAMPLE_OUT = {
+    "cluster": 1,
+    "cluster_name": "kubesim",
+    "device_class": "gpu.nvidia.com",
+    "generated_selector": "device.capacity['gpu.nvidia.com'].memory"
+    ".compareTo(quantity('40Gi')) >= 0",
+    "selector": "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0",
+    "feasibility": {
+        "possible": True,
+        "matching": 8,
+        "max_on_one_node": 4,
+        "free_now_on_one_node": 4,
+        "free_now_in_cluster": 8,
+        "node": "gpu-node-1",
+        "selector_evaluated": True,
+        "summary": "Can be satisfied: up to 4 devices of class gpu.nvidia.com matching the "
+        "selector on one node. Free now: 4 on gpu-node-1, 8 in the cluster (free = not "
+        "allocated to a claim the portal follows; claims made outside it are not seen).",
+        "line": "8 devices match, 8 free now, at most 4 on one node",
+    },
+    "options": {
+        "domain": "gpu.nvidia.com",
+        "models": ["NVIDIA A100-SXM4-40GB", "NVIDIA H100 80GB HBM3"],
+        "memories": ["80Gi", "40Gi"],
+        "profiles": [],
+    },
+}
+
+
+class ClaimPreviewApi(ApiView):
+    model = ClaimRequest
+    pagination_class = None
+
+    @extend_schema(
+        tags=TAG,
+        request=PreviewInput,
+        responses={200: PreviewOutput},
+        examples=[
+            OpenApiExample("40Gi or more", value=EXAMPLE_IN, request_only=True),
+            OpenApiExample("Previewed", value=EXAMPLE_OUT, response_only=True),
+        ],
+    )
+    def post(self, request: Request) -> Response:
+        """The picker's CEL, feasibility and options for the fields of a claim; saves nothing."""
+        serializer = PreviewInput(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        cluster = _cluster_of(request, data)
+        return Response(PreviewOutput(preview(cluster=cluster, **_asked(data))).data)
+
+
+def _cluster_of(request: Request, data: dict[str, Any]) -> Cluster:
+    if data.get("namespace_request") is not None:
+        getter = selectors.namespace_request_get
+        pk = data["namespace_request"]
+        return visible_or_field_error(getter, request.user, pk, "namespace_request").cluster
+    if data.get("cluster") is not None:
+        cluster: Cluster = data["cluster"]
+        return cluster
+    return call_service(cluster_registry.the_only_cluster)
+
+
+def _asked(data: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "device_class": data["device_class"].strip(),
+        "count": None if data["all_devices"] else data["count"],
+        "selector": data["selector"].strip(),
+        "picks": Picks(*(data[field].strip() for field in PICKER_FIELDS)),
+    }
+
+
+def preview(
+    *, cluster: Cluster, device_class: str, count: int | None, selector: str, picks: Picks
+) -> dict[str, Any]:
+    """What the claim form's picker shows; a 400 with field errors for what create refuses
+    outright (an unknown class, picks the devices do not publish, CEL that does not compile)."""
+    offered = device_picker.options(cluster.inventory, device_class)
+    _refuse_bad_fields(cluster, device_class, selector, picks, offered)
+    generated = device_picker.selector_for(picks, offered.domain)
+    whole = device_picker.combined(generated, selector)
+    found = feasibility.assess(
+        cluster=cluster, device_class=device_class, count=count, selector=whole
+    )
+    return {
+        "cluster": cluster.pk,
+        "cluster_name": cluster.name,
+        "device_class": device_class,
+        "generated_selector": generated,
+        "selector": whole,
+        "feasibility": found.as_dict() | {"line": found.line()},
+        "options": offered,
+    }
+
+
+def _refuse_bad_fields(
+    cluster: Cluster,
+    device_class: str,
+    selector: str,
+    picks: Picks,
+    offered: device_picker.Options,
+) -> None:
+    problems = dict(device_picker.problems(picks, offered))
+    unknown = _class_problem(cluster, device_class)
+    if unknown:
+        problems["device_class"] = unknown
+    written = validation.selector_problem(selector)
+    if written:
+        problems["selector"] = written
+    if problems:
+        raise ValidationError({field: [problem] for field, problem in problems.items()})
+
+
+def _class_problem(cluster: Cluster, device_class: str) -> str:
+    """As claim create words it (claims/validation.py)."""
+    known = cluster.device_class_names()
+    if not known:
+        return _("The device classes of %(cluster)s are not known yet; try again in a moment.") % {
+            "cluster": cluster
+        }
+    if device_class not in known:
+        return _("%(class)r is not a device class of %(cluster)s. Known: %(known)s.") % {
+            "class": device_class,
+            "cluster": cluster,
+            "known": ", ".join(known),
+        }
+    return ""
