@@ -5,12 +5,18 @@ sends it back to /oidc/callback/; the backend exchanges the code, checks the ID 
 signature against the provider's JWKS, and its issuer and audience, which the library leaves
 alone) and reads the user's claims from the userinfo endpoint.
 
-A user is found or created by OIDC_USERNAME_CLAIM: that value is their portal username and so
-their cluster identity (claims/access.py binds "<ACCESS_USER_PREFIX><username>"). Each sign-in
-sets their roles from the groups claim: an approver group puts them in the portal's approvers
-group, an admin group makes them staff and superuser, neither makes a data scientist. The
-provider decides for the accounts that sign in through it; a local account of the same
-username becomes that SSO account.
+Who may sign in: with OIDC_USER_GROUPS set, only members of those groups or of the approver
+and admin groups; when the username claim is `email`, only a verified address (if the provider
+says). A refused person lands on the login page with a notice saying why.
+
+A user is found by OIDC_USERNAME_CLAIM alone (never by email, mozilla-django-oidc's default)
+or created: that value is their portal username and so their cluster identity
+(claims/access.py binds "<ACCESS_USER_PREFIX><username>"). Accounts the provider may sign in
+are in the SSO_GROUP group: those it made, and local ones an administrator put there or
+OIDC_LINK_LOCAL_ACCOUNTS linked at their first sign-in; any other local account of that name
+is refused, never taken over. Each sign-in sets their roles from the groups claim: an approver
+group puts them in the portal's approvers group, an admin group makes them staff and
+superuser, neither makes a data scientist.
 """
 
 from __future__ import annotations
@@ -21,12 +27,14 @@ from typing import Any
 import jwt
 import requests
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.models import AbstractUser, Group
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import SuspiciousOperation, ValidationError
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import path, reverse
+from django.utils.translation import gettext as _
 from mozilla_django_oidc import views
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
@@ -34,15 +42,31 @@ from claims.selectors import APPROVERS_GROUP
 
 log = logging.getLogger(__name__)
 
+# The accounts single sign-on may sign in (the Django admin shows them, and can add one).
+SSO_GROUP = "single sign-on"
+
+
+class SignInRefused(Exception):
+    """The provider vouched for the person, and the portal's policy says no (shown to them)."""
+
+    def __init__(self, reason: str, notice: str) -> None:
+        super().__init__(reason)
+        self.notice = notice
+
 
 def enabled() -> bool:
     return bool(settings.OIDC_RP_CLIENT_ID)
 
 
-def roles_from(claims: dict[str, Any]) -> tuple[bool, bool]:
-    """(approver, admin) from the groups claim: a list of names, or one name."""
+def groups_from(claims: dict[str, Any]) -> set[str]:
+    """The groups claim: a list of names, or one name."""
     groups = claims.get(settings.OIDC_GROUPS_CLAIM) or []
-    names = {groups} if isinstance(groups, str) else {str(group) for group in groups}
+    return {groups} if isinstance(groups, str) else {str(group) for group in groups}
+
+
+def roles_from(claims: dict[str, Any]) -> tuple[bool, bool]:
+    """(approver, admin) from the groups claim."""
+    names = groups_from(claims)
     admin = bool(names & set(settings.OIDC_ADMIN_GROUPS))
     approver = admin or bool(names & set(settings.OIDC_APPROVER_GROUPS))
     return approver, admin
@@ -60,6 +84,51 @@ def username_from(claims: dict[str, Any]) -> str:
     return value
 
 
+def check_allowed(claims: dict[str, Any]) -> None:
+    """Refuse someone outside OIDC_USER_GROUPS (when set) and the approver and admin groups,
+    and, when the email address names the account, an address the provider has not verified."""
+    provider = settings.OIDC_PROVIDER_NAME
+    allowed = {*settings.OIDC_USER_GROUPS, *settings.OIDC_APPROVER_GROUPS}
+    allowed |= set(settings.OIDC_ADMIN_GROUPS)
+    if settings.OIDC_USER_GROUPS and not groups_from(claims) & allowed:
+        raise SignInRefused(
+            f"{username_from(claims)!r} is in none of the allowed groups",
+            _(
+                "Your %(provider)s account is in no group that may use this portal. Ask an "
+                "administrator to add you to one."
+            )
+            % {"provider": provider},
+        )
+    verified = claims.get("email_verified", True)
+    if settings.OIDC_USERNAME_CLAIM == "email" and str(verified).lower() != "true":
+        raise SignInRefused(
+            f"the email address {username_from(claims)!r} is not verified",
+            _(
+                "%(provider)s has not verified your email address, which names your account "
+                "here. Verify it there, then sign in again."
+            )
+            % {"provider": provider},
+        )
+
+
+def signs_in_by_sso(user: AbstractUser) -> bool:
+    return user.groups.filter(name=SSO_GROUP).exists()
+
+
+def refuse_local_account(user: AbstractUser) -> None:
+    """A local account of the same name is not the provider's to take, unless linking is on."""
+    if settings.OIDC_LINK_LOCAL_ACCOUNTS or signs_in_by_sso(user):
+        return
+    raise SignInRefused(
+        f"{user.get_username()!r} is a local account (OIDC_LINK_LOCAL_ACCOUNTS is off)",
+        _(
+            "The account %(username)s here is a local one, not linked to %(provider)s. Sign in "
+            "with its password, or ask an administrator to link it."
+        )
+        % {"username": user.get_username(), "provider": settings.OIDC_PROVIDER_NAME},
+    )
+
+
 class PortalOIDCBackend(OIDCAuthenticationBackend):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         if enabled():
@@ -75,6 +144,10 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
             return None
         try:
             return super().authenticate(request, **kwargs)
+        except SignInRefused as e:
+            log.warning("single sign-on refused: %s", e)
+            messages.error(request, e.notice, fail_silently=True)
+            return None
         except (SuspiciousOperation, jwt.PyJWTError, requests.RequestException) as e:
             # A forged or misdirected token, or a provider that does not answer: no login.
             log.warning("single sign-on refused: %s: %s", type(e).__name__, e)
@@ -93,10 +166,16 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
 
     def verify_claims(self, claims: dict[str, Any]) -> bool:
         username_from(claims)
+        check_allowed(claims)
         return True
 
     def filter_users_by_claims(self, claims: dict[str, Any]) -> Any:
-        return self.UserModel.objects.filter(username=username_from(claims))
+        # By username only: the library's default (any account with the same email) would
+        # hand the provider accounts it never made.
+        users = self.UserModel.objects.filter(username=username_from(claims))
+        for user in users:
+            refuse_local_account(user)
+        return users
 
     def create_user(self, claims: dict[str, Any]) -> AbstractUser:
         with transaction.atomic():
@@ -110,11 +189,15 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
         user.last_name = str(claims.get("family_name") or user.last_name)[:150]
         user.is_staff = user.is_superuser = admin
         user.save()
-        group, _ = Group.objects.get_or_create(name=APPROVERS_GROUP)
+        sso, _created = Group.objects.get_or_create(name=SSO_GROUP)
+        if not user.groups.filter(pk=sso.pk).exists():
+            log.info("account %r now signs in by single sign-on", user.get_username())
+            user.groups.add(sso)
+        approvers, _created = Group.objects.get_or_create(name=APPROVERS_GROUP)
         if approver:
-            user.groups.add(group)
+            user.groups.add(approvers)
         else:
-            user.groups.remove(group)
+            user.groups.remove(approvers)
         return user
 
 

@@ -418,6 +418,12 @@ OIDC_USERNAME_CLAIM = os.getenv("OIDC_USERNAME_CLAIM", "preferred_username")
 OIDC_GROUPS_CLAIM = os.getenv("OIDC_GROUPS_CLAIM", "groups")
 OIDC_APPROVER_GROUPS = envlist("OIDC_APPROVER_GROUPS", "")
 OIDC_ADMIN_GROUPS = envlist("OIDC_ADMIN_GROUPS", "")
+# Who may sign in: members of these groups (or of the two above); empty: anyone the provider
+# signs in.
+OIDC_USER_GROUPS = envlist("OIDC_USER_GROUPS", "")
+# A local account of the same username becomes the SSO account at its first sign-in (off: it
+# is refused unless an administrator put it in the "single sign-on" group).
+OIDC_LINK_LOCAL_ACCOUNTS = envbool("OIDC_LINK_LOCAL_ACCOUNTS", "False")
 OIDC_TIMEOUT = float(os.getenv("OIDC_TIMEOUT_SECONDS", "10"))
 OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_authentication_callback"
 LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/?sso=failed"

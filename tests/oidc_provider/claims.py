@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 from oidc_provider.lib.claims import ScopeClaims
 
@@ -12,6 +13,7 @@ def userinfo(claims: dict[str, Any], user: Any) -> dict[str, Any]:
     claims["family_name"] = user.last_name
     claims["email"] = user.email
     claims["email_verified"] = True
+    claims.update(settings.EXTRA_CLAIMS.get(user.username, {}))
     return claims
 
 

@@ -65,13 +65,18 @@ class Provider:
 
 
 def start_provider(folder: Path, spec: dict[str, Any]) -> Provider:
-    """Seed a fresh database from spec (key_pem, users, clients) and serve it."""
+    """Seed a fresh database from spec (key_pem, users, clients) and serve it; a user's
+    `claims` (e.g. {"email_verified": False}) are added to what the provider says of them."""
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
+    # What the provider says about a user beyond its standard claims (an unverified email).
+    extra = {user["username"]: user.get("claims", {}) for user in spec["users"]}
+    (folder / "claims.json").write_text(json.dumps(extra))
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tests.oidc_provider.settings",
         "OIDC_PROVIDER_DB": str(folder / "provider.sqlite3"),
+        "OIDC_PROVIDER_CLAIMS": str(folder / "claims.json"),
         "OIDC_PROVIDER_SITE_URL": f"http://127.0.0.1:{port}",
         "PYTHONPATH": str(ROOT),
     }

@@ -1,6 +1,8 @@
 """Settings of the test OpenID Connect provider (its own SQLite file, its own cookies)."""
 
+import json
 import os
+from pathlib import Path
 
 SECRET_KEY = "test-oidc-provider-only"
 DEBUG = False
@@ -40,5 +42,7 @@ LOGIN_URL = "/accounts/login/"
 USE_TZ = True
 DEFAULT_AUTO_FIELD = "django.db.models.AutoField"
 OIDC_USERINFO = "tests.oidc_provider.claims.userinfo"
+# Claims of each user beyond the standard ones, by username (written by the fixture).
+EXTRA_CLAIMS = json.loads(Path(os.environ["OIDC_PROVIDER_CLAIMS"]).read_text())
 OIDC_EXTRA_SCOPE_CLAIMS = "tests.oidc_provider.claims.GroupsScopeClaims"
 OIDC_IDTOKEN_INCLUDE_CLAIMS = False

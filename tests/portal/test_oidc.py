@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import pytest
 import requests
 from django.conf import LazySettings as SettingsWrapper
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.core.exceptions import SuspiciousOperation
 from playwright.sync_api import Browser
 from pytest_django.live_server_helper import LiveServer
@@ -29,7 +29,7 @@ from claims.access import cluster_username
 from claims.kube import names
 from claims.models import AuditEvent, Cluster
 from claims.selectors import user_is_approver
-from portal.oidc import PortalOIDCBackend
+from portal.oidc import SSO_GROUP, PortalOIDCBackend
 from tests.fixtures.portal import granted_namespace
 from tests.oidc_provider.fixture import Provider, rsa_key_pem, start_provider
 
@@ -39,6 +39,17 @@ USERS = [
     {"username": "erin", "email": "erin@example.com", "groups": ["gpu-approvers"]},
     {"username": "fay", "email": "fay@example.com", "groups": ["gpu-admins"], "given_name": "Fay"},
 ]
+# Signed in by the provider, and not everyone the portal should let in.
+OUTSIDERS = [
+    {"username": "gus", "email": "gus@example.com", "groups": ["contractors"]},
+    {"username": "hal", "email": "hal@example.com"},
+    {
+        "username": "ivy",
+        "email": "ivy@example.com",
+        "groups": ["ml-team"],
+        "claims": {"email_verified": False},
+    },
+]
 OTHER_CLIENT = "another-app"
 OTHER_REDIRECT = "http://127.0.0.1:9/elsewhere/callback"
 
@@ -46,7 +57,7 @@ OTHER_REDIRECT = "http://127.0.0.1:9/elsewhere/callback"
 def spec(portal_url: str) -> dict[str, Any]:
     return {
         "key_pem": rsa_key_pem(),
-        "users": [{**user, "password": PASSWORD} for user in USERS],
+        "users": [{**user, "password": PASSWORD} for user in [*USERS, *OUTSIDERS]],
         "clients": [
             {
                 "client_id": "gpu-portal",
@@ -136,17 +147,99 @@ def test_it_signs_people_in_through_the_provider_with_the_roles_of_their_groups(
     assert sorted(logins.values_list("object_name", flat=True)) == ["dana", "erin", "fay"]
 
 
-def test_it_updates_an_existing_account_and_takes_its_roles_from_the_provider(
+def sso_account(username: str, **fields: Any) -> User:
+    """An account single sign-on may sign in, as one it made."""
+    user = User.objects.create_user(username, **fields)
+    user.groups.add(Group.objects.get_or_create(name=SSO_GROUP)[0])
+    return user
+
+
+def refused_with(answer: requests.Response, portal_url: str, notice: str) -> None:
+    assert answer.url == f"{portal_url}/accounts/login/?sso=failed", answer.url
+    assert notice in answer.text.replace("&#x27;", "'"), answer.text
+    home = answer.session.get(f"{portal_url}/", allow_redirects=False, timeout=30)  # type: ignore[attr-defined]
+    assert home.status_code == 302 and home.headers["Location"].startswith("/accounts/login/")
+
+
+def test_it_takes_the_roles_of_an_sso_account_from_the_provider_at_each_sign_in(
+    live_server: LiveServer, sso: Provider
+) -> None:
+    assert sign_in(live_server.url, "dana").url == f"{live_server.url}/"
+    User.objects.filter(username="dana").update(is_staff=True, is_superuser=True)
+    assert sign_in(live_server.url, "dana").url == f"{live_server.url}/"
+    dana = User.objects.get(username="dana")
+    assert not dana.is_staff and not dana.is_superuser  # ml-team: a data scientist
+    assert list(dana.groups.values_list("name", flat=True)) == [SSO_GROUP]
+
+
+def test_it_refuses_to_take_over_a_local_account_of_the_same_name(
     live_server: LiveServer, sso: Provider
 ) -> None:
     dana = User.objects.create_user("dana", password="a local password", is_superuser=True)
-    dana.is_staff = True
-    dana.save()
     answer = sign_in(live_server.url, "dana")
-    assert answer.url == f"{live_server.url}/"
+    refused_with(answer, live_server.url, "The account dana here is a local one")
     dana.refresh_from_db()
-    assert not dana.is_staff and not dana.is_superuser  # ml-team: a data scientist
+    assert dana.is_superuser and dana.check_password("a local password")
+    assert not dana.groups.exists()
+    assert not AuditEvent.objects.filter(action=AuditEvent.Action.LOGIN).exists()
+
+
+def test_it_links_a_local_account_when_allowed_or_put_in_the_sso_group(
+    live_server: LiveServer, sso: Provider, settings: SettingsWrapper
+) -> None:
+    dana = User.objects.create_user("dana", password="a local password", is_superuser=True)
+    erin = User.objects.create_user("erin", password="a local password")
+    erin.groups.add(Group.objects.get_or_create(name=SSO_GROUP)[0])  # by an administrator
+    assert sign_in(live_server.url, "erin").url == f"{live_server.url}/"
+    settings.OIDC_LINK_LOCAL_ACCOUNTS = True
+    assert sign_in(live_server.url, "dana").url == f"{live_server.url}/"
+    settings.OIDC_LINK_LOCAL_ACCOUNTS = False
+    assert sign_in(live_server.url, "dana").url == f"{live_server.url}/"  # linked for good
+    dana.refresh_from_db()
+    assert not dana.is_superuser  # the provider decides now
     assert User.objects.filter(username="dana").count() == 1
+    assert user_is_approver(User.objects.get(username="erin"))
+
+
+def test_it_never_matches_an_account_by_its_email(
+    live_server: LiveServer, sso: Provider, settings: SettingsWrapper
+) -> None:
+    # mozilla-django-oidc's default would sign dana in as this admin (same address).
+    admin = User.objects.create_user("root", email="dana@example.com", is_superuser=True)
+    assert sign_in(live_server.url, "dana").url == f"{live_server.url}/"
+    settings.OIDC_USERNAME_CLAIM = "email"
+    assert sign_in(live_server.url, "dana").url == f"{live_server.url}/"
+    made = User.objects.filter(email="dana@example.com").exclude(pk=admin.pk)
+    assert sorted(made.values_list("username", flat=True)) == ["dana", "dana@example.com"]
+    assert not made.filter(is_superuser=True).exists()
+    assert not admin.groups.exists()
+
+
+def test_it_lets_in_only_the_allowed_groups_when_they_are_set(
+    live_server: LiveServer, sso: Provider, settings: SettingsWrapper
+) -> None:
+    settings.OIDC_USER_GROUPS = ["ml-team"]
+    for person in USERS:  # ml-team, and the approver and admin groups
+        assert sign_in(live_server.url, person["username"]).url == f"{live_server.url}/"
+    notice = "Your Example SSO account is in no group that may use this portal."
+    for outsider in ("gus", "hal"):  # another group; none
+        refused_with(sign_in(live_server.url, outsider), live_server.url, notice)
+    assert not User.objects.filter(username__in=["gus", "hal"]).exists()
+    settings.OIDC_USER_GROUPS = []  # anyone the provider signs in
+    assert sign_in(live_server.url, "gus").url == f"{live_server.url}/"
+    assert not user_is_approver(User.objects.get(username="gus"))
+
+
+def test_it_refuses_an_unverified_email_address_as_the_username(
+    live_server: LiveServer, sso: Provider, settings: SettingsWrapper
+) -> None:
+    settings.OIDC_USERNAME_CLAIM = "email"
+    answer = sign_in(live_server.url, "ivy")
+    refused_with(answer, live_server.url, "Example SSO has not verified your email address")
+    assert sign_in(live_server.url, "dana").url == f"{live_server.url}/"  # verified
+    settings.OIDC_USERNAME_CLAIM = "preferred_username"  # the address names nobody
+    assert sign_in(live_server.url, "ivy").url == f"{live_server.url}/"
+    assert list(User.objects.filter(email="ivy@example.com").values_list("username")) == [("ivy",)]
 
 
 def test_it_names_the_cluster_identity_after_the_configured_claim(
@@ -164,7 +257,7 @@ def test_it_names_the_cluster_identity_after_the_configured_claim(
 def test_it_refuses_a_deactivated_account_and_a_callback_it_did_not_start(
     live_server: LiveServer, sso: Provider
 ) -> None:
-    User.objects.create_user("dana", is_active=False)
+    sso_account("dana", is_active=False)
     answer = sign_in(live_server.url, "dana")
     assert answer.url == f"{live_server.url}/accounts/login/?sso=failed"
     # A callback replayed into another browser: its state was never this browser's.
