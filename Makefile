@@ -51,8 +51,16 @@ test: $(VENV)/.installed lint
 		$(PY) manage.py check --deploy --fail-level WARNING
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(VENV)/bin/pytest
 
+# Loopback only, bounded in time (about 15-25 minutes on 2 cores); each prints JSON, kept in
+# var/bench/, and the following figures are drawn into docs/benchmarks-following.svg.
+BENCH_ENV := DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=redis://127.0.0.1:6379/12 SECRET_KEY=bench-only-insecure-0123456789abcdefghijklmnopqrstuvwxyz
 bench: $(VENV)/.installed
-	$(PY) -m bench.kubesim_bench
-	$(PY) -m bench.follow_bench
-	$(PY) -m bench.pages_bench
-	$(PY) -m bench.flow_bench
+	.ci/ensure-chromium
+	mkdir -p var/bench
+	$(PY) -m bench.kubesim_bench > var/bench/kubesim.json
+	$(PY) -m bench.follow_bench --sizes 10,100,1000 > var/bench/follow.json
+	$(BENCH_ENV) $(PY) -m bench.pages_bench > var/bench/pages.json
+	$(BENCH_ENV) $(PY) -m bench.flow_bench > var/bench/flow.json
+	$(BENCH_ENV) $(PY) -m bench.live_bench > var/bench/live.json
+	$(PY) -m bench.plot var/bench/follow.json var/bench/live.json docs/benchmarks-following.svg
+	@cat var/bench/*.json

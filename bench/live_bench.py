@@ -32,6 +32,18 @@ from playwright.sync_api import Page, sync_playwright
 from bench.flow_bench import DATABASE, POSTGRES, KubesimAdmin, PortalClient, running_product
 
 SPEED = 10
+CHROMIUM = "/usr/bin/chromium"
+# As the tests start it: headless, and no background connections this closed network refuses.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 NAMESPACES = 10
 PASSWORD = "live-bench-password"
 FOLLOWED = """
@@ -185,7 +197,7 @@ def measure(count: int, samples: int) -> dict[str, Any]:
             where: {"running": [], "succeeded": []} for where in ("page", "api")
         }
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium")
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page()
             page.add_init_script(MARK_STATES)
             log_in(page, product.url)

@@ -16,6 +16,12 @@ class ClaimsConfig(AppConfig):
         from claims.audit import connect_signals
 
         connect_signals()
+        # Pages waiting on a request or run hear of its removal too.
+        from django.db.models.signals import post_delete
+
+        from claims.changes import announce_deleted
+
+        post_delete.connect(announce_deleted, dispatch_uid="claims.changes.deleted")
         # A signed-in user's saved language goes into the session at login.
         from django.contrib.auth.signals import user_logged_in
 

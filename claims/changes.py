@@ -9,6 +9,7 @@ lost. Redis is only a wake-up call: when it is down or not configured, waiters p
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 from collections import Counter
@@ -30,6 +31,10 @@ PREFIX = "portal:changed:"
 EVERYTHING = PREFIX + "all"
 # With Redis up, a waiter still reads the version this often: a message can be lost.
 RECHECK_SECONDS = 5.0
+# A counter per scope channel (a user's things, everything), bumped with each announcement:
+# what an idle dashboard compares instead of aggregating every row it could show.
+VERSION_PREFIX = "portal:version:"
+EPOCH_KEY = "portal:version-epoch"
 # After Redis failed, publishers and waiters leave it alone this long (no connect per change).
 REDIS_REST_SECONDS = 10.0
 
@@ -71,6 +76,13 @@ def announce(obj: models.Model) -> None:
     transaction.on_commit(Announcement(channels_of(obj)), robust=True)
 
 
+def announce_deleted(sender: type, instance: models.Model, **kwargs: Any) -> None:
+    """A post_delete receiver (ClaimsConfig.ready): a removed request or run is a change too
+    (the admin deletes rows without a state change)."""
+    if isinstance(instance, NamespaceRequest | ClaimRequest | VerificationRun):
+        announce(instance)
+
+
 def publish(channels: list[str]) -> None:
     client = _client()
     if client is None:
@@ -79,9 +91,37 @@ def publish(channels: list[str]) -> None:
         with client.pipeline(transaction=False) as pipe:
             for name in channels:
                 pipe.publish(name, "1")
+                if _is_scope(name):
+                    pipe.incr(VERSION_PREFIX + name)
             pipe.execute()
     except redis.RedisError as error:
         _rest(error)
+
+
+def _is_scope(name: str) -> bool:
+    return name == EVERYTHING or name.startswith(PREFIX + "user:")
+
+
+def scope_version(name: str) -> str | None:
+    """How many changes were announced on a scope channel so far, after an epoch that a
+    restarted (emptied) Redis starts afresh, so a count never repeats one seen before; None
+    without Redis (then only the database can say whether anything changed)."""
+    client = _client()
+    if client is None:
+        return None
+    try:
+        epoch, count = client.mget(EPOCH_KEY, VERSION_PREFIX + name)
+        if epoch is None:
+            client.set(EPOCH_KEY, secrets.token_hex(8), nx=True)
+            epoch, count = client.mget(EPOCH_KEY, VERSION_PREFIX + name)
+    except redis.RedisError as error:
+        _rest(error)
+        return None
+    return f"{_text(epoch)}:{_text(count) or '0'}"
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value or "")
 
 
 # Versions: the newest change a page shows, in microseconds. Every write of a row shown sets

@@ -150,7 +150,7 @@ def with_team_use(claims: list[ClaimRequest]) -> list[ClaimRequest]:
     owner in no team), in a few queries whatever the page's size; for the approval queue,
     whose claims come with their clusters (selectors.with_clusters)."""
     pending = [claim for claim in claims if claim.state == ClaimRequest.State.PENDING]
-    teams = _first_teams({claim.owner_id for claim in pending})
+    teams = _first_teams_of(pending)
     charged = first_teams_of_members({team.pk for team in teams.values()})
     rows = TeamQuota.objects.filter(team_id__in=set(charged.values()))
     limits = {(q.team_id, q.cluster_id, q.device_class): q.max_devices for q in rows}
@@ -165,6 +165,16 @@ def _page_use(team: Team, claim: ClaimRequest, held: dict, limits: dict) -> Use:
     key = (team.pk, claim.cluster.pk, claim.device_class)
     cluster, asked = claim.cluster, devices_of(claim)
     return Use(team, cluster, claim.device_class, held.get(key, 0), asked, limits.get(key))
+
+
+def _first_teams_of(claims: list[ClaimRequest]) -> dict[int, Team]:
+    """Each owner's first team: from the rows' owner_team_id (selectors.approval_queue reads
+    it with the page, so a queue without teams asks nothing more), else looked up."""
+    if not all(hasattr(claim, "owner_team_id") for claim in claims):
+        return _first_teams({claim.owner_id for claim in claims})
+    team_ids = {claim.owner_team_id for claim in claims}  # type: ignore[attr-defined]
+    by_id = {team.pk: team for team in Team.objects.filter(pk__in=team_ids - {None})}
+    return {c.owner_id: by_id[c.owner_team_id] for c in claims if c.owner_team_id in by_id}  # type: ignore[attr-defined]
 
 
 def _first_teams(user_ids: set[int]) -> dict[int, Team]:

@@ -6,9 +6,12 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, Max, Q, QuerySet, Value
+from django.core.cache import cache
+from django.db import connection
+from django.db.models import Count, Max, OuterRef, Q, QuerySet, Value
 from django.http import Http404
 
+from claims import changes
 from claims.models import (
     AuditEvent,
     ClaimRequest,
@@ -17,7 +20,7 @@ from claims.models import (
     Team,
     VerificationRun,
 )
-from claims.models.teams import approved_team_ids, first_team_members
+from claims.models.teams import approved_team_ids, first_team_id, first_team_members
 from claims.transitions import KINDS
 
 APPROVERS_GROUP = "approvers"
@@ -211,6 +214,7 @@ def approval_queue(*, user: Any, shown: QueueFilter | None = None) -> dict[str, 
         .order_by("created", "id"),
         "claims": claims.select_related("namespace_request__cluster", "owner")
         .defer(*CLAIM_JSON, *cluster)
+        .annotate(owner_team_id=first_team_id(OuterRef("owner_id")))
         .order_by("created", "id"),
     }
 
@@ -265,6 +269,9 @@ def approval_count(user: Any) -> int:
     return counts["namespaces"] + counts["claims"]
 
 
+GLANCE_SECONDS = changes.RECHECK_SECONDS
+
+
 @dataclass(frozen=True)
 class Glance:
     """What an idle dashboard poll reads: whether anything changed, and (for approvers) how
@@ -277,8 +284,25 @@ class Glance:
 def dashboard_glance(*, user: Any) -> Glance:
     """Changes whenever a request or run the user may see is added, changed or removed.
 
-    One query of small aggregates, so an idle dashboard can ask often without rendering."""
+    Kept per process for each version of the user's scope channel (claims.changes), so idle
+    dashboards ask Redis, not the database; an announcement lost with Redis is made good
+    after GLANCE_SECONDS, as a waiter's recheck is."""
     approver = user_is_approver(user)
+    scope = changes.EVERYTHING if approver else changes.channel("user", user.pk)
+    # Inside a transaction this request's own writes are not announced yet: ask the database.
+    version = None if connection.in_atomic_block else changes.scope_version(scope)
+    if version is None:
+        return _glance(user, approver)
+    key = f"portal:glance:{scope}:{version}"
+    glance = cache.get(key)
+    if glance is None:
+        glance = _glance(user, approver)
+        cache.set(key, glance, GLANCE_SECONDS)
+    return glance
+
+
+def _glance(user: Any, approver: bool) -> Glance:
+    """One query of small aggregates over every row the user may see."""
     scope = Q() if approver else Q(owner=user)
     kinds = (("ns", NamespaceRequest), ("claim", ClaimRequest), ("run", VerificationRun))
     parts = [_glanced(model, kind, scope) for kind, model in kinds]

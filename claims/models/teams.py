@@ -8,6 +8,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Subquery
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
@@ -144,6 +145,12 @@ class ApprovalRule(models.Model):
             lifetime = lifetime_words(self.max_lifetime)
             parts.append(_("living at most %(lifetime)s") % {"lifetime": lifetime})
         return " ".join(str(part) for part in parts)
+
+
+def first_team_id(user_id: Any) -> Subquery:
+    """The team a user joined first (the one charged for their claims), as a subquery."""
+    memberships = TeamMembership.objects.filter(user_id=user_id).order_by("joined", "id")
+    return Subquery(memberships.values("team_id")[:1])
 
 
 def first_teams_of_members(team_ids: Iterable[int]) -> dict[int, int]:

@@ -9,6 +9,7 @@ from typing import Any
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
+from django.db import connection
 from django.db.models import Count, Max, Value
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect
@@ -67,7 +68,11 @@ def approvals(request: HtmxHttpRequest) -> HttpResponse:
 
 
 def _queue_version() -> str:
-    """Changes with any request made or decided (every state change sets `updated`)."""
+    """Changes with any request made, decided or removed: Redis's count of what was announced
+    to approvers when it can say (no query), else the newest `updated` and the row counts."""
+    counted = None if connection.in_atomic_block else changes.scope_version(changes.EVERYTHING)
+    if counted is not None:
+        return counted
     newest = [
         model.objects.order_by()
         .annotate(every=Value(1))

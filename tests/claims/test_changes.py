@@ -150,3 +150,34 @@ def test_it_bounds_the_waiters_per_user_and_in_all() -> None:
         assert (first, second, bobs, carols) == (True, False, True, False)
     with waiters.slot("alice") as again, waiters.slot("carol") as carols:
         assert (again, carols) == (True, True)
+
+
+def test_it_counts_the_changes_of_a_scope_after_an_epoch(
+    claim: ClaimRequest, charlie: User, django_capture_on_commit_callbacks: OnCommit
+) -> None:
+    owner_scope = changes.channel("user", claim.owner_id)
+    before = changes.scope_version(owner_scope)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.claim_request_approve(user=charlie, claim_request=claim)
+    after = changes.scope_version(owner_scope)
+    assert before is not None and after is not None
+    epoch, count = after.split(":")
+    assert before.split(":")[0] == epoch and int(count) > int(before.split(":")[1])
+    # An emptied Redis (restarted) starts a new epoch: no count seen before comes again.
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.delete(changes.EPOCH_KEY, changes.VERSION_PREFIX + owner_scope)
+    renewed = changes.scope_version(owner_scope)
+    assert renewed is not None and renewed.split(":")[0] != epoch
+
+
+def test_it_has_no_scope_version_without_redis() -> None:
+    with override_settings(REDIS_URL=""):
+        assert changes.scope_version(changes.EVERYTHING) is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_announces_a_request_removed_without_a_state_change(
+    claim: ClaimRequest, subscriber: redis.client.PubSub
+) -> None:
+    claim.delete()  # as the admin deletes a row: no state change, no transition
+    assert next_message(subscriber) is not None

@@ -235,6 +235,20 @@ def test_it_answers_an_unchanged_poll_with_no_content(
 
 
 @pytest.mark.django_db(transaction=True)
+@override_settings(LIVE_WAIT_SECONDS=0)
+def test_an_idle_poll_asks_redis_not_the_rows_where_nothing_changed(
+    claim: ClaimRequest, charlie: User, django_assert_max_num_queries: Any
+) -> None:
+    client = htmx_client_for(charlie)
+    url = poll_url(client.get(reverse("dashboard")).content.decode())
+    # Session, user and the approver check: the glance is kept for the scope's version.
+    with django_assert_max_num_queries(3):
+        assert client.get(url).status_code == 204
+    services.claim_request_reject(user=charlie, claim_request=claim, reason="No budget")
+    assert client.get(url).status_code == 200  # the change was announced: a new glance
+
+
+@pytest.mark.django_db(transaction=True)
 def test_an_unchanged_poll_waits_for_the_next_change_and_answers_it(
     claim: ClaimRequest, charlie: User
 ) -> None:
