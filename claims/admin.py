@@ -60,44 +60,46 @@ class ApprovalRuleAdmin(admin.ModelAdmin):
     list_editable = ("enabled", "position")
 
 
-# State and what the cluster reported change only through claims.services and
-# claims.observations (each change with its audit row), never by an edit here.
-REQUEST_STATE = ("state", "state_message", "decided_by", "decided_at", "kube_uid")
-CLAIM_STATE = (*REQUEST_STATE, "applied_api_version", "applied_manifest", "applied_at")
-RUN_STATE = ("state", "state_message", "pod_uid", "node", "devices", "passed", "vector_add_passed",
-             "device_query_passed", "device_name", "compute_capability", "memory_mib",
-             "started_at", "finished_at")  # fmt: skip
+class ShownOnlyAdmin(admin.ModelAdmin):
+    """Requests and runs are asked for, decided and followed through claims.services and
+    claims.observations (each change checked against the quotas, with its audit row), never
+    by an edit here: every field is shown read only, and nothing is added."""
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
 
 
 @admin.register(NamespaceRequest)
-class NamespaceRequestAdmin(admin.ModelAdmin):
+class NamespaceRequestAdmin(ShownOnlyAdmin):
     list_display = ("name", "cluster", "owner", "state", "created")
     list_filter = ("state", "cluster")
-    readonly_fields = (*REQUEST_STATE, "access_granted_at")
-
-
-# A claim's end moves only by an extension, which is recorded (claims/expiry.py).
-LIFETIME = ("lifetime", "expires_at", "reminded_at")
 
 
 @admin.register(ClaimRequest)
-class ClaimRequestAdmin(admin.ModelAdmin):
+class ClaimRequestAdmin(ShownOnlyAdmin):
     list_display = ("name", "namespace_request", "owner", "device_class", "state", "created")
     list_filter = ("state",)
-    readonly_fields = (*CLAIM_STATE, "allocation", "node", "cleaned_up_at", *LIFETIME)
 
 
 class RunLogInline(admin.TabularInline):
     model = RunLog
     extra = 0
 
+    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
 
 @admin.register(VerificationRun)
-class VerificationRunAdmin(admin.ModelAdmin):
+class VerificationRunAdmin(ShownOnlyAdmin):
     list_display = ("pod_name", "claim", "owner", "state", "passed", "device_name", "created")
     list_filter = ("state",)
     inlines = [RunLogInline]
-    readonly_fields = RUN_STATE
 
 
 @admin.register(AuditEvent)

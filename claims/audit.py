@@ -316,13 +316,32 @@ def _deleted(sender: Any, instance: Any, **kwargs: Any) -> None:
         _record_edit(Action.DELETED, instance, before=before, after=None)
 
 
+_CLEARED = "_audit_cleared"
+
+
 def _members_changed(
     sender: Any, instance: Any, action: str, model: Any, pk_set: set | None, **kwargs: Any
 ) -> None:
-    if sender.__module__ not in AUDITED_MODULES or action not in ("post_add", "post_remove"):
+    if sender.__module__ not in AUDITED_MODULES:
+        return
+    if action == "pre_clear":  # clear() names nobody: who is about to go, for post_clear
+        instance.__dict__[_CLEARED] = _linked(sender, instance, model)
+        return
+    if action == "post_clear":
+        action, pk_set = "post_remove", set(instance.__dict__.pop(_CLEARED, ()))
+    if action not in ("post_add", "post_remove"):
         return
     key = f"{model._meta.verbose_name_plural} {'added' if action == 'post_add' else 'removed'}"
     _record_edit(Action.CHANGED, instance, before=None, after={key: sorted(pk_set or ())})
+
+
+def _linked(through: Any, instance: Any, model: Any) -> list[Any]:
+    """The pks of `model` rows the m2m links to instance, read through its through table."""
+    fields = [f for f in through._meta.concrete_fields if f.is_relation]
+    mine = next(f for f in fields if isinstance(instance, f.related_model))
+    theirs = next(f for f in fields if f is not mine and issubclass(model, f.related_model))
+    rows = through._default_manager.filter(**{mine.attname: instance.pk})
+    return list(rows.values_list(theirs.attname, flat=True))
 
 
 def _record_edit(action: str, instance: Any, *, before: Any, after: Any) -> None:

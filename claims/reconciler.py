@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from claims import observations
+from claims import audit, observations
 from claims.cluster_ops import gateway_for
 from claims.kube import manifests
 from claims.kube.gateway import ClusterGateway, KubeError, PermanentKubeError
@@ -220,13 +220,13 @@ def sweep_orphans() -> int:
     removed = 0
     for cluster in Cluster.objects.all():
         try:
-            removed += _sweep_cluster(gateway_for(cluster))
+            removed += _sweep_cluster(cluster, gateway_for(cluster))
         except KubeError as error:
             log.warning("orphan sweep of %s: %s", cluster, error)
     return removed
 
 
-def _sweep_cluster(gateway: ClusterGateway) -> int:
+def _sweep_cluster(cluster: Cluster, gateway: ClusterGateway) -> int:
     found = [(version, kind, obj) for version, kind in SWEPT_KINDS for obj in _ours(gateway, kind)]
     orphans = _orphans([obj for _, _, obj in found])
     removed = 0
@@ -235,10 +235,31 @@ def _sweep_cluster(gateway: ClusterGateway) -> int:
             metadata = obj["metadata"]
             namespace, name = metadata.get("namespace"), metadata["name"]
             if gateway.delete(version, kind, namespace, name, uid=uid_of(obj)):
-                where = f"{namespace}/{name}" if namespace else name
-                log.warning("deleted orphan %s %s: its request is gone", kind, where)
+                _record_orphan(cluster, kind, obj)
                 removed += 1
     return removed
+
+
+def _record_orphan(cluster: Cluster, kind: str, obj: dict[str, Any]) -> None:
+    """A row on the cluster's trail per object deleted: what it was, where, its labels."""
+    metadata = obj["metadata"]
+    namespace, name = metadata.get("namespace") or "", metadata["name"]
+    where = f"{namespace}/{name}" if namespace else name
+    log.warning("deleted orphan %s %s: its request is gone", kind, where)
+    audit.record(
+        audit.Action.DELETED,
+        kind=audit.Kind.CLUSTER,
+        object_id=cluster.pk,
+        name=cluster.name,
+        message=f"Deleted orphan {kind} {where} from the cluster: its request is gone.",
+        before={
+            "kind": kind,
+            "name": name,
+            "namespace": namespace,
+            "uid": uid_of(obj),
+            "labels": metadata.get("labels") or {},
+        },
+    )
 
 
 def _ours(gateway: ClusterGateway, kind: str) -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ from claims.models import (
     TeamMembership,
     TeamQuota,
     TeamWebhook,
+    VerificationRun,
 )
 from claims.transitions import transition
 from tests.claims.test_sync import applied_claims, stuck_pod
@@ -214,20 +215,34 @@ def test_it_shows_audit_rows_read_only_in_the_admin(admin_client: Client) -> Non
     assert AuditEvent.objects.get(pk=row.pk).message == "kept"
 
 
-def test_it_shows_the_state_of_a_request_read_only_in_the_admin(
-    admin_client: Client, alice: User
+@pytest.mark.parametrize("model", ["namespacerequest", "claimrequest", "verificationrun"])
+def test_it_shows_requests_and_runs_read_only_in_the_admin(
+    admin_client: Client, alice: User, carol: User, cluster: Cluster, model: str
 ) -> None:
-    cluster = Cluster.objects.create(name="lab")
-    ns = NamespaceRequest.objects.create(owner=alice, cluster=cluster, name="team-x")
-    change = reverse("admin:claims_namespacerequest_change", args=[ns.pk])
+    """What was asked for (count, class, selector, owner, namespace) changes only through the
+    services, which check the quota and write the audit row: never by an admin's edit."""
+    ns = services.namespace_request_submit(user=alice, cluster=cluster, name="audit-ro")
+    claim = services.claim_request_submit(
+        user=alice, namespace_request=ns, name="train", device_class="gpu.nvidia.com"
+    )
+    run = VerificationRun.objects.create(claim=claim, owner=alice, pod_name="verify-1")
+    asked = (claim.name, claim.count, claim.all_devices, claim.owner)
+    obj = {"namespacerequest": ns, "claimrequest": claim, "verificationrun": run}[model]
+    change = reverse(f"admin:claims_{model}_change", args=[obj.pk])
     html = admin_client.get(change).content.decode()
-    assert 'name="state"' not in html and 'name="name"' in html
-    form = {"cluster": cluster.pk, "name": "team-x", "owner": alice.pk, "state": "active"}
-    form |= {"purpose": "edited", "created_0": "2026-12-01", "created_1": "10:00:00"}
-    form |= {"updated_0": "2026-12-01", "updated_1": "10:00:00", "cluster_waits": 0}
-    assert admin_client.post(change, form).status_code == 302
+    assert 'name="_save"' not in html
+    for field in ("name", "owner", "count", "all_devices", "device_class", "selector"):
+        assert f'name="{field}"' not in html
+    assert 'name="namespace_request"' not in html and 'name="claim"' not in html
+    edit = {"name": "renamed", "count": "8", "all_devices": "on", "owner": carol.pk}
+    assert admin_client.post(change, edit).status_code == 403
+    assert admin_client.get(reverse(f"admin:claims_{model}_add")).status_code == 403
+    listing = admin_client.get(reverse(f"admin:claims_{model}_changelist")).content.decode()
+    assert reverse(f"admin:claims_{model}_add") not in listing
+    claim.refresh_from_db()
+    assert (claim.name, claim.count, claim.all_devices, claim.owner) == asked
     ns.refresh_from_db()
-    assert (ns.purpose, ns.state) == ("edited", "pending")
+    assert (ns.name, ns.owner) == ("audit-ro", alice)
 
 
 def test_it_records_an_admins_edit_of_a_rule_with_who_and_from_where(
@@ -258,6 +273,23 @@ def test_it_records_quota_and_membership_edits(alice: User) -> None:
     assert event.after == {"max_devices": 4, "max_lifetime": "P2DT00H00M00S"}
     TeamMembership.objects.create(team=team, user=alice)
     assert last("created", object_kind="team_membership").after["user_id"] == alice.pk
+
+
+def test_it_records_the_members_a_clear_removes(alice: User, bob: User) -> None:
+    team = Team.objects.create(name="vision")
+    team.members.add(alice, bob)
+    added = last("changed", object_kind="team", object_id=team.pk)
+    assert added.after == {"users added": sorted([alice.pk, bob.pk])}
+    team.members.clear()
+    cleared = last("changed", object_kind="team", object_id=team.pk)
+    assert cleared.after == {"users removed": sorted([alice.pk, bob.pk])}
+    assert not team.members.exists()
+    # From the user's side too.
+    team.members.add(alice)
+    alice.gpu_teams.clear()
+    assert last("changed", object_kind="user", object_id=alice.pk).after == {
+        "teams removed": [team.pk]
+    }
 
 
 def test_it_records_that_a_webhook_secret_changed_but_not_the_secret(db: None) -> None:

@@ -14,7 +14,13 @@ from django.test import override_settings
 
 import kubesim
 from claims import cluster_ops, reconciler
-from claims.models import INSTANCE_LABEL, Cluster, NamespaceRequest, managed_labels
+from claims.models import (
+    INSTANCE_LABEL,
+    AuditEvent,
+    Cluster,
+    NamespaceRequest,
+    managed_labels,
+)
 from tests.claims.test_expiry import applied_claim
 from tests.claims.test_least_privilege import RBAC, ROLE, portal_identity
 from tests.fixtures.portal import allocation_in, register_cluster
@@ -107,6 +113,23 @@ def test_it_removes_labelled_objects_whose_request_is_gone(
     assert present(kubesim_private, claim_path(live.namespace))
     assert present(kubesim_private, f"/api/v1/namespaces/{extra_ns}")
     assert reconciler.sweep_orphans() == 0
+
+    # One audit row per object deleted, on the cluster's trail, by the system.
+    rows = AuditEvent.objects.filter(action="deleted", object_kind="cluster").order_by("id")
+    deleted = {(row.before["kind"], row.before["namespace"], row.before["name"]) for row in rows}
+    assert deleted == {
+        ("ResourceClaim", orphan_ns, "train"),
+        ("ServiceAccount", orphan_ns, "gpu"),
+        ("Namespace", "", orphan_ns),
+        ("ResourceClaim", extra_ns, "train"),
+    }
+    stray = next(row for row in rows if row.before["namespace"] == extra_ns)
+    assert (stray.object_id, stray.object_name, stray.channel) == (own_cluster.pk, "own", "system")
+    assert stray.actor is None and stray.before["uid"]
+    assert stray.before["labels"]["gpu-portal.io/claim-request"] == str(GONE)
+    assert stray.message == (
+        f"Deleted orphan ResourceClaim {extra_ns}/train from the cluster: its request is gone."
+    )
 
 
 def test_it_never_touches_unlabelled_objects_or_another_installations(
