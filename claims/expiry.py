@@ -12,7 +12,7 @@ once remind once and reclaim once.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -20,6 +20,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, Validatio
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from claims import notifications, quota, rules, services
 from claims.models import ClaimExtension, ClaimRequest
@@ -31,6 +32,23 @@ ES = ClaimExtension.State
 # States in which a claim whose clock runs may hold cluster objects.
 RUNNING = (CS.APPROVED, CS.APPLYING, CS.WAITING, CS.IN_USE, CS.FAILED)
 MAX_EXTENSION_HOURS = 24 * 365
+
+# The messages the claim's rows keep: English (the audit trail stays so), a time as STAMP in
+# UTC; a page or an email shows them in its reader's language and date format
+# (claims.templatetags.portal.user_message, which knows these).
+STAMP = "%Y-%m-%d %H:%M UTC"
+EXPIRED = gettext_noop("Expired: its lifetime ended at %(ended)s; reclaimed by the portal.")
+ASKED = gettext_noop("Asked for %(hours)d h more: %(reason)s.")
+NO_REASON = gettext_noop("no reason given")
+APPROVED_BY = gettext_noop("Approved by %(user)s.")
+REJECTED = gettext_noop("Extension of %(hours)d h rejected: %(reason)s")
+EXTENDED = gettext_noop("Extended by %(hours)d h, now expires at %(ends)s: %(decision)s")
+UNDECIDED = gettext_noop("The claim expired before a decision.")
+MESSAGES = (EXPIRED, ASKED, APPROVED_BY, REJECTED, EXTENDED)
+
+
+def stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime(STAMP)
 
 
 def lifetime_limits(claim: ClaimRequest) -> tuple[timedelta, timedelta]:
@@ -117,14 +135,13 @@ def _reclaim(pk: int, now: datetime) -> bool:
         )
         if claim is None or claim.expires_at is None:
             return False
-        ended = timezone.localtime(claim.expires_at).strftime("%Y-%m-%d %H:%M %Z")
-        message = f"Expired: its lifetime ended at {ended}; reclaimed by the portal."
+        message = EXPIRED % {"ended": stamp(claim.expires_at)}
         try:
             services.claim_request_expire(claim_request=claim, message=message)
         except ValidationError:
             return False  # released by its owner meanwhile
         claim.extensions.filter(state=ES.PENDING).update(
-            state=ES.REJECTED, decided_at=now, decision="The claim expired before a decision."
+            state=ES.REJECTED, decided_at=now, decision=UNDECIDED
         )
         notifications.notify(claim, "reclaimed", message)
     return True
@@ -160,7 +177,7 @@ def _ask(user: Any, pk: int, extra: timedelta, reason: str) -> tuple[ClaimExtens
                 reason=reason,
                 expires_before=claim.expires_at,
             )
-            asked = f"Asked for {_hours(extension)} h more: {reason or 'no reason given'}."
+            asked = ASKED % {"hours": _hours(extension), "reason": reason or NO_REASON}
             record_event(claim, asked, user, action="extension_asked")
             decision = _auto_decision(claim, extra)
             if decision is None:
@@ -196,8 +213,10 @@ def _auto_decision(claim: ClaimRequest, extra: timedelta) -> str | None:
 
 
 def extension_approve(*, user: Any, extension: ClaimExtension) -> ClaimExtension:
-    rules.require_decider(user, extension.claim, approving=True)
-    _grant(extension, user, f"Approved by {user.get_username()}.")
+    """Four-eyes here too: nobody approves the time they asked for (an approver may ask on
+    an owner's behalf), unless settings.ALLOW_SELF_APPROVAL."""
+    rules.require_decider(user, extension.claim, approving=True, asked_by=extension.requested_by_id)
+    _grant(extension, user, APPROVED_BY % {"user": user.get_username()})
     return extension
 
 
@@ -209,7 +228,7 @@ def extension_reject(*, user: Any, extension: ClaimExtension, reason: str) -> Cl
     with transaction.atomic():
         _decide(extension, ES.REJECTED, user, reason)
         record_event(
-            extension.claim, f"Extension of {_hours(extension)} h rejected: {reason}", user
+            extension.claim, REJECTED % {"hours": _hours(extension), "reason": reason}, user
         )
         notifications.notify(extension.claim, "extension_rejected", reason)
     return extension
@@ -220,23 +239,31 @@ def _grant(extension: ClaimExtension, actor: Any, decision: str) -> None:
         claim = ClaimRequest.objects.select_for_update().get(pk=extension.claim_id)
         _require_running(claim)
         assert claim.expires_at is not None  # checked by _require_running
-        _decide(
-            extension,
-            ES.APPROVED,
-            actor,
-            decision,
-            expires_after=claim.expires_at + extension.extra,
-        )
+        ends = claim.expires_at + extension.extra
         lifetime = (claim.lifetime or timedelta()) + extension.extra
+        _require_within_cap(claim, lifetime)
+        _decide(extension, ES.APPROVED, actor, decision, expires_after=ends)
         ClaimRequest.objects.filter(pk=claim.pk).update(
-            expires_at=extension.expires_after, lifetime=lifetime, reminded_at=None
+            expires_at=ends, lifetime=lifetime, reminded_at=None
         )
-        claim.expires_at, claim.lifetime = extension.expires_after, lifetime
+        claim.expires_at, claim.lifetime = ends, lifetime
         extension.claim = claim
-        ends = timezone.localtime(claim.expires_at).strftime("%Y-%m-%d %H:%M %Z")
-        message = f"Extended by {_hours(extension)} h, now expires at {ends}: {decision}"
+        values = {"hours": _hours(extension), "ends": stamp(ends), "decision": decision}
+        message = EXTENDED % values
         record_event(claim, message, actor)
         notifications.notify(claim, "extension_approved", message)
+
+
+def _require_within_cap(claim: ClaimRequest, lifetime: timedelta) -> None:
+    """The max lifetime holds for an approver's grant as for a rule's."""
+    cap = lifetime_limits(claim)[1]
+    if lifetime > cap:
+        hours = {"lifetime": _in_hours(lifetime), "cap": _in_hours(cap)}
+        message = _(
+            "That would make the claim's lifetime %(lifetime)d h in all, more than its "
+            "maximum of %(cap)d h: reject it, or ask for fewer hours."
+        )
+        raise ValidationError({NON_FIELD_ERRORS: [message % hours]})
 
 
 def _decide(
@@ -266,4 +293,8 @@ def _decide(
 
 
 def _hours(extension: ClaimExtension) -> int:
-    return round(extension.extra.total_seconds() / 3600)
+    return _in_hours(extension.extra)
+
+
+def _in_hours(length: timedelta) -> int:
+    return round(length.total_seconds() / 3600)

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from claims import quota
 from claims.models import (
@@ -32,6 +33,16 @@ from claims.models.teams import approved_team_ids
 from claims.selectors import user_is_approver
 
 Decidable = NamespaceRequest | ClaimRequest
+# The audit messages, kept in English; a page shows them translated (gettext_noop marks them
+# for the catalog, claims.templatetags.portal.user_message renders them).
+BY_RULE = gettext_noop("Approved automatically by rule '%(rule)s' (within team %(team)s's quota).")
+BY_TEAM = gettext_noop(
+    "Approved automatically by team %(team)s's auto-approval (within its quota)."
+)
+NAMESPACE_BY_RULE = gettext_noop("Approved automatically by rule '%(rule)s'.")
+NAMESPACE_BY_TEAM = gettext_noop("Approved automatically by team %(team)s's auto-approval.")
+EXTENDED_BY_RULE = gettext_noop("Extended automatically by rule '%(rule)s'.")
+MESSAGES = (BY_RULE, BY_TEAM, NAMESPACE_BY_RULE, NAMESPACE_BY_TEAM, EXTENDED_BY_RULE)
 KIND_OF = {
     NamespaceRequest: AuditEvent.Kind.NAMESPACE_REQUEST,
     ClaimRequest: AuditEvent.Kind.CLAIM_REQUEST,
@@ -55,8 +66,11 @@ def submitter_id(obj: Decidable) -> int | None:
     return first.actor_id if first else None
 
 
-def require_decider(user: Any, obj: Decidable, *, approving: bool) -> None:
-    """PermissionDenied unless the user may approve (or reject) this request."""
+def require_decider(
+    user: Any, obj: Decidable, *, approving: bool, asked_by: int | None = None
+) -> None:
+    """PermissionDenied unless the user may approve (or reject) this request; asked_by: who
+    asked for what is approved, when not the request's submitter (an extension)."""
     if not getattr(user, "is_authenticated", False):
         raise PermissionDenied(_("Log in first."))
     if not user_is_approver(user):
@@ -68,7 +82,7 @@ def require_decider(user: Any, obj: Decidable, *, approving: bool) -> None:
                     "their team's."
                 )
             )
-    own = approving and user.pk in (obj.owner_id, submitter_id(obj))
+    own = approving and user.pk in (obj.owner_id, submitter_id(obj), asked_by)
     if own and not settings.ALLOW_SELF_APPROVAL:
         raise PermissionDenied(
             _("You cannot approve your own request: another approver must (four-eyes).")
@@ -96,9 +110,9 @@ def claim_auto_approval(team: Team | None, claim: ClaimRequest) -> str | None:
     devices = quota.devices_of(claim)
     for rule in _matching("claim", team, claim.cluster, claim.device_class):
         if rule.max_devices is None or devices <= rule.max_devices:
-            return f"Approved automatically by rule '{rule.name}' (within team {team}'s quota)."
+            return BY_RULE % {"rule": rule.name, "team": team}
     if team.auto_approve:
-        return f"Approved automatically by team {team}'s auto-approval (within its quota)."
+        return BY_TEAM % {"team": team}
     return None
 
 
@@ -107,9 +121,9 @@ def namespace_auto_approval(team: Team | None, ns: NamespaceRequest) -> str | No
         return None
     rules = _matching("namespace", team, ns.cluster)
     if rules:
-        return f"Approved automatically by rule '{rules[0].name}'."
+        return NAMESPACE_BY_RULE % {"rule": rules[0].name}
     if team.auto_approve:
-        return f"Approved automatically by team {team}'s auto-approval."
+        return NAMESPACE_BY_TEAM % {"team": team}
     return None
 
 
@@ -124,5 +138,5 @@ def extension_auto_approval(claim: ClaimRequest, lifetime: timedelta) -> str | N
         return None
     for rule in _matching("extension", team, claim.cluster, claim.device_class):
         if rule.max_lifetime is None or lifetime <= rule.max_lifetime:
-            return f"Extended automatically by rule '{rule.name}'."
+            return EXTENDED_BY_RULE % {"rule": rule.name}
     return None

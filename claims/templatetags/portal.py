@@ -1,18 +1,20 @@
-"""Template helpers: state badges, times in words, the approver check, the "simulated
-cluster" banner."""
+"""Template helpers: state badges, times in words and in the reader's date format, stored
+messages in the reader's language, the approver check, the "simulated cluster" banner."""
 
-from datetime import datetime, timedelta
+import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django import template
 from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext_lazy
 
-from claims import selectors
+from claims import expiry, rules, selectors
 
 register = template.Library()
 
@@ -85,6 +87,63 @@ def duration(seconds: float | timedelta | None) -> str:
     if minutes:
         return _("%(minutes)d min %(seconds)02d s") % {"minutes": minutes, "seconds": secs}
     return _("%(seconds)d s") % {"seconds": secs}
+
+
+@register.filter
+def when(moment: datetime | None) -> str:
+    """A moment in the reader's date format, with its zone: "March 9, 2026, 9 a.m. UTC",
+    "9 במרץ 2026 09:00 UTC" (Django's formats of the active language)."""
+    if moment is None:
+        return ""
+    local = timezone.localtime(moment)
+    return f"{date_format(local, 'DATETIME_FORMAT')} {date_format(local, 'T')}"
+
+
+_FIELD = re.compile(r"%\((\w+)\)([sd])")
+_STAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC")
+
+
+def _pattern(msgid: str) -> re.Pattern[str]:
+    """What msgid % values looks like: a regular expression with a group per value."""
+    parts, end = [], 0
+    for field in _FIELD.finditer(msgid):
+        parts.append(re.escape(msgid[end : field.start()]))
+        parts.append(rf"(?P<{field[1]}>\d+)" if field[2] == "d" else rf"(?P<{field[1]}>.+?)")
+        end = field.end()
+    return re.compile("".join([*parts, re.escape(msgid[end:])]) + r"\Z", re.S)
+
+
+# The messages rows keep in English with values in them (claims.expiry, claims.rules).
+MESSAGES = [(msgid, _pattern(msgid)) for msgid in (*expiry.MESSAGES, *rules.MESSAGES)]
+
+
+@register.filter
+def user_message(message: str) -> str:
+    """A stored message in the reader's language: one of MESSAGES translated with its values
+    (times in the reader's format, a decision within translated too), any other through the
+    catalog as it is (most are gettext_noop constants)."""
+    if not message:
+        return ""
+    for msgid, pattern in MESSAGES:
+        if found := pattern.match(message):
+            values = {name: _value(name, value) for name, value in found.groupdict().items()}
+            try:
+                return _(msgid) % values
+            except (KeyError, TypeError, ValueError):  # a translation that lost a value
+                return msgid % values
+    return _(message)
+
+
+# Values that are messages of their own ("Approved by carol.", "no reason given").
+NESTED = ("decision", "reason")
+
+
+def _value(name: str, value: str) -> Any:
+    if _STAMP.fullmatch(value):
+        return when(datetime.strptime(value, expiry.STAMP).replace(tzinfo=UTC))
+    if name in NESTED:
+        return user_message(value)
+    return int(value) if value.isdigit() else value
 
 
 @register.filter

@@ -17,7 +17,8 @@ from django.core import mail
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.test import Client
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.html import escape
 
 import kubesim
 from claims import cluster_ops, expiry, notifications, services
@@ -28,13 +29,15 @@ from claims.models import (
     ClaimExtension,
     ClaimRequest,
     Cluster,
+    Profile,
     Team,
     TeamMembership,
     TeamQuota,
 )
+from claims.templatetags.portal import user_message
 from portal.celery import app as celery_app
 from tests.api.conftest import token_client
-from tests.fixtures.portal import PASSWORD, pods_in, wait_until
+from tests.fixtures.portal import PASSWORD, make_user, pods_in, wait_until
 
 pytestmark = pytest.mark.django_db
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -131,7 +134,7 @@ def test_it_reminds_the_owner_once_before_the_end(
     [email] = mail.outbox
     assert email.to == ["alice@example.org"]
     assert email.subject == "Your claim train expires soon"
-    assert "expires at 2026-03-09 09:00 UTC" in email.body
+    assert "expires at March 9, 2026, 9 a.m. UTC" in email.body
     assert f"/claims/{claim.pk}/" in email.body
 
 
@@ -297,7 +300,7 @@ def test_the_claim_page_shows_the_end_and_the_extension_form_checks_its_fields(
     claim = applied_claim(alice, carol, cluster)
     page = client_of(alice).get(reverse("claim", args=[claim.pk]))
     html = page.content.decode()
-    assert '<strong id="claim-expires-at">2026-03-09 09:00 UTC</strong>' in html
+    assert '<strong id="claim-expires-at">March 9, 2026, 9 a.m. UTC</strong>' in html
     assert reverse("claim-extend", args=[claim.pk]) in html
     form = client_of(alice).get(reverse("claim-extend", args=[claim.pk])).content.decode()
     assert "(up to 30 days in all)" in form
@@ -402,3 +405,127 @@ def test_a_claim_from_before_lifetimes_gets_one_from_now(
         assert expiry.reclaim_expired() == []
     claim.refresh_from_db()
     assert claim.expires_at == later + settings.CLAIM_DEFAULT_LIFETIME
+
+
+def test_it_refuses_an_approvers_grant_past_the_max_lifetime(
+    alice: User, carol: User, cluster: Cluster
+) -> None:
+    week, cap = timedelta(days=7), timedelta(days=8)
+    team_of(alice, cluster=cluster, default_lifetime=week, max_lifetime=cap)
+    claim = applied_claim(alice, carol, cluster)
+    assert claim.lifetime == week
+    extension = expiry.extension_request(user=alice, claim_request=claim, hours=48)
+    assert extension.state == "pending"
+    with pytest.raises(ValidationError, match="216 h in all, more than its maximum of 192 h"):
+        expiry.extension_approve(user=carol, extension=extension)
+    extension.refresh_from_db()
+    claim.refresh_from_db()
+    assert extension.state == "pending"
+    assert claim.expires_at == START + timedelta(days=7)
+    # Within the cap: granted.
+    expiry.extension_reject(user=carol, extension=extension, reason="Too long.")
+    within = expiry.extension_request(user=alice, claim_request=claim, hours=24)
+    expiry.extension_approve(user=carol, extension=within)
+    claim.refresh_from_db()
+    assert claim.expires_at == START + timedelta(days=8)
+
+
+def test_an_approver_does_not_approve_the_time_they_asked_for(
+    alice: User, carol: User, cluster: Cluster, settings: Any
+) -> None:
+    claim = applied_claim(alice, carol, cluster)
+    extension = expiry.extension_request(user=carol, claim_request=claim, hours=6)
+    assert extension.requested_by == carol
+    with pytest.raises(PermissionDenied, match="four-eyes"):
+        expiry.extension_approve(user=carol, extension=extension)
+    assert ClaimExtension.objects.get(pk=extension.pk).state == "pending"
+    expiry.extension_approve(user=make_user("dave", approver=True), extension=extension)
+    assert ClaimExtension.objects.get(pk=extension.pk).state == "approved"
+
+    settings.ALLOW_SELF_APPROVAL = True
+    again = expiry.extension_request(user=carol, claim_request=claim, hours=6)
+    expiry.extension_approve(user=carol, extension=again)
+    assert ClaimExtension.objects.get(pk=again.pk).state == "approved"
+
+
+def hebrew(user: User) -> Client:
+    Profile.objects.update_or_create(user=user, defaults={"language": "he"})
+    return client_of(user)
+
+
+def test_the_claim_page_shows_the_end_in_the_readers_date_format(
+    alice: User, carol: User, cluster: Cluster
+) -> None:
+    claim = applied_claim(alice, carol, cluster)
+    english = client_of(carol).get(reverse("claim", args=[claim.pk])).content.decode()
+    assert '<strong id="claim-expires-at">March 9, 2026, 9 a.m. UTC</strong>' in english
+    try:
+        html = hebrew(alice).get(reverse("claim", args=[claim.pk])).content.decode()
+    finally:
+        translation.deactivate()
+    assert '<html lang="he" dir="rtl">' in html
+    assert '<strong id="claim-expires-at">9 במרץ 2026 09:00 UTC</strong>' in html
+    assert "2026-03-09 09:00" not in html
+    assert 'datetime="2026-03-02T09:00:00+00:00"' in html  # the timeline's, still ISO 8601
+
+
+def test_an_expired_claim_says_so_in_the_readers_language(
+    alice: User, carol: User, cluster: Cluster
+) -> None:
+    claim = applied_claim(alice, carol, cluster)
+    with time_machine.travel(START + timedelta(days=7), tick=False):
+        assert expiry.reclaim_expired() == [claim.pk]
+    claim.refresh_from_db()
+    # The row and its audit trail keep the English, with a UTC time any tool can read.
+    stored = "Expired: its lifetime ended at 2026-03-09 09:00 UTC; reclaimed by the portal."
+    assert claim.state_message == stored
+    try:
+        html = hebrew(alice).get(reverse("claim", args=[claim.pk])).content.decode()
+        # What the catalog says for it, with the time in the Hebrew format.
+        said = translation.gettext(expiry.EXPIRED) % {"ended": "9 במרץ 2026 09:00 UTC"}
+    finally:
+        translation.deactivate()
+    assert f'id="claim-message">{escape(said)}</span>' in html
+    assert f"<div>{escape(said)}</div>" in html  # the timeline's row
+    assert stored not in html
+
+
+def test_it_shows_a_decision_within_a_message_in_the_readers_language(
+    alice: User, carol: User, cluster: Cluster
+) -> None:
+    claim = applied_claim(alice, carol, cluster)
+    extension = expiry.extension_request(user=alice, claim_request=claim, hours=24)
+    expiry.extension_approve(user=carol, extension=extension)
+    stored = AuditEvent.objects.filter(object_id=claim.pk, object_kind="claim_request").last()
+    assert stored is not None
+    assert stored.message == (
+        "Extended by 24 h, now expires at 2026-03-10 09:00 UTC: Approved by carol."
+    )
+    with translation.override("he"):
+        approved = translation.gettext(expiry.APPROVED_BY) % {"user": "carol"}
+        values = {"hours": 24, "ends": "10 במרץ 2026 09:00 UTC", "decision": approved}
+        assert user_message(stored.message) == translation.gettext(expiry.EXTENDED) % values
+    assert user_message(stored.message) == (
+        "Extended by 24 h, now expires at March 10, 2026, 9 a.m. UTC: Approved by carol."
+    )
+    assert user_message("Asked for 24 h more: no reason given.") == (
+        "Asked for 24 h more: no reason given."
+    )
+
+
+def test_it_emails_the_end_in_the_recipients_date_format(
+    alice: User, carol: User, cluster: Cluster, django_capture_on_commit_callbacks: Any
+) -> None:
+    Profile.objects.create(user=alice, language="he")
+    claim = applied_claim(alice, carol, cluster)
+    end = time_machine.travel(START + timedelta(days=7), tick=False)
+    with django_capture_on_commit_callbacks() as callbacks, end:
+        assert expiry.reclaim_expired() == [claim.pk]
+    [notice] = notices(callbacks)
+    notice.deliver()
+    [email] = mail.outbox
+    assert "(9 במרץ 2026 09:00 UTC)" in email.body
+    with translation.override("he"):
+        said = translation.gettext(expiry.EXPIRED) % {"ended": "9 במרץ 2026 09:00 UTC"}
+    assert said in email.body
+    assert "2026-03-09" not in email.body

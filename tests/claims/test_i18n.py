@@ -21,7 +21,7 @@ from django.utils import translation
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
-from claims import notifications, services
+from claims import expiry, notifications, rules, services
 from claims.models import Cluster, Profile
 from tests.fixtures.portal import PASSWORD
 
@@ -228,3 +228,40 @@ def test_it_has_a_hebrew_translation_of_every_string(tmp_path: Path) -> None:
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, check=True, capture_output=True, text=True)
+
+
+def _extracted(tmp_path: Path) -> dict[str, str]:
+    """What makemessages finds in a copy of the sources: each msgid and its flags line."""
+    for name in SOURCES:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, tmp_path / name, ignore=shutil.ignore_patterns("*.pyc"))
+        else:
+            shutil.copy(source, tmp_path / name)
+    env = {"DEBUG": "True", "PATH": "/usr/bin:/bin", "PORTAL_VAR_DIR": str(tmp_path / "var")}
+    subprocess.run(
+        [sys.executable, "manage.py", "makemessages", "-l", "he", "--no-obsolete"],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        env=env,
+    )
+    po = (tmp_path / "locale" / "he" / "LC_MESSAGES" / "django.po").read_text()
+    found = {}
+    for entry in po.split("\n\n"):
+        flags = "".join(line for line in entry.splitlines() if line.startswith("#,"))
+        if match := re.search(r'^msgid ((?:".*"\n?)+)', entry, re.M):
+            msgid = "".join(re.findall(r'"(.*)"', match[1]))
+            found[msgid.replace('\\"', '"')] = flags
+    return found
+
+
+def test_it_puts_the_messages_rows_keep_in_the_catalog(tmp_path: Path) -> None:
+    """The messages stored in English with values in them (an expiry, an extension, a rule's
+    approval) are shown translated (claims.templatetags.portal.user_message): makemessages
+    must find each, as a Python format for the translators to keep its values."""
+    found = _extracted(tmp_path)
+    for msgid in (*expiry.MESSAGES, *rules.MESSAGES):
+        assert "python-format" in found.get(msgid, ""), msgid
+    for msgid in (expiry.NO_REASON, expiry.UNDECIDED):
+        assert msgid in found
