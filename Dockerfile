@@ -48,11 +48,12 @@ FROM base AS assets
 RUN apt-get update && apt-get install -y --no-install-recommends gettext \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=builder /opt/venv /opt/venv
-# The sources .dockerignore lets through: no tests, docs, benchmarks or manifests.
+# The sources .dockerignore lets through: no tests, docs, benchmarks or manifests; and not
+# kubesim, which has its own stage (the portal never imports it).
 COPY . .
 RUN SECRET_KEY=build-only python manage.py collectstatic --noinput \
     && if [ -d locale ]; then SECRET_KEY=build-only python manage.py compilemessages; fi \
-    && rm -rf /tmp/portal
+    && rm -rf /tmp/portal kubesim
 
 FROM base AS runtime
 COPY --from=builder /opt/venv /opt/venv

@@ -1,6 +1,7 @@
 """docker-compose.yml against the compose specification's JSON schema (the copy
 check-jsonschema vendors, with its licence: `vendor.compose-spec`), and the same promises as
-the manifests: the portal's processes run read-only with a tmpfs /tmp."""
+the manifests: the portal's processes run read-only with a tmpfs /tmp, without capabilities or
+privilege escalation."""
 
 from __future__ import annotations
 
@@ -50,6 +51,8 @@ def test_it_runs_the_portal_read_only_from_its_image() -> None:
     for name, service in ours.items():
         assert service["read_only"] is True, name
         assert service["tmpfs"] == ["/tmp"], name
+        assert service["cap_drop"] == ["ALL"], name
+        assert service["security_opt"] == ["no-new-privileges:true"], name
         target = "kubesim" if name == "kubesim" else "runtime"
         assert service["build"] == {"context": ".", "target": target}, name
     # The key comes from the environment of whoever starts it, never from this file.

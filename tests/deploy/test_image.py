@@ -38,7 +38,21 @@ def test_it_runs_as_the_numeric_user_the_pods_require() -> None:
         assert template["spec"]["securityContext"]["runAsUser"] == 10001
 
 
+def ignored() -> list[str]:
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
 def test_it_leaves_tests_and_tooling_out_of_the_build_context() -> None:
-    ignored = (ROOT / ".dockerignore").read_text().split()
     for path in ("tests/", "docs/", "bench/", "deploy/", ".git/", ".venv/", "var/"):
-        assert path in ignored
+        assert path in ignored()
+    for path in ("test-artifacts/", ".hypothesis/", ".import_linter_cache/"):
+        assert path in ignored()
+
+
+def test_it_leaves_kubesim_to_its_own_image() -> None:
+    # The kubesim stage copies it from the context; the portal's app tree goes without it.
+    assert "kubesim/" not in ignored()
+    assert "COPY kubesim/ kubesim/" in stages()["kubesim"]
+    assert re.search(r"rm -rf [^\n]*\bkubesim\b", stages()["assets"])
+    assert "kubesim" not in stages()["runtime"]

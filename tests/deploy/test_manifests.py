@@ -29,7 +29,14 @@ pytestmark = [
 # The newest releases kubernetes-validate ships schemas for reach 1.37; 1.33 and 1.34 are the
 # platforms the portal supports (resource.k8s.io v1beta1 and v1).
 VERSIONS = ("1.33", "1.34")
-SECRETS = {"SECRET_KEY", "DATABASE_URL", "REDIS_URL"}
+SECRETS = {
+    "SECRET_KEY",
+    "DATABASE_URL",
+    "REDIS_URL",
+    "CLUSTER_CREDENTIALS_KEYS",
+    "METRICS_TOKEN",
+    "OIDC_RP_CLIENT_SECRET",
+}
 NAMESPACE = "gpu-portal"
 # The image each overlay's `images:` entry names (autoscaled is production's).
 IMAGES = {

@@ -1,6 +1,6 @@
 """docs/operations.md stays complete: every environment variable the settings read is in its
-configuration reference (and nothing there is read by nobody), and its links to its own
-sections lead somewhere."""
+configuration reference (and nothing there is read by nobody), every one it marks secret goes
+in the Secret its install step makes, and its links to its own sections lead somewhere."""
 
 from __future__ import annotations
 
@@ -80,3 +80,12 @@ def test_its_links_to_its_own_sections_lead_somewhere() -> None:
     assert links and links <= anchors, links - anchors
     deploy = (ROOT / "docs" / "deploy.md").read_text()
     assert set(re.findall(r"\(operations\.md#([^)]+)\)", deploy)) <= anchors
+
+
+def test_it_puts_every_secret_setting_in_the_secret_it_makes() -> None:
+    rows = [line.split("|")[1] for line in reference_section().splitlines() if "**Secret**" in line]
+    secret = {name for row in rows for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", row)}
+    assert {"SECRET_KEY", "METRICS_TOKEN", "OIDC_RP_CLIENT_SECRET"} <= secret
+    start = DOC.index("create secret generic gpu-portal-secrets")
+    step = DOC[start : DOC.index("```", start)]
+    assert sorted(secret - set(re.findall(r"--from-literal=([A-Z0-9_]+)=", step))) == []
