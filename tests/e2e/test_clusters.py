@@ -1,6 +1,8 @@
 """A second cluster in a real browser: an admin registers a second kubesim by pasting its
 kubeconfig (mistakes shown next to the field, the context offered from the kubeconfig), the
-portal checks it, and a data scientist's namespace on it is created there by the worker."""
+portal checks it, and a data scientist's namespace on it is created there by the worker. The
+second cluster's own page shows its version, preflight and GPU map; when it goes away the
+clusters list says so, and the first cluster's pages work on."""
 
 from __future__ import annotations
 
@@ -80,6 +82,36 @@ def request_a_namespace_on_it(page: Page, base: str) -> None:
     expect(page.locator("#dashboard-live")).to_contain_text("on-second")
 
 
+def its_own_page_shows_what_it_is(page: Page, base: str, cluster: Cluster) -> None:
+    """Version, preflight and GPU map of one cluster, reached from the clusters list."""
+    page.goto(base + "/clusters/")
+    page.locator(f"#cluster-{cluster.pk}").get_by_role("link", name=cluster.name, exact=True).click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text(f"Cluster {cluster.name}")
+    expect(page.locator("#server-version")).to_have_text("v1.34.1")
+    expect(page.locator("#served-versions")).to_have_text("v1, v1beta2, v1beta1")
+    preflight = page.locator("section", has=page.get_by_role("heading", name="Preflight checks"))
+    expect(preflight).to_contain_text("devices published by gpu.nvidia.com")
+    expect(preflight.locator(".badge.ok").first).to_be_visible()
+    expect(preflight.locator(".badge.bad")).to_have_count(0)
+    expect(page.locator("#gpu-map .gpu-card")).to_have_count(8)
+    expect(page.locator("#gpu-totals")).to_contain_text("devices free")
+    assert_accessible(page)
+
+
+def it_goes_away_and_the_list_says_so(
+    page: Page, base: str, handle: kubesim.Handle, second: Cluster
+) -> None:
+    handle.stop()
+    page.goto(base + "/clusters/")
+    row = page.locator(f"#cluster-{second.pk}")
+    row.get_by_role("button", name="Check second again").click()
+    row = page.locator(f"#cluster-{second.pk}")
+    expect(row.locator(".badge.bad")).to_have_text("unreachable")
+    expect(row).to_contain_text("connection refused")
+    expect(row).to_contain_text(", just now")  # never "0 minutes ago"
+    assert_accessible(page)
+
+
 def test_an_admin_registers_a_second_cluster_and_a_namespace_lands_there(
     live_server: Any,
     open_page: Callable[[], Page],
@@ -104,3 +136,12 @@ def test_an_admin_registers_a_second_cluster_and_a_namespace_lands_there(
     assert ns.cluster.name == "second"
     assert namespace_in(second_kubesim, "on-second")
     assert not namespace_in(e2e_kubesim, "on-second")  # not on the first cluster
+
+    second = Cluster.objects.get(name="second")
+    its_own_page_shows_what_it_is(admin, base, second)
+    it_goes_away_and_the_list_says_so(admin, base, second_kubesim, second)
+    # The first cluster is not held back by the second one's absence.
+    its_own_page_shows_what_it_is(scientist, base, e2e_cluster)
+    expect(scientist.locator("#cluster-unreachable")).to_have_count(0)
+    scientist.goto(base + "/")
+    expect(scientist.locator("#dashboard-live")).to_contain_text("on-second")
