@@ -2,7 +2,8 @@
 
 The sync costs a fixed number of API calls per cluster and cycle, whatever the number of
 claims: one list of claims and one list of Pods by label, plus logs only for Pods that are
-running or just finished (and discovery + inventory now and then).
+running or just finished (and discovery + inventory now and then), and the Events of a Pod
+that is pending, at most once per POD_WARNINGS_EVERY for each.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from claims import cluster_ops, inventory, observations, run_follower
+from claims import changes, cluster_ops, inventory, observations, run_follower
 from claims.cluster_ops import gateway_for
 from claims.kube.gateway import (
     ClaimState,
@@ -46,6 +47,9 @@ SYNC_LEASE = timedelta(seconds=30)
 NS = NamespaceRequest.State
 CS = ClaimRequest.State
 FOLLOWED_CLAIMS = (CS.WAITING, CS.IN_USE)
+# How often the Events of a run's pending Pod are read again, and how many are kept.
+POD_WARNINGS_EVERY = timedelta(seconds=10)
+POD_WARNINGS_KEPT = 5
 S = TypeVar("S")
 
 
@@ -151,8 +155,43 @@ def _sync_cycle(cluster: Cluster, lists: ClusterLists | None = None) -> bool:
             runs, by_name, pods.at, gateway, allocations or {}, streamed
         )
         problems += run_follower.retry_logs(awaiting, by_name, gateway)
+        read_pod_warnings(runs, by_name, gateway)
     _record_outcome(cluster, problems)
     return not problems and any(not run.is_final for run in runs)
+
+
+def read_pod_warnings(runs: list[VerificationRun], pods: Pods, gateway: ClusterGateway) -> None:
+    """The latest Warning Events of each pending run's Pod, kept on the run for the page that
+    says why it waits: one list call per pending Pod and POD_WARNINGS_EVERY, however many
+    people look. Extra, like logs: a cluster that refuses it only costs the explanation."""
+    due = timezone.now() - POD_WARNINGS_EVERY
+    for run in runs:
+        pod = pods.get((run.claim.namespace, run.pod_name))
+        if pod is None or pod.phase != "Pending" or run.is_final:
+            continue
+        if run.pod_warnings_read_at and run.pod_warnings_read_at > due:
+            continue
+        try:
+            found = gateway.list_pod_warnings(pod.namespace, pod.name, run.pod_uid)
+        except KubeError as error:
+            log.warning("events of %s/%s: %s", pod.namespace, pod.name, error)
+            continue
+        # Once bound, the scheduler's old complaints no longer hold.
+        current = [e for e in found if not (pod.node and e.reason == "FailedScheduling")]
+        kept = [asdict(event) for event in current[:POD_WARNINGS_KEPT]]
+        _keep_pod_warnings(run, kept)
+
+
+def _keep_pod_warnings(run: VerificationRun, kept: list[dict[str, Any]]) -> None:
+    now = timezone.now()
+    if kept == run.pod_warnings:
+        VerificationRun.objects.filter(pk=run.pk).update(pod_warnings_read_at=now)
+        return
+    # A change the run's page shows: its version moves and whoever watches it wakes.
+    VerificationRun.objects.filter(pk=run.pk).update(
+        pod_warnings=kept, pod_warnings_read_at=now, updated=now
+    )
+    changes.announce(run)
 
 
 T = TypeVar("T")

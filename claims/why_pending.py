@@ -1,15 +1,17 @@
 """Why a claim waits for its devices, or a run's Pod for a node, in plain language.
 
 Pure: from what the claim asks for, the inventory and holds of the GPU map, and what the
-cluster said about the Pod (the PodScheduled condition's message, which is also the note of
-the scheduler's FailedScheduling event, or a container's image pull error, as the follower
-stores them in the run's state_message).
+cluster said about the Pod: its status (the PodScheduled condition's message, or a container's
+image pull error, as the follower stores them in the run's state_message) and its latest
+Warning Events (the scheduler's FailedScheduling, the kubelet's failed pulls, a DRA driver
+that could not prepare the devices; the sync keeps them on the run while its Pod is pending).
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +25,9 @@ IMAGE_WORDS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
 MISSING_CLASS = re.compile(r"device class (\S+) does not exist")
 # Reasons that hold whatever else runs on the cluster (the others pass with time).
 LASTING = ("unknown_class", "no_match", "too_many")
+# The kubelet's reason when a DRA driver fails to prepare a claim's devices for the Pod.
+PREPARE_FAILED = "FailedPrepareDynamicResources"
+MAX_WARNINGS = 3  # Events of other reasons told, at most
 
 
 @dataclass(frozen=True)
@@ -34,7 +39,8 @@ class Asked:
 
 @dataclass(frozen=True)
 class Reason:
-    kind: str  # unknown_class, no_match, too_many, held, image, quota, unschedulable
+    # unknown_class, no_match, too_many, held, image, quota, unschedulable, prepare, warning
+    kind: str
     text: str
     cluster_says: str = ""  # the cluster's own words, when they are what we read
     show_matching: bool = False  # a link to the matching devices on the map helps
@@ -61,11 +67,15 @@ def explain(
     holds: list[Hold],
     own_claim: int | None = None,
     pod_message: str = "",
+    pod_warnings: Sequence[Mapping[str, Any]] = (),
 ) -> list[Reason]:
-    """Reasons, most telling first; empty when nothing we know of stands in the way."""
-    cluster_said = _scheduler_words(pod_message)
+    """Reasons, most telling first; empty when nothing we know of stands in the way.
+    pod_warnings: the Pod's Warning Events, newest first ({"reason", "message"})."""
+    scheduler = next((w for w in pod_warnings if w.get("reason") == "FailedScheduling"), None)
+    cluster_said = _scheduler_words(pod_message) or _scheduler_words(_said(scheduler))
     found = _from_devices(asked, inventory, holds, own_claim, cluster_said)
-    return found + _from_pod(pod_message, found)
+    found += _from_pod(pod_message or cluster_said, found)
+    return found + _from_warnings(pod_warnings, found)
 
 
 def _from_devices(
@@ -184,3 +194,43 @@ def _unschedulable_text(message: str) -> str:
             "made outside the portal do not show on the map."
         )
     return _("Kubernetes found no node for the Pod for a reason other than its devices.")
+
+
+def _said(warning: Mapping[str, Any] | None) -> str:
+    return str(warning.get("message") or "") if warning else ""
+
+
+def _from_warnings(warnings: Sequence[Mapping[str, Any]], found: list[Reason]) -> list[Reason]:
+    """What the Pod's Events say that its status and the devices do not already explain."""
+    told = {reason.kind for reason in found}
+    extra: list[Reason] = []
+    # The kubelet's "Error: ErrImagePull" follows the event that says why: that one first.
+    for warning in sorted(warnings, key=lambda w: _said(w).startswith("Error: ")):
+        event_reason = str(warning.get("reason") or "")
+        reason = _from_warning(event_reason, _said(warning))
+        if reason is None or len(extra) == MAX_WARNINGS:
+            continue
+        key = event_reason if reason.kind == "warning" else reason.kind
+        if key not in told:
+            told.add(key)
+            extra.append(reason)
+    return extra
+
+
+def _from_warning(reason: str, message: str) -> Reason | None:
+    if reason == "FailedScheduling" or not message:
+        return None  # read with the Pod's status above
+    if any(word in message for word in IMAGE_WORDS) or "pull image" in message:
+        text = _("The container image could not be pulled, so the Pod cannot start.")
+        return Reason("image", text, message)
+    if "exceeded quota" in message:
+        text = _("The namespace's ResourceQuota does not allow this; ask an admin to raise it.")
+        return Reason("quota", text, message)
+    if reason == PREPARE_FAILED:
+        text = _(
+            "The node could not prepare the claim's devices for the Pod: the GPU's DRA driver "
+            "refused. Ask an admin to look at the driver on that node."
+        )
+        return Reason("prepare", text, message)
+    text = _("Kubernetes reported a problem with the Pod (%(reason)s).") % {"reason": reason}
+    return Reason("warning", text, f"{reason}: {message}")

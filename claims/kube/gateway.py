@@ -8,6 +8,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -41,6 +42,7 @@ __all__ = [
     "KubeError",
     "LogLine",
     "PermanentKubeError",
+    "PodEvent",
     "PodState",
     "PreflightCheck",
     "ResourceVersionExpired",
@@ -105,6 +107,33 @@ def _is_waiting_to_start(error: PermanentKubeError) -> bool:
     return error.status == 400 and (
         "waiting to start" in error.message or "ContainerCreating" in error.message
     )
+
+
+@dataclass(frozen=True)
+class PodEvent:
+    reason: str
+    message: str
+    at: str  # when last seen (RFC 3339), as the cluster wrote it
+    count: int
+
+
+def _pod_event(event: Obj) -> PodEvent:
+    # A recurring event counts up in series.count (events.k8s.io) or count (core/v1).
+    series = event.get("series") or {}
+    at = (
+        series.get("lastObservedTime")
+        or event.get("lastTimestamp")
+        or event.get("eventTime")
+        or (event.get("metadata") or {}).get("creationTimestamp")
+        or ""
+    )
+    count = int(series.get("count") or event.get("count") or 1)
+    return PodEvent(str(event.get("reason") or ""), str(event.get("message") or ""), at, count)
+
+
+def _by_time(event: PodEvent) -> str:
+    # RFC 3339 in UTC sorts as text once the fraction is the same length (MicroTime has one).
+    return event.at.replace("Z", ".000000Z") if "." not in event.at else event.at
 
 
 class ClusterGateway:
@@ -347,6 +376,17 @@ class ClusterGateway:
     def list_pods(self, label_selector: str) -> list[PodState]:
         """All matching Pods in every namespace, in one API call."""
         return [parsing.pod_state(o) for o in self._list("/api/v1/pods", label_selector)]
+
+    def list_pod_warnings(self, namespace: str, name: str, uid: str) -> list[PodEvent]:
+        """The Warning Events about one Pod (this uid, not an earlier Pod of the name), newest
+        first: what the scheduler, the kubelet or a DRA driver said about it. core/v1, where
+        the events.k8s.io Events are stored too."""
+        selector = f"involvedObject.name={name},type=Warning"
+        if uid:
+            selector += f",involvedObject.uid={uid}"
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/events"
+        items = self._get_json(path, {"fieldSelector": selector}).get("items") or []
+        return sorted((_pod_event(item) for item in items), key=_by_time, reverse=True)
 
     def list_namespaces(self, label_selector: str) -> list[Obj]:
         """Matching Namespaces as the cluster has them (uid, labels, deletionTimestamp)."""

@@ -256,6 +256,10 @@ class VerificationRun(models.Model):
     log_error = models.TextField(blank=True)
     # A finished run whose logs could not be read is read again until then.
     log_retry_until = models.DateTimeField(null=True, blank=True)
+    # While its Pod is pending: the latest Warning Events about it, newest first
+    # ([{"reason", "message", "at", "count"}]), read by the sync now and then (claims/sync.py).
+    pod_warnings = models.JSONField(default=list, blank=True)
+    pod_warnings_read_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created"]

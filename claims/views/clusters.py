@@ -123,7 +123,8 @@ def claim_map_context(claim: ClaimRequest, user: Any) -> dict[str, Any]:
         context["claim_map"] = gpu_map.build(cluster.inventory, found, highlight=mine, nodes=nodes)
     elif claim.state in WAITING_CLAIMS:
         waiting = claim.runs.filter(state__in=WAITING_RUNS).order_by("-created").first()
-        reasons = reasons_for(claim, found, waiting.state_message if waiting else "")
+        said = (waiting.state_message, waiting.pod_warnings) if waiting else ("", [])
+        reasons = reasons_for(claim, found, *said)
         # Without a Pod nothing waits yet: only what no Pod could ever get past is worth saying.
         lasting = [reason for reason in reasons if reason.kind in why_pending.LASTING]
         context["pending_reasons"] = reasons if waiting else lasting
@@ -138,11 +139,11 @@ def run_pending_context(run: VerificationRun, user: Any) -> dict[str, Any]:
         return {"pending_reasons": []}
     claim = run.claim
     found = holds(claim.namespace_request.cluster, user)
-    return {"pending_reasons": reasons_for(claim, found, run.state_message)}
+    return {"pending_reasons": reasons_for(claim, found, run.state_message, run.pod_warnings)}
 
 
 def reasons_for(
-    claim: ClaimRequest, found: list[gpu_map.Hold], message: str
+    claim: ClaimRequest, found: list[gpu_map.Hold], message: str, warnings: list | None = None
 ) -> list[why_pending.Reason]:
     asked = why_pending.Asked(
         device_class=claim.device_class,
@@ -155,6 +156,7 @@ def reasons_for(
         holds=found,
         own_claim=claim.pk,
         pod_message=message,
+        pod_warnings=warnings or [],
     )
 
 

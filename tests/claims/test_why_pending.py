@@ -4,25 +4,31 @@ MIG devices and a whole A100 on mig-node-1)."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
+import kubesim
 from claims import cluster_ops, selectors, services, sync, why_pending
 from claims.gpu_map import Hold
-from claims.models import ClaimRequest, Cluster, VerificationRun
+from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 from claims.transitions import transition
 from claims.views.clusters import claim_map_context, holds, reasons_for, run_pending_context
 from tests.claims.test_gpu_map import *  # noqa: F403 (fixtures)
 from tests.claims.test_gpu_map import (
     H100_ONLY,
+    TOPOLOGY,
     applied_claim,
     held_by_a_stuck_pod,
     started_run,
 )
-from tests.fixtures.portal import wait_until
+from tests.fixtures.portal import register_cluster, wait_until
 
 GPU = "gpu.nvidia.com"
 # kubesim's scheduler, for a Pod whose nodeSelector no node has (tests/kubesim/test_scheduler).
@@ -256,3 +262,154 @@ def test_it_says_only_what_lasts_while_no_pod_waits(
     ClaimRequest.objects.filter(pk=idle.pk).update(selector=no_such)
     idle.refresh_from_db()
     assert kinds(claim_map_context(idle, alice)["pending_reasons"]) == ["no_match"]
+
+
+# What a kubelet records when a DRA driver's NodePrepareResources fails: the Pod stays Pending
+# (its containers never created) and only this Event says why.
+PREPARE_FAILED = (
+    "Failed to prepare dynamic resources: NodePrepareResources failed for ResourceClaim "
+    "{claim}: error preparing devices: GPU gpu-0 is in a bad state (Xid 79)"
+)
+
+
+@pytest.fixture(scope="module")
+def quiet_kubesim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kubesim.Handle]:
+    """The map's cluster without kubelets: Pods are scheduled and bound but never start, so
+    their status says nothing beyond PodScheduled."""
+    path = Path(tmp_path_factory.mktemp("topology")) / "quiet.yaml"
+    path.write_text(TOPOLOGY)
+    handle = kubesim.start(topology=str(path), speed=20, kubelet=False)
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def quiet_cluster(db: None, quiet_kubesim: kubesim.Handle) -> Iterator[Cluster]:
+    yield register_cluster(quiet_kubesim, name="quiet")
+    cluster_ops.forget_gateways()
+
+
+def active_namespace(user: User, cluster: Cluster) -> NamespaceRequest:
+    ns = services.namespace_request_submit(
+        user=user, cluster=cluster, name=f"quiet-{uuid.uuid4().hex[:6]}"
+    )
+    transition(ns, to="approved", allowed=("pending",))
+    assert cluster_ops.apply_namespace(ns)
+    ns.refresh_from_db()
+    return ns
+
+
+def kubelet_event(run: VerificationRun, reason: str, message: str) -> dict[str, Any]:
+    """A core/v1 Event about the run's Pod, as the kubelet of its node writes one."""
+    namespace = run.claim.namespace
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{run.pod_name}.{uuid.uuid4().hex[:12]}", "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": run.pod_name,
+            "namespace": namespace,
+            "uid": run.pod_uid,
+        },
+        "reason": reason,
+        "message": message,
+        "type": "Warning",
+        "source": {"component": "kubelet", "host": "gpu-node-1"},
+        "reportingComponent": "kubelet",
+        "reportingInstance": "gpu-node-1",
+        "count": 1,
+    }
+
+
+def test_it_says_what_only_the_pods_events_carry(
+    alice: User, quiet_cluster: Cluster, quiet_kubesim: kubesim.Handle
+) -> None:
+    ns = active_namespace(alice, quiet_cluster)
+    claim = applied_claim(alice, ns, count=1, selector=H100_ONLY)
+    run = started_run(alice, claim)
+    message = PREPARE_FAILED.format(claim=f"{ns.name}/{claim.name}")
+    events = f"/api/v1/namespaces/{ns.name}/events"
+    quiet_kubesim.admin(
+        "POST", events, kubelet_event(run, "FailedPrepareDynamicResources", message)
+    )
+
+    def warned() -> bool:
+        sync.sync_cluster(quiet_cluster)
+        run.refresh_from_db()
+        return bool(run.pod_warnings)
+
+    wait_until(warned, timeout=15)
+
+    # Bound, and its status says nothing more: no container ever started or failed.
+    pod = quiet_kubesim.admin("GET", f"/api/v1/namespaces/{ns.name}/pods/{run.pod_name}")
+    assert pod["spec"]["nodeName"] == "gpu-node-1" and pod["status"]["phase"] == "Pending"
+    assert not pod["status"].get("containerStatuses")
+    assert (run.state, run.state_message) == ("pending", "Pod created; waiting to schedule.")
+    assert [(w["reason"], w["message"]) for w in run.pod_warnings] == [
+        ("FailedPrepareDynamicResources", message)
+    ]
+    [reason] = run_pending_context(run, alice)["pending_reasons"]
+    assert reason.kind == "prepare"
+    assert reason.text.startswith("The node could not prepare the claim's devices for the Pod")
+    assert reason.cluster_says == message
+    client = Client()
+    client.force_login(alice)
+    content = client.get(reverse("run", args=[run.pk])).content.decode()
+    assert "The node could not prepare the claim&#x27;s devices" in content
+    assert "GPU gpu-0 is in a bad state (Xid 79)" in content
+
+
+def test_it_reads_the_schedulers_events_of_a_pending_pod_only(
+    alice: User, bob: User, map_cluster: Cluster, namespace_of: Any
+) -> None:
+    stuck = held_by_a_stuck_pod(bob, namespace_of(bob), count=2, selector=H100_ONLY)
+    waiting = applied_claim(alice, namespace_of(alice), count=1, selector=H100_ONLY)
+    run = started_run(alice, waiting)
+    scheduler_said(run, map_cluster, "cannot allocate all claims")
+
+    def warned() -> bool:
+        sync.sync_cluster(map_cluster)
+        run.refresh_from_db()
+        return bool(run.pod_warnings)
+
+    wait_until(warned, timeout=15)
+
+    # kubesim's scheduler writes it through events.k8s.io; the portal reads it as core/v1.
+    latest = run.pod_warnings[0]
+    assert latest["reason"] == "FailedScheduling"
+    assert latest["message"].startswith("0/2 nodes are available: 2 cannot allocate all claims")
+    # A bound Pod (the one holding the devices) keeps no complaint of the scheduler.
+    [bound] = stuck.runs.all()
+    assert all(w["reason"] != "FailedScheduling" for w in bound.pod_warnings)
+    # Read once per POD_WARNINGS_EVERY, not on every pass.
+    read_at = run.pod_warnings_read_at
+    sync.sync_cluster(map_cluster)
+    run.refresh_from_db()
+    assert run.pod_warnings_read_at == read_at
+
+
+def test_it_explains_from_events_when_the_status_says_nothing(map_cluster: Cluster) -> None:
+    inv = map_cluster.inventory
+
+    def explain(*warnings: tuple[str, str]) -> list[Any]:
+        found = [{"reason": reason, "message": message} for reason, message in warnings]
+        return why_pending.explain(asked=asked(), inventory=inv, holds=[], pod_warnings=found)
+
+    [unschedulable] = explain(("FailedScheduling", AFFINITY))
+    assert (unschedulable.kind, unschedulable.cluster_says) == ("unschedulable", AFFINITY)
+    pull = 'Failed to pull image "nvcr.io/x:1": not found'
+    # Newest first: the kubelet's terse "Error: ..." comes after the event that says why.
+    [image] = explain(("Failed", "Error: ErrImagePull"), ("Failed", pull))
+    assert (image.kind, image.cluster_says) == ("image", pull)
+    [quota] = explain(("FailedCreate", 'pods "x" is forbidden: exceeded quota: gpus'))
+    assert quota.kind == "quota"
+    [mount, sandbox] = explain(
+        ("FailedMount", "MountVolume.SetUp failed"),
+        ("FailedCreatePodSandBox", "no IP addresses available"),
+        ("FailedMount", "MountVolume.SetUp failed again"),
+    )
+    assert mount.text == "Kubernetes reported a problem with the Pod (FailedMount)."
+    assert mount.cluster_says == "FailedMount: MountVolume.SetUp failed"
+    assert sandbox.kind == "warning"
