@@ -1,0 +1,86 @@
+"""ClusterGateway.list_pod_warnings on kubesim: the Warning Events of one Pod (this uid, not an
+earlier Pod of the same name), newest first, whichever API the recorder wrote them through."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+import kubesim
+from claims.kube.gateway import ClusterGateway, PodEvent
+
+NOWHERE = {"kubernetes.io/hostname": "no-such-node"}  # no node matches: FailedScheduling
+
+
+@pytest.fixture
+def gateway(kubesim_cluster: kubesim.Handle) -> Iterator[ClusterGateway]:
+    with ClusterGateway(kubeconfig_path=kubesim_cluster.kubeconfig) as gw:
+        yield gw
+
+
+@pytest.fixture
+def namespace(kubesim_cluster: kubesim.Handle) -> Iterator[str]:
+    name = f"events-{uuid.uuid4().hex[:6]}"
+    kubesim_cluster.admin("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+    yield name
+    kubesim_cluster.admin("DELETE", f"/api/v1/namespaces/{name}")
+
+
+def unschedulable_pod(handle: kubesim.Handle, namespace: str, name: str) -> str:
+    pod = {
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": NOWHERE,
+            "containers": [{"name": "c", "image": "busybox"}],
+        },
+    }
+    return str(handle.admin("POST", f"/api/v1/namespaces/{namespace}/pods", pod)["metadata"]["uid"])
+
+
+def warnings_of(gw: ClusterGateway, namespace: str, name: str, uid: str) -> list[PodEvent]:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        found = gw.list_pod_warnings(namespace, name, uid)
+        if found:
+            return found
+        time.sleep(0.1)
+    return []
+
+
+def test_it_lists_the_warnings_of_this_pod_only(
+    gateway: ClusterGateway, kubesim_cluster: kubesim.Handle, namespace: str
+) -> None:
+    first = unschedulable_pod(kubesim_cluster, namespace, "twin")
+    assert warnings_of(gateway, namespace, "twin", first)
+    kubesim_cluster.admin("DELETE", f"/api/v1/namespaces/{namespace}/pods/twin")
+    again = unschedulable_pod(kubesim_cluster, namespace, "twin")
+
+    [event] = warnings_of(gateway, namespace, "twin", again)
+
+    assert event.reason == "FailedScheduling"
+    assert event.message.startswith("0/")
+    assert "didn't match Pod's node affinity/selector" in event.message
+    assert event.at and event.count == 1
+    assert len(gateway.list_pod_warnings(namespace, "twin", "")) == 2  # both Pods' without uid
+
+
+def test_it_leaves_normal_events_out(
+    gateway: ClusterGateway, kubesim_cluster: kubesim.Handle, namespace: str
+) -> None:
+    uid = unschedulable_pod(kubesim_cluster, namespace, "noted")
+    normal = {
+        "metadata": {"name": f"noted.{uuid.uuid4().hex[:8]}"},
+        "involvedObject": {"kind": "Pod", "name": "noted", "namespace": namespace, "uid": uid},
+        "reason": "Pulling",
+        "message": 'Pulling image "busybox"',
+        "type": "Normal",
+        "source": {"component": "kubelet"},
+    }
+    kubesim_cluster.admin("POST", f"/api/v1/namespaces/{namespace}/events", normal)
+
+    found = warnings_of(gateway, namespace, "noted", uid)
+
+    assert found and all(event.reason == "FailedScheduling" for event in found)
