@@ -238,6 +238,13 @@ class RunLogOutput(serializers.Serializer):
     truncated = serializers.BooleanField(help_text="True when only the tail is kept.")
 
 
+class PodWarningOutput(serializers.Serializer):
+    reason = serializers.CharField(help_text="e.g. FailedScheduling, Failed, FailedMount.")
+    message = serializers.CharField(help_text="The cluster's words.")
+    at = serializers.CharField(help_text="When the cluster last saw it (RFC 3339).")
+    count = serializers.IntegerField(help_text="How many times it was seen.")
+
+
 @extend_schema_serializer(examples=_example("A run that passed", examples.VERIFICATION_RUN))
 class VerificationRunOutput(serializers.ModelSerializer):
     claim_name = serializers.CharField(source="claim.name")
@@ -246,6 +253,11 @@ class VerificationRunOutput(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username")
     devices = serializers.ListField(child=serializers.DictField(child=serializers.JSONField()))
     logs = serializers.SerializerMethodField()
+    pod_warnings = PodWarningOutput(
+        many=True,
+        help_text="While the Pod is pending: the latest Warning Events about it, newest first, "
+        "as last read from the cluster (every few seconds).",
+    )
 
     class Meta:
         model = VerificationRun
@@ -258,6 +270,7 @@ class VerificationRunOutput(serializers.ModelSerializer):
             "pod_name",
             "state",
             "state_message",
+            "pod_warnings",
             "log_error",
             "owner",
             "node",

@@ -236,3 +236,21 @@ def test_it_releases_a_running_run_with_its_claim(
     answer = api("alice").get(f"/api/v1/runs/{run.pk}/").json()
     assert answer["state"] == "failed"
     assert answer["state_message"] == "The claim was released."
+
+
+def test_it_says_what_the_cluster_warned_about_a_pending_pod(
+    api: Api, alice: User, carol: User, cluster: Cluster
+) -> None:
+    run = started_run(alice, carol, cluster, "warned")
+    warning = {
+        "reason": "FailedScheduling",
+        "message": "0/2 nodes are available: 2 cannot allocate all claims.",
+        "at": "2026-12-01T10:42:00.123456Z",
+        "count": 3,
+    }
+    # What the sync keeps on the run while its Pod is pending (claims/sync.py).
+    VerificationRun.objects.filter(pk=run.pk).update(pod_warnings=[warning])
+
+    body = api("alice").get(f"/api/v1/runs/{run.pk}/").json()
+
+    assert body["pod_warnings"] == [warning]
