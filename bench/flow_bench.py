@@ -532,7 +532,13 @@ def writes(counters: dict[str, int], flows: int) -> dict[str, Any]:
         for key, count in sorted(counters.items())
         if key.split(" ")[0] in ("create", "patch", "update", "delete", "deletecollection")
     }
-    return {"total": written, "per_flow": {k: round(v / flows, 2) for k, v in written.items()}}
+    dry_runs = {key: count for key, count in sorted(counters.items()) if key.startswith("dry-run ")}
+    per_flow = {k: round(v / flows, 2) for k, v in written.items()}
+    return {
+        "total": written,
+        "per_flow": per_flow,
+        "dry_runs_per_flow": {k: round(v / flows, 2) for k, v in dry_runs.items()},
+    }
 
 
 def freshness(product: Product, admin: KubesimAdmin, samples: int) -> dict[str, Any]:

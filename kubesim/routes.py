@@ -234,7 +234,9 @@ class Api:
         verb = self._verb(request, target)
         if verb != "log":
             handlers.negotiate(request, verb)
-        self.faults.count(verb, target.kind.plural)
+        # A dry run writes nothing: counted apart, so counts of writes are of real ones.
+        counted = f"dry-run {verb}" if request.query.get("dryRun") == "All" else verb
+        self.faults.count(counted, target.kind.plural)
         response = self._answer(request, target, verb)
         warning = deprecation_warning(target, self.k8s_version)
         if warning:
