@@ -85,7 +85,8 @@ def request_a_namespace_on_it(page: Page, base: str) -> None:
 def its_own_page_shows_what_it_is(page: Page, base: str, cluster: Cluster) -> None:
     """Version, preflight and GPU map of one cluster, reached from the clusters list."""
     page.goto(base + "/clusters/")
-    page.locator(f"#cluster-{cluster.pk}").get_by_role("link", name=cluster.name, exact=True).click()
+    row = page.locator(f"#cluster-{cluster.pk}")
+    row.get_by_role("link", name=cluster.name, exact=True).click()
     expect(page.get_by_role("heading", level=1)).to_contain_text(f"Cluster {cluster.name}")
     expect(page.locator("#server-version")).to_have_text("v1.34.1")
     expect(page.locator("#served-versions")).to_have_text("v1, v1beta2, v1beta1")
