@@ -40,6 +40,9 @@ NODES = kind_for("", "nodes")
 CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_ON_NODE = "resourceclaim not available on the node"
 SELECTOR_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
+# The NodeUnschedulable plugin's (a cordoned node), which runs before the others.
+CORDONED = "node(s) were unschedulable"
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 STILL_NOT_SCHEDULABLE = "still not schedulable"
 NO_CLAIMS_TO_DEALLOCATE = "no new claims to deallocate"
 TERMINAL = ("Succeeded", "Failed")
@@ -56,15 +59,34 @@ class Inventory(NamedTuple):
     devices: dict[str, list[Candidate]]
     classes: dict[str, dict]
     labels: dict[str, dict[str, str]]
+    cordoned: frozenset[str] = frozenset()
 
 
 def read_inventory(store: Any) -> Inventory:
-    metas = [node["metadata"] for node in store.list(NODES, copy=False)[0]]
+    listed = store.list(NODES, copy=False)[0]
+    metas = [node["metadata"] for node in listed]
     nodes = [meta["name"] for meta in metas]
     labels = {meta["name"]: meta.get("labels") or {} for meta in metas}
+    cordoned = frozenset(
+        node["metadata"]["name"] for node in listed if (node.get("spec") or {}).get("unschedulable")
+    )
     slices, _ = store.list(SLICES, copy=False)
     classes = {c["metadata"]["name"]: c for c in store.list(CLASSES, copy=False)[0]}
-    return Inventory(nodes, {node: candidates(slices, node) for node in nodes}, classes, labels)
+    devices = {node: candidates(slices, node) for node in nodes}
+    return Inventory(nodes, devices, classes, labels, cordoned)
+
+
+def tolerates_cordon(pod: dict) -> bool:
+    """Whether the Pod tolerates node.kubernetes.io/unschedulable:NoSchedule (as DaemonSet
+    Pods do), upstream's TolerationsTolerateTaint for that one taint."""
+    for toleration in (pod.get("spec") or {}).get("tolerations") or []:
+        key, effect = toleration.get("key", ""), toleration.get("effect", "")
+        operator = toleration.get("operator") or "Equal"
+        if effect not in ("", "NoSchedule") or key not in ("", UNSCHEDULABLE_TAINT):
+            continue
+        if operator == "Exists" or (key and not toleration.get("value")):
+            return True
+    return False
 
 
 def fit_error(
@@ -265,6 +287,9 @@ class Scheduler:
         in_use = set().union(*self._in_use.values())
         reasons: dict[str, int] = {}
         for node in nodes:
+            if node in inventory.cordoned and not tolerates_cordon(pod):
+                reasons[CORDONED] = reasons.get(CORDONED, 0) + 1
+                continue
             if not pod_fits_node(pod, node, inventory.labels.get(node, {})):
                 reasons[SELECTOR_MISMATCH] = reasons.get(SELECTOR_MISMATCH, 0) + 1
                 continue

@@ -106,6 +106,7 @@ def run_the_whole_flow(alice: User, cluster: Cluster, handle: kubesim.Handle) ->
     assert access.issue_kubeconfig(user=alice, namespace_request=ns).text
     assert run_to_the_end(alice, claim, cluster).startswith("succeeded")
     assert reconciler.reconcile() == 0
+    a_pending_run_explained(alice, claim, cluster, handle)
 
     every_step_again_after_a_crash(alice, ns, claim)
     drift_repaired(ns, claim, cluster, handle)
@@ -134,6 +135,38 @@ def run_to_the_end(alice: User, claim: ClaimRequest, cluster: Cluster) -> str:
     )
     run.refresh_from_db()
     return f"{run.state} {run.state_message}".strip()
+
+
+def a_pending_run_explained(
+    alice: User, claim: ClaimRequest, cluster: Cluster, handle: kubesim.Handle
+) -> None:
+    """A run whose Pod no node takes (every node cordoned): the sync reads the Pod's Warning
+    Events to say why it waits."""
+    cordon(handle, True)
+    try:
+        run = services.verification_run_start(user=alice, claim_request=claim)
+        cluster_ops.start_run(run)
+        wait_until(
+            lambda: (
+                sync.sync_cluster(cluster)
+                and bool(VerificationRun.objects.get(pk=run.pk).pod_warnings)
+            ),
+            timeout=30,
+        )
+        services.verification_run_cancel(user=alice, run=VerificationRun.objects.get(pk=run.pk))
+    finally:
+        cordon(handle, False)
+
+
+def cordon(handle: kubesim.Handle, unschedulable: bool) -> None:
+    """As kubectl cordon and uncordon do, with the cluster admin's token."""
+    patch = {"spec": {"unschedulable": unschedulable or None}}
+    for node in handle.admin("GET", "/api/v1/nodes")["items"]:
+        path = f"/api/v1/nodes/{node['metadata']['name']}"
+        answer = raw_request(
+            handle, "PATCH", path, patch, content_type="application/merge-patch+json"
+        )
+        assert answer.status == 200, answer.body
 
 
 def every_step_again_after_a_crash(alice: User, ns: NamespaceRequest, claim: ClaimRequest) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import kubesim
-from tests.fixtures.kubesim import create_namespace, wait_until
+from tests.fixtures.kubesim import create_namespace, raw_request, wait_until
 
 FIT_ERROR = (
     "0/2 nodes are available: 2 cannot allocate all claims. still not schedulable, "
@@ -336,3 +336,47 @@ def test_it_places_a_pod_by_its_required_node_affinity(
     )
     assert condition["status"] == "False"
     assert f"{len(nodes)} node(s) didn't match Pod's node affinity/selector" in condition["message"]
+
+
+def test_it_keeps_pods_off_cordoned_nodes_unless_they_tolerate_it(
+    kubesim_module: kubesim.Handle, namespace: str
+) -> None:
+    nodes = [n["metadata"]["name"] for n in kubesim_module.admin("GET", "/api/v1/nodes")["items"]]
+
+    def cordon(unschedulable: bool) -> None:
+        patch = {"spec": {"unschedulable": unschedulable or None}}
+        for node in nodes:
+            merge = "application/merge-patch+json"
+            answer = raw_request(
+                kubesim_module, "PATCH", f"/api/v1/nodes/{node}", patch, content_type=merge
+            )
+            assert answer.status == 200, answer.body
+
+    cordon(True)
+    try:
+        spec: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox"}]}
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cordoned"}, "spec": spec}
+        kubesim_module.admin("POST", f"/api/v1/namespaces/{namespace}/pods", body)
+        condition = wait_until(
+            lambda: scheduled_condition(get_pod(kubesim_module, namespace, "cordoned"))
+        )
+        assert condition["message"] == (
+            f"0/{len(nodes)} nodes are available: {len(nodes)} node(s) were unschedulable. "
+            f"no new claims to deallocate, preemption: 0/{len(nodes)} nodes are available: "
+            f"{len(nodes)} Preemption is not helpful for scheduling."
+        )
+        tolerating = {
+            **spec,
+            "tolerations": [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}],
+        }
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "daemon"},
+            "spec": tolerating,
+        }
+        kubesim_module.admin("POST", f"/api/v1/namespaces/{namespace}/pods", body)
+        assert bound_node(kubesim_module, namespace, "daemon") in nodes
+    finally:
+        cordon(False)
+    assert bound_node(kubesim_module, namespace, "cordoned") in nodes  # uncordoned: it goes

@@ -151,6 +151,10 @@ ADMIN_EXCEPTIONS = {
     "admin:claims_auditevent_delete": {"GET": "LLLFL"},
     "admin:claims_webhookdelivery_add": {"GET": "LLLFL"},  # records of what happened
     "admin:claims_claimextension_add": {"GET": "LLLFL"},
+    # Requests and runs are made through the services (quota, audit), never in the admin.
+    "admin:claims_namespacerequest_add": {"GET": "LLLFL"},
+    "admin:claims_claimrequest_add": {"GET": "LLLFL"},
+    "admin:claims_verificationrun_add": {"GET": "LLLFL"},
     "admin:axes_accessfailurelog_add": {"GET": "LLLFL"},
 }
 SPECIAL_PATHS = {
