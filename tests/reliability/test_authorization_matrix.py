@@ -288,7 +288,7 @@ class World:
     def pk_for(self, route: str) -> int:
         for marker, pk in (
             ("clusters/<int:pk>/claims/", self.cluster.pk),
-            ("extensions/", self.extension.pk),
+            ("extensions/<int:pk>/", self.extension.pk),
             ("namespace", self.namespace.pk),
             ("/ns/", self.namespace.pk),  # approvals/ns/<pk>/...
             ("claim", self.claim.pk),
