@@ -19,11 +19,10 @@ import kubesim
 from claims import cluster_ops
 from claims.models import Cluster, NamespaceRequest
 from tests.e2e.a11y import assert_accessible
-from tests.e2e.conftest import KUBELET_SPEED, log_in
+from tests.e2e.conftest import KUBELET_SPEED, log_in, screenshot
 from tests.fixtures.portal import PASSWORD, wait_until
 
 pytestmark = pytest.mark.e2e
-DOCS_SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
 @pytest.fixture
@@ -64,7 +63,7 @@ def register_the_second_cluster(page: Page, base: str, handle: kubesim.Handle) -
     expect(page.locator("#contexts-found")).to_contain_text("1 context in this kubeconfig.")
     expect(page.locator("select[name=context]")).to_have_value("kubesim")
     assert_accessible(page)
-    page.screenshot(path=str(DOCS_SCREENSHOT / "cluster-register.png"), full_page=True)
+    screenshot(page, "cluster-register")
     page.get_by_role("button", name="Register and check").click()
     expect(page.locator(".messages")).to_contain_text("second answered; preflight: 6/6 ok.")
     row = page.locator("#clusters tr", has_text="second")

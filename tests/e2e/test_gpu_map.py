@@ -6,7 +6,6 @@ critical violation on the map."""
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,7 +28,6 @@ from tests.e2e.test_flow import assert_not_reloaded, mark_page
 from tests.fixtures.portal import PASSWORD, register_cluster, wait_until
 
 pytestmark = pytest.mark.e2e
-DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
 @pytest.fixture(scope="module")
@@ -160,5 +158,3 @@ def test_it_maps_the_gpus_and_explains_a_claim_that_waits(
     expect(page.locator("#gpu-map-filter")).to_contain_text("finetune")
     expect(page.locator("#gpu-map .gpu-mark", has_text="✓ matches")).to_have_count(2)
     screenshot(page, "gpu-map-filtered")
-    for name in ("gpu-map.png", "why-pending.png"):
-        shutil.copyfile(SCREENSHOTS / name, DOCS_SCREENSHOTS / name)

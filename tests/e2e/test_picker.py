@@ -4,10 +4,8 @@ to its field, and submit. axe-core finds no serious or critical violation on the
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,12 +16,11 @@ from playwright.sync_api import Page, expect
 from claims import services
 from claims.models import ClaimRequest, Cluster
 from tests.e2e.a11y import assert_accessible
-from tests.e2e.conftest import SCREENSHOTS, log_in, screenshot
+from tests.e2e.conftest import log_in, screenshot
 from tests.fixtures.portal import PASSWORD
 
 pytestmark = pytest.mark.e2e
 H100 = "NVIDIA H100 80GB HBM3"
-DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
 def pick_model(page: Page, line: Any, cel: Any) -> None:
@@ -68,7 +65,6 @@ def test_it_writes_the_cel_from_the_picks_and_says_what_matches(
     flag_impossible_count(page)
     assert_accessible(page)
     screenshot(page, "claim-picker")
-    shutil.copyfile(SCREENSHOTS / "claim-picker.png", DOCS_SCREENSHOTS / "claim-picker.png")
     page.get_by_role("button", name="Submit for approval").click()
 
     expect(page.locator("h1")).to_contain_text("picked")
