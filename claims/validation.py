@@ -184,7 +184,7 @@ def validate_claim_fields(
     selector_field = selector_field_of(picks, written)
     problems = {
         "name": dns_label_problem(name),
-        "device_class": _device_class_problem(cluster, device_class),
+        "device_class": device_class_problem(cluster, device_class),
         selector_field: _selector_field_problem(cluster, device_class, selector),
     }
     if not problems["device_class"] and not all_devices:
@@ -194,7 +194,8 @@ def validate_claim_fields(
         raise ValidationError(errors)
 
 
-def _device_class_problem(cluster: Cluster, device_class: str) -> str | None:
+def device_class_problem(cluster: Cluster, device_class: str) -> str | None:
+    """Why a claim cannot name this class on this cluster (None: it can)."""
     known = cluster.device_class_names()
     if not known:
         return _("The device classes of %(cluster)s are not known yet; try again in a moment.") % {

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.utils.translation import gettext as _
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
@@ -181,7 +180,7 @@ def _refuse_bad_fields(
     offered: device_picker.Options,
 ) -> None:
     problems = dict(device_picker.problems(picks, offered))
-    unknown = _class_problem(cluster, device_class)
+    unknown = validation.device_class_problem(cluster, device_class)
     if unknown:
         problems["device_class"] = unknown
     written = validation.selector_problem(selector)
@@ -189,19 +188,3 @@ def _refuse_bad_fields(
         problems["selector"] = written
     if problems:
         raise ValidationError({field: [problem] for field, problem in problems.items()})
-
-
-def _class_problem(cluster: Cluster, device_class: str) -> str:
-    """As claim create words it (claims/validation.py)."""
-    known = cluster.device_class_names()
-    if not known:
-        return _("The device classes of %(cluster)s are not known yet; try again in a moment.") % {
-            "cluster": cluster
-        }
-    if device_class not in known:
-        return _("%(class)r is not a device class of %(cluster)s. Known: %(known)s.") % {
-            "class": device_class,
-            "cluster": cluster,
-            "known": ", ".join(known),
-        }
-    return ""
