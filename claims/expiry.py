@@ -170,6 +170,7 @@ def _ask(user: Any, pk: int, extra: timedelta, reason: str) -> tuple[ClaimExtens
             # Locked: a reclaim at this moment either comes first (refused here) or waits.
             claim = ClaimRequest.objects.select_for_update().get(pk=pk)
             _require_running(claim)
+            _require_askable(claim, extra)
             extension = ClaimExtension.objects.create(
                 claim=claim,
                 requested_by=user,
@@ -264,6 +265,20 @@ def _require_within_cap(claim: ClaimRequest, lifetime: timedelta) -> None:
             "maximum of %(cap)d h: reject it, or ask for fewer hours."
         )
         raise ValidationError({NON_FIELD_ERRORS: [message % hours]})
+
+
+def _require_askable(claim: ClaimRequest, extra: timedelta) -> None:
+    """Time that no one could grant is refused at once, with how much is left to ask for."""
+    lifetime = (claim.lifetime or timedelta()) + extra
+    cap = lifetime_limits(claim)[1]
+    if lifetime > cap:
+        left = max(_in_hours(cap - (claim.lifetime or timedelta())), 0)
+        values = {"lifetime": _in_hours(lifetime), "cap": _in_hours(cap), "left": left}
+        message = _(
+            "That would make the claim's lifetime %(lifetime)d h in all, more than its "
+            "maximum of %(cap)d h: ask for %(left)d h at most."
+        )
+        raise ValidationError({"hours": [message % values]})
 
 
 def _decide(

@@ -407,15 +407,29 @@ def test_a_claim_from_before_lifetimes_gets_one_from_now(
     assert claim.expires_at == later + settings.CLAIM_DEFAULT_LIFETIME
 
 
-def test_it_refuses_an_approvers_grant_past_the_max_lifetime(
+def test_it_refuses_to_ask_for_time_past_the_max_lifetime(
     alice: User, carol: User, cluster: Cluster
 ) -> None:
     week, cap = timedelta(days=7), timedelta(days=8)
     team_of(alice, cluster=cluster, default_lifetime=week, max_lifetime=cap)
     claim = applied_claim(alice, carol, cluster)
+    with pytest.raises(ValidationError, match="maximum of 192 h: ask for 24 h at most") as refused:
+        expiry.extension_request(user=alice, claim_request=claim, hours=48)
+    assert "hours" in refused.value.message_dict
+    assert not claim.extensions.exists()
+
+
+def test_it_refuses_an_approvers_grant_past_the_max_lifetime(
+    alice: User, carol: User, cluster: Cluster
+) -> None:
+    week, cap = timedelta(days=7), timedelta(days=9)
+    team = team_of(alice, cluster=cluster, default_lifetime=week, max_lifetime=cap)
+    claim = applied_claim(alice, carol, cluster)
     assert claim.lifetime == week
     extension = expiry.extension_request(user=alice, claim_request=claim, hours=48)
     assert extension.state == "pending"
+    # The admin lowers the cap while the extension waits.
+    TeamQuota.objects.filter(team=team).update(max_lifetime=timedelta(days=8))
     with pytest.raises(ValidationError, match="216 h in all, more than its maximum of 192 h"):
         expiry.extension_approve(user=carol, extension=extension)
     extension.refresh_from_db()
