@@ -62,5 +62,5 @@ USER 10001
 EXPOSE 8000
 # Threads: a page's live watcher or an API long-poll holds one for up to its wait, and
 # LIVE_WAITERS_MAX (8) of them per process must leave the rest free for everything else.
-CMD ["gunicorn", "portal.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", \
+CMD ["gunicorn", "portal.wsgi", "--config", "python:portal.gunicorn_conf", "--bind", "0.0.0.0:8000", "--workers", "3", \
      "--worker-class", "gthread", "--threads", "16", "--worker-tmp-dir", "/tmp"]
