@@ -54,7 +54,8 @@ def panel(
         low_y = float(math.floor(math.log10(min(ys))))
         high_y = float(math.ceil(math.log10(max(ys))))
     else:
-        low_y, high_y = 0.0, max(ys) * 1.15
+        step = nice_step(max(ys))
+        low_y, high_y = 0.0, math.ceil(max(ys) * 1.1 / step) * step
 
     def at(x: float, y: float) -> tuple[float, float]:
         fx = (math.log10(x) - low_x) / ((high_x - low_x) or 1)
@@ -94,6 +95,12 @@ def panel(
             f'<text x="{left + 8}" y="{top + 16 + 14 * index}" fill="{colour}">{name}</text>'
         )
     return "\n".join(parts)
+
+
+def nice_step(top: float) -> float:
+    """A round tick step giving four to eight ticks up to top."""
+    base = 10 ** math.floor(math.log10(top / 4))
+    return next(base * m for m in (1, 2, 2.5, 5, 10) if top / (base * m) <= 8)
 
 
 def _short(value: float) -> str:
