@@ -1,6 +1,7 @@
 from typing import Any
 
 from django.contrib import admin
+from django.db import models
 
 from claims import quota
 from claims.models import (
@@ -133,6 +134,8 @@ class AuditEventAdmin(admin.ModelAdmin):
 @admin.register(TeamWebhook)
 class TeamWebhookAdmin(admin.ModelAdmin):
     list_display = ("team", "url", "active")
+    # A receiver's address without a scheme is taken as https (Django 6's default already).
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
 
 @admin.register(WebhookDelivery)

@@ -28,3 +28,37 @@ def _worker_metrics(**kwargs: Any) -> None:
     # By name, as settings name middleware: the tasks' modules import this app, and the
     # metrics read the models; only a worker wires them, once Django is set up.
     importlib.import_module("portal.metrics").connect_celery()
+
+
+# A task carries the id of the request that sent it, so its log lines join the request's.
+REQUEST_ID_HEADER = "portal_request_id"
+
+
+@signals.before_task_publish.connect
+def _send_request_id(headers: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    from portal.request_id import NO_REQUEST, request_id
+
+    current = request_id.get()
+    if headers is not None and current != NO_REQUEST:
+        headers.setdefault(REQUEST_ID_HEADER, current)
+
+
+@signals.task_prerun.connect
+def _take_request_id(task: Any = None, **kwargs: Any) -> None:
+    from portal.request_id import NO_REQUEST, request_id
+
+    sent = getattr(task.request, REQUEST_ID_HEADER, None) if task is not None else None
+    request_id.set(incoming_or_none(sent) or NO_REQUEST)
+
+
+@signals.task_postrun.connect
+def _drop_request_id(**kwargs: Any) -> None:
+    from portal.request_id import NO_REQUEST, request_id
+
+    request_id.set(NO_REQUEST)  # a pool thread takes the next task with none
+
+
+def incoming_or_none(value: Any) -> str | None:
+    from portal.request_id import ACCEPTED
+
+    return value if isinstance(value, str) and ACCEPTED.match(value) else None

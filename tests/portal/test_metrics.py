@@ -30,6 +30,7 @@ from claims.kube.gateway import ClusterGateway
 from claims.kube.informer import Informer
 from claims.models import NamespaceRequest
 from portal import metrics
+from portal.request_id import request_id
 from tests.claims.test_gpu_map import *  # noqa: F403 (the map cluster's fixtures)
 from tests.claims.test_gpu_map import held_by_a_stuck_pod
 from tests.fixtures.kubesim import create_namespace
@@ -245,10 +246,12 @@ def test_it_times_the_tasks_of_a_real_worker_and_counts_their_failures(
     wait_until(serving, timeout=60)
     assert worker_metrics(port, token="wrong").status_code == 401
     producer = Celery("metrics-test", broker=TEST_REDIS_URL)
+    sent_in = request_id.set("rid-of-the-request-that-sent-it")  # as a web request would
     try:
         producer.send_task("claims.tasks.reconcile", queue=queue)
         producer.send_task("claims.tasks.reconcile", args=["unexpected"], queue=queue)
     finally:
+        request_id.reset(sent_in)
         producer.close()
     task = "claims.tasks.reconcile"
 
@@ -271,7 +274,11 @@ def test_it_times_the_tasks_of_a_real_worker_and_counts_their_failures(
     # Its log goes through the portal's LOGGING: JSON lines in production.
     lines = (tmp_path / "worker.log").read_text().splitlines()
     records = [json.loads(line) for line in lines if line.startswith("{")]
-    assert any(r["logger"] == "celery.app.trace" and "succeeded" in r["message"] for r in records)
+    succeeded = [
+        r for r in records if r["logger"] == "celery.app.trace" and "succeeded" in r["message"]
+    ]
+    # With the id of the request that sent the task, so its lines join that request's.
+    assert succeeded and {r["request_id"] for r in succeeded} == {"rid-of-the-request-that-sent-it"}
 
 
 def test_it_keeps_the_waits_of_live_pages_apart_from_the_pages(
@@ -324,6 +331,7 @@ COUNT_CALLS = """
 import sys, django
 django.setup()
 from portal import metrics
+from portal.request_id import request_id
 for _ in range(int(sys.argv[1])):
     metrics.observe_kube_call("GET", "https://k/api/v1/namespaces/a/pods/p", 200)
 """
@@ -331,6 +339,7 @@ EXPOSE = """
 import django
 django.setup()
 from portal import metrics
+from portal.request_id import request_id
 print(metrics.exposition(with_installation=False).decode())
 """
 
