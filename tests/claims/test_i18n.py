@@ -202,6 +202,19 @@ def test_it_ships_a_compiled_catalog_that_matches_its_source(tmp_path: Path) -> 
 
 def test_it_has_a_hebrew_translation_of_every_string(tmp_path: Path) -> None:
     """makemessages on a copy of the sources: nothing new, untranslated or fuzzy."""
+    po = _catalog_of_a_copy(tmp_path)
+    stats = _run("msgfmt", "--statistics", "-o", "/dev/null", str(po)).stderr
+    missing = _run("msgattrib", "--untranslated", "--no-obsolete", str(po)).stdout
+    fuzzy = _run("msgattrib", "--only-fuzzy", "--no-obsolete", str(po)).stdout
+    assert "untranslated" not in stats and "fuzzy" not in stats, (
+        f"locale/he is missing some ({stats.strip()}): run makemessages -l he and translate\n"
+        + missing
+        + fuzzy
+    )
+
+
+def _catalog_of_a_copy(tmp_path: Path) -> Path:
+    """locale/he's django.po as makemessages leaves it in a copy of the sources."""
     for name in SOURCES:
         source = ROOT / name
         if source.is_dir():
@@ -215,15 +228,7 @@ def test_it_has_a_hebrew_translation_of_every_string(tmp_path: Path) -> None:
         capture_output=True,
         env={"DEBUG": "True", "PATH": "/usr/bin:/bin", "PORTAL_VAR_DIR": str(tmp_path / "var")},
     )
-    po = tmp_path / "locale" / "he" / "LC_MESSAGES" / "django.po"
-    stats = _run("msgfmt", "--statistics", "-o", "/dev/null", str(po)).stderr
-    missing = _run("msgattrib", "--untranslated", "--no-obsolete", str(po)).stdout
-    fuzzy = _run("msgattrib", "--only-fuzzy", "--no-obsolete", str(po)).stdout
-    assert "untranslated" not in stats and "fuzzy" not in stats, (
-        f"locale/he is missing some ({stats.strip()}): run makemessages -l he and translate\n"
-        + missing
-        + fuzzy
-    )
+    return tmp_path / "locale" / "he" / "LC_MESSAGES" / "django.po"
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -232,21 +237,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 def _extracted(tmp_path: Path) -> dict[str, str]:
     """What makemessages finds in a copy of the sources: each msgid and its flags line."""
-    for name in SOURCES:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, tmp_path / name, ignore=shutil.ignore_patterns("*.pyc"))
-        else:
-            shutil.copy(source, tmp_path / name)
-    env = {"DEBUG": "True", "PATH": "/usr/bin:/bin", "PORTAL_VAR_DIR": str(tmp_path / "var")}
-    subprocess.run(
-        [sys.executable, "manage.py", "makemessages", "-l", "he", "--no-obsolete"],
-        cwd=tmp_path,
-        check=True,
-        capture_output=True,
-        env=env,
-    )
-    po = (tmp_path / "locale" / "he" / "LC_MESSAGES" / "django.po").read_text()
+    po = _catalog_of_a_copy(tmp_path).read_text()
     found = {}
     for entry in po.split("\n\n"):
         flags = "".join(line for line in entry.splitlines() if line.startswith("#,"))
