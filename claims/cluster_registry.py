@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import yaml
@@ -21,10 +21,9 @@ from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
-from django.utils.timesince import timesince
 from django.utils.translation import gettext as _
 
-from claims import inventory
+from claims import inventory, timewords
 from claims.kube.connection import load_configuration
 from claims.kube.gateway import ClusterGateway, KubeError, PermanentKubeError, PreflightCheck
 from claims.models import ClaimRequest, Cluster, NamespaceRequest
@@ -393,15 +392,7 @@ def status_label(cluster: Cluster, now: datetime | None = None) -> str:
     if since is None:
         return ""
     at = since.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return _("unreachable since %(at)s, %(ago)s") % {"at": at, "ago": _ago(since, now)}
-
-
-def _ago(moment: datetime, now: datetime | None) -> str:
-    """As the `ago` filter words it (templatetags sit above this layer): "just now" under a
-    minute, never "0 minutes ago"."""
-    if (now or timezone.now()) - moment < timedelta(minutes=1):
-        return _("just now")
-    return _("%(time)s ago") % {"time": timesince(moment, now)}
+    return _("unreachable since %(at)s, %(ago)s") % {"at": at, "ago": timewords.ago(since, now)}
 
 
 def the_only_cluster() -> Cluster:

@@ -196,6 +196,14 @@ def claim_cleaned_up(*, claim_request: ClaimRequest) -> None:
     update_fields(claim_request, cleaned_up_at=timezone.now(), allocation=None, node="")
 
 
+def run_pod_warnings_seen(*, run: VerificationRun, warnings: list[dict[str, Any]]) -> None:
+    """The latest Warning Events of the run's pending Pod; only a change wakes its page."""
+    if warnings == run.pod_warnings:
+        VerificationRun.objects.filter(pk=run.pk).update(pod_warnings_read_at=timezone.now())
+        return
+    update_fields(run, pod_warnings=warnings, pod_warnings_read_at=timezone.now())
+
+
 def run_creating(*, run: VerificationRun) -> bool:
     return transition(
         run, to=RS.CREATING, allowed=(RS.QUEUED,), message=gettext_noop("Creating the Pod.")

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from claims import changes, cluster_ops, inventory, observations, run_follower
+from claims import cluster_ops, inventory, observations, run_follower
 from claims.cluster_ops import gateway_for
 from claims.kube.gateway import (
     ClaimState,
@@ -179,19 +179,7 @@ def read_pod_warnings(runs: list[VerificationRun], pods: Pods, gateway: ClusterG
         # Once bound, the scheduler's old complaints no longer hold.
         current = [e for e in found if not (pod.node and e.reason == "FailedScheduling")]
         kept = [asdict(event) for event in current[:POD_WARNINGS_KEPT]]
-        _keep_pod_warnings(run, kept)
-
-
-def _keep_pod_warnings(run: VerificationRun, kept: list[dict[str, Any]]) -> None:
-    now = timezone.now()
-    if kept == run.pod_warnings:
-        VerificationRun.objects.filter(pk=run.pk).update(pod_warnings_read_at=now)
-        return
-    # A change the run's page shows: its version moves and whoever watches it wakes.
-    VerificationRun.objects.filter(pk=run.pk).update(
-        pod_warnings=kept, pod_warnings_read_at=now, updated=now
-    )
-    changes.announce(run)
+        observations.run_pod_warnings_seen(run=run, warnings=kept)
 
 
 T = TypeVar("T")

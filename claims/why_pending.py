@@ -170,12 +170,9 @@ def _from_pod(message: str, found: list[Reason]) -> list[Reason]:
     """What the Pod's status says that the devices do not already explain."""
     if not message:
         return []
-    if any(word in message for word in IMAGE_WORDS):
-        text = _("The container image could not be pulled, so the Pod cannot start.")
-        return [Reason("image", text, message)]
-    if "exceeded quota" in message:
-        text = _("The namespace's ResourceQuota does not allow this; ask an admin to raise it.")
-        return [Reason("quota", text, message)]
+    refused = _image_or_quota(message)
+    if refused:
+        return [refused]
     if found or not SCHEDULER_WORDS.search(message):
         return []
     missing = MISSING_CLASS.search(message)
@@ -185,6 +182,17 @@ def _from_pod(message: str, found: list[Reason]) -> list[Reason]:
         }
         return [Reason("unknown_class", text, message)]
     return [Reason("unschedulable", _unschedulable_text(message), message)]
+
+
+def _image_or_quota(message: str) -> Reason | None:
+    """An image that cannot be pulled or a ResourceQuota, as the Pod's status or an Event says."""
+    if any(word in message for word in IMAGE_WORDS) or "pull image" in message:
+        text = _("The container image could not be pulled, so the Pod cannot start.")
+        return Reason("image", text, message)
+    if "exceeded quota" in message:
+        text = _("The namespace's ResourceQuota does not allow this; ask an admin to raise it.")
+        return Reason("quota", text, message)
+    return None
 
 
 def _unschedulable_text(message: str) -> str:
@@ -220,12 +228,9 @@ def _from_warnings(warnings: Sequence[Mapping[str, Any]], found: list[Reason]) -
 def _from_warning(reason: str, message: str) -> Reason | None:
     if reason == "FailedScheduling" or not message:
         return None  # read with the Pod's status above
-    if any(word in message for word in IMAGE_WORDS) or "pull image" in message:
-        text = _("The container image could not be pulled, so the Pod cannot start.")
-        return Reason("image", text, message)
-    if "exceeded quota" in message:
-        text = _("The namespace's ResourceQuota does not allow this; ask an admin to raise it.")
-        return Reason("quota", text, message)
+    refused = _image_or_quota(message)
+    if refused:
+        return refused
     if reason == PREPARE_FAILED:
         text = _(
             "The node could not prepare the claim's devices for the Pod: the GPU's DRA driver "

@@ -10,11 +10,10 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
-from django.utils.timesince import timesince
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext_lazy
 
-from claims import expiry, rules, selectors
+from claims import expiry, rules, selectors, timewords
 
 register = template.Library()
 
@@ -65,11 +64,7 @@ def state_badge(state: str) -> SafeString:
 @register.filter
 def ago(moment: datetime | None) -> str:
     """ "just now" under a minute (never "0 minutes ago"), else Django's timesince."""
-    if moment is None:
-        return ""
-    if timezone.now() - moment < timedelta(minutes=1):
-        return _("just now")
-    return _("%(time)s ago") % {"time": timesince(moment)}
+    return timewords.ago(moment) if moment is not None else ""
 
 
 @register.filter

@@ -3,7 +3,6 @@ earlier Pod of the same name), newest first, whichever API the recorder wrote th
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -11,6 +10,7 @@ import pytest
 
 import kubesim
 from claims.kube.gateway import ClusterGateway, PodEvent
+from tests.fixtures.kubesim import wait_until
 
 NOWHERE = {"kubernetes.io/hostname": "no-such-node"}  # no node matches: FailedScheduling
 
@@ -41,13 +41,8 @@ def unschedulable_pod(handle: kubesim.Handle, namespace: str, name: str) -> str:
 
 
 def warnings_of(gw: ClusterGateway, namespace: str, name: str, uid: str) -> list[PodEvent]:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        found = gw.list_pod_warnings(namespace, name, uid)
-        if found:
-            return found
-        time.sleep(0.1)
-    return []
+    """The Pod's warnings once the scheduler has reported one (a deadline, not a sleep)."""
+    return list(wait_until(lambda: gw.list_pod_warnings(namespace, name, uid), timeout=10))
 
 
 def test_it_lists_the_warnings_of_this_pod_only(
