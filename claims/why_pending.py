@@ -184,9 +184,9 @@ def _from_pod(message: str, found: list[Reason]) -> list[Reason]:
     return [Reason("unschedulable", _unschedulable_text(message), message)]
 
 
-def _image_or_quota(message: str) -> Reason | None:
+def _image_or_quota(message: str, image_words: tuple[str, ...] = IMAGE_WORDS) -> Reason | None:
     """An image that cannot be pulled or a ResourceQuota, as the Pod's status or an Event says."""
-    if any(word in message for word in IMAGE_WORDS) or "pull image" in message:
+    if any(word in message for word in image_words):
         text = _("The container image could not be pulled, so the Pod cannot start.")
         return Reason("image", text, message)
     if "exceeded quota" in message:
@@ -228,7 +228,8 @@ def _from_warnings(warnings: Sequence[Mapping[str, Any]], found: list[Reason]) -
 def _from_warning(reason: str, message: str) -> Reason | None:
     if reason == "FailedScheduling" or not message:
         return None  # read with the Pod's status above
-    refused = _image_or_quota(message)
+    # The kubelet's events also say "Failed to pull image ...".
+    refused = _image_or_quota(message, (*IMAGE_WORDS, "pull image"))
     if refused:
         return refused
     if reason == PREPARE_FAILED:
