@@ -175,7 +175,10 @@ def check_count(*, cluster: Cluster, device_class: str, count: int | None, selec
     """A field error on count when no single node has that many devices for the claim."""
     if count is None or not cluster.inventory.get("devices"):
         return
-    found = assess(cluster=cluster, device_class=device_class, count=count, selector=selector)
+    # Whether it can ever be met does not depend on what is taken now: no allocations read.
+    found = assess(
+        cluster=cluster, device_class=device_class, count=count, selector=selector, allocated=set()
+    )
     if not found.possible:
         raise ValidationError({"count": [found.refusal()]})
 

@@ -131,7 +131,8 @@ def _first_allocation(claim: ClaimRequest) -> bool:
 
 def deliver(*, event: str, kind: str, pk: int, message: str) -> None:
     """Email the owner (unless they said no) and POST to their team's webhook."""
-    obj = KINDS[kind].objects.select_related("owner").filter(pk=pk).first()
+    related = ("owner", "namespace_request") if kind == "claim" else ("owner",)
+    obj = KINDS[kind].objects.select_related(*related).filter(pk=pk).first()
     if obj is None or event not in EVENTS:
         return
     context = _context(obj, kind, event, message)
@@ -161,7 +162,10 @@ def _context(obj: Notified, kind: str, event: str, message: str) -> dict[str, An
 
 
 def wants(user: Any, event: str) -> bool:
-    profile = Profile.objects.filter(user=user).first()
+    return _profile_wants(Profile.objects.filter(user=user).first(), event)
+
+
+def _profile_wants(profile: Profile | None, event: str) -> bool:
     return profile is None or bool(getattr(profile, EVENTS[event].preference))
 
 
@@ -180,13 +184,17 @@ def recipients(obj: Notified, event: str) -> list[Any]:
 
 def _email(obj: Notified, event: str, context: dict[str, Any]) -> None:
     for user in recipients(obj, event):
-        if user.email and wants(user, event):
-            _email_one(user, obj, event, context)
+        if not user.email:
+            continue
+        profile = Profile.objects.filter(user=user).first()
+        if _profile_wants(profile, event):
+            _email_one(user, profile, obj, event, context)
 
 
-def _email_one(user: Any, obj: Notified, event: str, context: dict[str, Any]) -> None:
+def _email_one(
+    user: Any, profile: Profile | None, obj: Notified, event: str, context: dict[str, Any]
+) -> None:
     """In the recipient's language (their profile's, else the site's)."""
-    profile = Profile.objects.filter(user=user).first()
     with translation.override((profile.language if profile else "") or settings.LANGUAGE_CODE):
         what = gettext(context["what"])
         subject = str(EVENTS[event].subject).format(what=what, name=obj.name)

@@ -28,16 +28,17 @@ DECIDED_CLAIM_STATES = LIVE_CLAIM_STATES[1:]
 def team_of(user: Any) -> Team | None:
     if not getattr(user, "is_authenticated", False):
         return None
-    first = TeamMembership.objects.filter(user=user).order_by("joined", "id").first()
+    memberships = TeamMembership.objects.filter(user=user).select_related("team")
+    first = memberships.order_by("joined", "id").first()
     return first.team if first else None
 
 
 def locked_team_of(user: Any) -> Team | None:
     """The user's team, its row locked until the transaction ends (call inside atomic)."""
-    team = team_of(user)
-    if team is None:
+    if not getattr(user, "is_authenticated", False):
         return None
-    return Team.objects.select_for_update().get(pk=team.pk)
+    teams = Team.objects.select_for_update(of=("self",)).filter(memberships__user=user)
+    return teams.order_by("memberships__joined", "memberships__id").first()
 
 
 def quota_row(team: Team | None, cluster: Cluster, device_class: str) -> TeamQuota | None:
@@ -55,7 +56,10 @@ def max_lifetime(team: Team | None, cluster: Cluster, device_class: str) -> time
 def default_lifetime(team: Team | None, cluster: Cluster, device_class: str) -> timedelta | None:
     """The team's default lifetime for such a claim, capped by its max lifetime (the max
     when it sets no default); None when it sets neither."""
-    row = quota_row(team, cluster, device_class)
+    return default_lifetime_of(quota_row(team, cluster, device_class))
+
+
+def default_lifetime_of(row: TeamQuota | None) -> timedelta | None:
     if row is None or row.default_lifetime is None:
         return row.max_lifetime if row else None
     return min(row.default_lifetime, row.max_lifetime or row.default_lifetime)
@@ -95,10 +99,10 @@ def devices_held(team: Team, cluster: Cluster, device_class: str, *, decided: bo
     """Devices the team's live claims of the class ask for on the cluster ("all" claims at
     their class's size); `decided`: only those an approver (or a rule) said yes to."""
     states = DECIDED_CLAIM_STATES if decided else LIVE_CLAIM_STATES
-    claims = _claims_of(team, cluster, device_class, states).select_related(
-        "namespace_request__cluster"
-    )
-    return sum(devices_of(claim) for claim in claims)
+    # Two columns per claim: a team may hold hundreds, and each is on this cluster.
+    rows = _claims_of(team, cluster, device_class, states).values_list("count", "all_devices")
+    every = cluster.device_count(device_class)
+    return sum(every if all_devices else int(count or 0) for count, all_devices in rows)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from claims import observations
@@ -35,21 +36,20 @@ Allocations = dict[int, tuple[dict | None, dict | None]]
 Streamed = frozenset[tuple[int, str]]
 
 
-def followed_runs(cluster: Cluster) -> list[VerificationRun]:
-    return list(
-        VerificationRun.objects.filter(
-            claim__namespace_request__cluster=cluster, state__in=FOLLOWED_RUNS
-        ).select_related("claim__namespace_request")
-    )
-
-
-def runs_awaiting_logs(cluster: Cluster) -> list[VerificationRun]:
-    """Finished runs whose logs could not be read yet."""
-    return list(
-        VerificationRun.objects.filter(
-            claim__namespace_request__cluster=cluster, log_retry_until__isnull=False
-        ).select_related("claim__namespace_request")
-    )
+def followed_runs(cluster: Cluster) -> tuple[list[VerificationRun], list[VerificationRun]]:
+    """The runs under way, and the finished runs whose logs could not be read yet (one query:
+    each pass of the follower asks)."""
+    rows = VerificationRun.objects.filter(
+        Q(state__in=FOLLOWED_RUNS) | Q(log_retry_until__isnull=False),
+        claim__namespace_request__cluster=cluster,
+    ).select_related("claim__namespace_request")
+    runs, awaiting = [], []
+    for run in rows:
+        if run.state in FOLLOWED_RUNS:
+            runs.append(run)
+        if run.log_retry_until is not None:
+            awaiting.append(run)
+    return runs, awaiting
 
 
 def follow_runs(

@@ -228,7 +228,9 @@ def claim_request_submit(
             **fields,
         )
         if approval := rules.claim_auto_approval(team, claim):
-            _approve_claim(claim, None, approval)
+            # The quota was checked above under the same lock, pending claims counted: an
+            # approval, which counts only decided ones, fits too.
+            _approve_claim(claim, None, approval, quota_checked=True)
     return claim
 
 
@@ -248,7 +250,9 @@ def _create_pending(model: Any, *, user: User, duplicate: dict, **fields: Any) -
     """Insert a new request; the database's unique constraint turns a double submit away."""
     try:
         with transaction.atomic():
-            obj = model.objects.create(**{"owner": user, **fields})
+            obj = model.objects.create(
+                **{"owner": user, "state_message": AWAITING_APPROVAL, **fields}
+            )
             transition(obj, to="pending", actor=user, message=AWAITING_APPROVAL, initial=True)
     except IntegrityError:
         raise ValidationError(duplicate) from None
@@ -262,11 +266,13 @@ def claim_request_approve(*, user: User, claim_request: ClaimRequest) -> ClaimRe
     return claim_request
 
 
-def _approve_claim(claim: ClaimRequest, actor: User | None, message: str) -> None:
+def _approve_claim(
+    claim: ClaimRequest, actor: User | None, message: str, *, quota_checked: bool = False
+) -> None:
     with transaction.atomic():
         # The quota may have shrunk since the request: check again under the team's lock.
-        team = quota.locked_team_of(claim.owner)
-        if problem := quota.approval_problem(team, claim):
+        team = None if quota_checked else quota.locked_team_of(claim.owner)
+        if team is not None and (problem := quota.approval_problem(team, claim)):
             raise ValidationError(
                 {NON_FIELD_ERRORS: [_("Over the quota now: %(problem)s") % {"problem": problem}]}
             )

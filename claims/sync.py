@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 # A sync that crashed without letting go frees the cluster after this long.
 SYNC_LEASE = timedelta(seconds=30)
+FOLLOWER_RECORDS_EVERY = timedelta(seconds=2)
 NS = NamespaceRequest.State
 CS = ClaimRequest.State
 FOLLOWED_CLAIMS = (CS.WAITING, CS.IN_USE)
@@ -111,7 +112,7 @@ def sync_from(cluster: Cluster, lists: ClusterLists) -> bool | None:
     """One pass over what lists hold (the follower's caches): True while runs are under way,
     None when another worker holds the sync."""
     with _sync_lease(cluster) as held:
-        return _sync_cycle(cluster, lists) if held else None
+        return _sync_cycle(cluster, lists, record_every=FOLLOWER_RECORDS_EVERY) if held else None
 
 
 @contextmanager
@@ -127,7 +128,9 @@ def _sync_lease(cluster: Cluster) -> Iterator[bool]:
         Cluster.objects.filter(pk=cluster.pk, sync_started_at=started).update(sync_started_at=None)
 
 
-def _sync_cycle(cluster: Cluster, lists: ClusterLists | None = None) -> bool:
+def _sync_cycle(
+    cluster: Cluster, lists: ClusterLists | None = None, *, record_every: timedelta | None = None
+) -> bool:
     """One pass over claims and runs; True while runs are still under way.
 
     Each part stands alone: a list that fails, a log that cannot be read or one broken run is
@@ -138,8 +141,7 @@ def _sync_cycle(cluster: Cluster, lists: ClusterLists | None = None) -> bool:
     problems: list[str] = []
     if _inventory_is_stale(cluster):
         _attempt(problems, "inventory", lambda: refresh_inventory(cluster, gateway))
-    runs = run_follower.followed_runs(cluster)
-    awaiting = run_follower.runs_awaiting_logs(cluster)
+    runs, awaiting = run_follower.followed_runs(cluster)
     # Pods first, claims right after: a Pod seen bound still holds its allocation then,
     # so the devices of a run are recorded in the first cycle that sees its Pod scheduled.
     pods = (
@@ -156,7 +158,7 @@ def _sync_cycle(cluster: Cluster, lists: ClusterLists | None = None) -> bool:
         )
         problems += run_follower.retry_logs(awaiting, by_name, gateway)
         read_pod_warnings(runs, by_name, gateway)
-    _record_outcome(cluster, problems)
+    _record_outcome(cluster, problems, record_every)
     return not problems and any(not run.is_final for run in runs)
 
 
@@ -195,11 +197,18 @@ def _attempt(problems: list[str], what: str, call: Callable[[], T]) -> T | None:
         return None
 
 
-def _record_outcome(cluster: Cluster, problems: list[str]) -> None:
+def _record_outcome(cluster: Cluster, problems: list[str], every: timedelta | None) -> None:
+    """The cluster's error, or the time of a good sync: a follower passes many times a
+    second while runs go, so its good passes are written at most `every` (not at each)."""
+    now = timezone.now()
     if problems:
         Cluster.objects.filter(pk=cluster.pk).update(last_error="; ".join(problems))
-    else:
-        Cluster.objects.filter(pk=cluster.pk).update(last_synced_at=timezone.now(), last_error="")
+        return
+    last = cluster.last_synced_at
+    if every and not cluster.last_error and last and now - last < every:
+        return
+    Cluster.objects.filter(pk=cluster.pk).update(last_synced_at=now, last_error="")
+    cluster.last_synced_at, cluster.last_error = now, ""
 
 
 def _inventory_is_stale(cluster: Cluster) -> bool:

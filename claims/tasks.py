@@ -16,6 +16,7 @@ from celery import Task, shared_task
 from django.conf import settings
 from django.db.models import Model
 from django.utils import timezone
+from knox.models import AuthToken
 
 from claims import (
     access,
@@ -207,6 +208,14 @@ def expire_claims() -> None:
 @shared_task
 def sweep_orphans() -> int:
     return reconciler.sweep_orphans()
+
+
+@shared_task
+def purge_expired_tokens() -> int:
+    """Expired API tokens no longer log anyone in (portal.lockout checks the one presented);
+    their rows go here rather than on every request."""
+    deleted, _ = AuthToken.objects.filter(expiry__lt=timezone.now()).delete()
+    return deleted
 
 
 @shared_task

@@ -42,10 +42,12 @@ def transition(
     the loser gets False and obj refreshed from the database.
     """
     if initial:
-        # obj was just created in state `to`: the row gets the first message too.
-        with transaction.atomic():
-            type(obj).objects.filter(pk=obj.pk).update(state_message=message)
-            obj.state_message = message
+        # obj was just created in state `to`: the row gets the first message too (unless it
+        # was created with it).
+        with transaction.atomic(savepoint=False):
+            if obj.state_message != message:
+                type(obj).objects.filter(pk=obj.pk).update(state_message=message)
+                obj.state_message = message
             _record(obj, actor, "", to, message)
         return True
     if obj.state not in allowed:
@@ -62,8 +64,9 @@ def transition(
     }
     from_state = obj.state
     # One transaction: a worker killed between the UPDATE and the audit row's INSERT must not
-    # leave a state change that the audit log never saw.
-    with transaction.atomic():
+    # leave a state change that the audit log never saw. (No savepoint inside a caller's
+    # transaction: a failure here fails that transaction as a whole anyway.)
+    with transaction.atomic(savepoint=False):
         changed = type(obj).objects.filter(pk=obj.pk, state=from_state).update(**values)
         if changed == 1:
             for field, value in values.items():

@@ -44,6 +44,21 @@ def _send_request_id(headers: dict[str, Any] | None = None, **kwargs: Any) -> No
 
 
 @signals.task_prerun.connect
+@signals.task_postrun.connect
+def _tidy_database_connections(task: Any = None, **kwargs: Any) -> None:
+    # What Django does around each request, around each task: a connection that failed or
+    # outlived CONN_MAX_AGE is closed, a sound one kept. (Celery's own fixup would close every
+    # connection around every task, a new PostgreSQL session per task; CELERY_DB_REUSE_MAX
+    # in settings.py keeps it from doing so.)
+    # Not for a task run eagerly, inside its caller's transaction (as Celery's fixup).
+    if task is None or getattr(task.request, "is_eager", False):
+        return
+    from django.db import close_old_connections
+
+    close_old_connections()
+
+
+@signals.task_prerun.connect
 def _take_request_id(task: Any = None, **kwargs: Any) -> None:
     from portal.request_id import NO_REQUEST, request_id
 

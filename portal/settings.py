@@ -250,6 +250,10 @@ CELERY_TASK_DEFAULT_QUEUE = os.getenv("CELERY_QUEUE", "portal")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery closes the database connections around every task unless told to reuse them: a new
+# PostgreSQL session (a server process) per task. Reused, they are tidied as Django tidies a
+# request's (portal/celery.py), and renewed by Celery after twice this many tasks.
+CELERY_DB_REUSE_MAX = envint("CELERY_DB_REUSE_MAX", "500")
 if CELERY_BROKER_URL.startswith("sqlite:"):
     # Celery acks a polling transport's messages only between 2 s waits for more: with one
     # message per thread reserved, the worker would stall that long whenever all are taken.
@@ -286,6 +290,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "claims.tasks.expire_claims",
         "schedule": float(os.getenv("EXPIRY_INTERVAL_SECONDS", "60")),
         "options": {"expires": 60},
+    },
+    "purge-expired-tokens": {
+        "task": "claims.tasks.purge_expired_tokens",
+        "schedule": 3600.0,
+        "options": {"expires": 3600},
     },
     "sweep-orphans": {
         "task": "claims.tasks.sweep_orphans",

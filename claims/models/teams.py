@@ -169,12 +169,18 @@ def first_team_members(team_ids: list[int]) -> list[int]:
     return list(first_teams_of_members(team_ids))
 
 
+APPROVED_TEAMS_CACHE = "_portal_approved_teams"
+
+
 def approved_team_ids(user: Any) -> list[int]:
-    """Ids of the teams the user is a team approver of."""
+    """Ids of the teams the user is a team approver of: looked up once per user object
+    (Django loads it afresh for each request), as claims.selectors.user_is_approver."""
     if not getattr(user, "is_authenticated", False):
         return []
-    mine = TeamMembership.objects.filter(user=user, role=TeamMembership.Role.APPROVER)
-    return list(mine.values_list("team_id", flat=True))
+    if not hasattr(user, APPROVED_TEAMS_CACHE):
+        mine = TeamMembership.objects.filter(user=user, role=TeamMembership.Role.APPROVER)
+        setattr(user, APPROVED_TEAMS_CACHE, list(mine.values_list("team_id", flat=True)))
+    return list(getattr(user, APPROVED_TEAMS_CACHE))
 
 
 def lifetime_words(value: timedelta | None) -> str:
