@@ -8,7 +8,8 @@ from typing import Any
 
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Count, Max, OuterRef, Q, QuerySet, Value
+from django.db.models import Count, Max, OuterRef, Prefetch, Q, QuerySet, Value
+from django.db.models.functions import Length
 from django.http import Http404
 
 from claims import changes
@@ -17,6 +18,7 @@ from claims.models import (
     ClaimRequest,
     Cluster,
     NamespaceRequest,
+    RunLog,
     Team,
     VerificationRun,
 )
@@ -133,6 +135,28 @@ def verification_run_rows(*, user: Any) -> QuerySet[VerificationRun]:
 def verification_run_list_with_logs(*, user: Any) -> QuerySet[VerificationRun]:
     """Runs with their logs fetched in one more query, for output that describes the logs."""
     return verification_run_list(user=user).prefetch_related("logs")
+
+
+def verification_run_api_rows(*, user: Any) -> QuerySet[VerificationRun]:
+    """Runs as the API describes them: without the claim's and cluster's JSON, and their
+    logs' lengths without the logs (a run long-polled or listed reads no log text)."""
+    claim = _without("claim", fields=CLAIM_JSON)
+    cluster = _without("claim__namespace_request__cluster", fields=CLUSTER_JSON)
+    described = RunLog.objects.defer("text").annotate(text_length=Length("text"))
+    runs = verification_run_list(user=user).defer(*claim, *cluster)
+    return runs.prefetch_related(Prefetch("logs", queryset=described))
+
+
+def verification_run_api_get(*, user: Any, pk: int) -> VerificationRun:
+    return _get_or_404(verification_run_api_rows(user=user), pk)
+
+
+def verification_run_log_get(*, user: Any, pk: int) -> VerificationRun:
+    """A run with its logs' text, for reading one (the claim's and cluster's JSON left)."""
+    claim = _without("claim", fields=CLAIM_JSON)
+    cluster = _without("claim__namespace_request__cluster", fields=CLUSTER_JSON)
+    runs = verification_run_list(user=user).defer(*claim, *cluster).prefetch_related("logs")
+    return _get_or_404(runs, pk)
 
 
 def namespace_request_get(*, user: Any, pk: int) -> NamespaceRequest:

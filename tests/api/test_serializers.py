@@ -1,4 +1,4 @@
-"""The claim output built directly answers exactly what DRF's field-by-field walk gives."""
+"""The outputs built directly answer exactly what DRF's field-by-field walk gives."""
 
 from __future__ import annotations
 
@@ -6,13 +6,18 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from rest_framework import serializers
 
-from claims.api.serializers import ClaimRequestOutput
-from claims.models import ClaimRequest
+from claims import selectors
+from claims.api.serializers import ClaimRequestOutput, NamespaceRequestOutput, VerificationRunOutput
+from claims.models import ClaimRequest, NamespaceRequest, RunLog, VerificationRun
 
 
 def generic(claim: ClaimRequest) -> dict:
     output = ClaimRequestOutput(claim)
     return dict(serializers.ModelSerializer.to_representation(output, claim))
+
+
+def walked(output: serializers.ModelSerializer, obj: object) -> dict:
+    return dict(serializers.ModelSerializer.to_representation(output, obj))
 
 
 def test_it_answers_what_the_fields_say_for_a_pending_claim(claim: ClaimRequest) -> None:
@@ -34,3 +39,48 @@ def test_it_answers_what_the_fields_say_for_a_decided_claim(
     assert data == generic(claim)
     assert data["decided_by"] == "carol" and data["decided_at"].endswith("Z")
     assert list(data) == list(ClaimRequestOutput.Meta.fields)
+
+
+def test_a_namespace_request_is_what_the_fields_say(claim: ClaimRequest, carol: User) -> None:
+    ns = claim.namespace_request
+    for change in ({}, {"decided_by": carol, "decided_at": timezone.now(), "state": "active"}):
+        NamespaceRequest.objects.filter(pk=ns.pk).update(access_granted_at=timezone.now(), **change)
+        ns = NamespaceRequest.objects.get(pk=ns.pk)
+        data = NamespaceRequestOutput(ns).data
+        assert data == walked(NamespaceRequestOutput(ns), ns)
+        assert list(data) == list(NamespaceRequestOutput.Meta.fields)
+
+
+def test_a_run_is_what_the_fields_say(claim: ClaimRequest, alice: User) -> None:
+    run = VerificationRun.objects.create(claim=claim, owner=alice, pod_name="pod1-1")
+    for getter in (selectors.verification_run_get, selectors.verification_run_api_get):
+        fresh = getter(user=alice, pk=run.pk)
+        assert VerificationRunOutput(fresh).data == walked(VerificationRunOutput(fresh), fresh)
+    VerificationRun.objects.filter(pk=run.pk).update(
+        state="succeeded",
+        node="gpu-node-1",
+        devices=[{"name": "gpu-0", "pool": "gpu-node-1", "uuid": "GPU-1"}],
+        passed=True,
+        vector_add_passed=True,
+        device_query_passed=False,
+        device_name="NVIDIA H200",
+        compute_capability="9.0",
+        memory_mib=143771,
+        started_at=timezone.now(),
+        finished_at=timezone.now(),
+        pod_warnings=[
+            {"reason": "Failed", "message": "pull", "at": "2026-12-02T00:00:00Z", "count": 2}
+        ],
+    )
+    RunLog.objects.create(run=run, container="ctr0", text="Test PASSED\n", truncated=True)
+    for getter in (selectors.verification_run_get, selectors.verification_run_api_get):
+        fresh = getter(user=alice, pk=run.pk)
+        data = VerificationRunOutput(fresh).data
+        assert data == walked(VerificationRunOutput(fresh), fresh)
+        assert list(data) == list(VerificationRunOutput.Meta.fields)
+        assert data["logs"][0] == {
+            "container": "ctr0",
+            "url": f"/api/v1/runs/{run.pk}/logs/ctr0/",
+            "length": len("Test PASSED\n"),
+            "truncated": True,
+        }

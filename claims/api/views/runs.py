@@ -24,7 +24,7 @@ TAG = ["runs"]
 
 class RunListApi(ApiView):
     model = VerificationRun
-    list_selector = staticmethod(selectors.verification_run_list_with_logs)
+    list_selector = staticmethod(selectors.verification_run_api_rows)
     filterset_class = VerificationRunFilter
     ordering_fields = ["created", "updated", "state", "finished_at"]
 
@@ -55,12 +55,12 @@ class RunListApi(ApiView):
         claim_id = serializer.validated_data["claim"]
         claim = visible_or_field_error(selectors.claim_request_get, request.user, claim_id, "claim")
         run = call_service(services.verification_run_start, user=request.user, claim_request=claim)
-        run = selectors.verification_run_get(user=request.user, pk=run.pk)
+        run = selectors.verification_run_api_get(user=request.user, pk=run.pk)
         return Response(VerificationRunOutput(run).data, status=201)
 
 
 class RunDetailApi(ObjectApi):
-    getter = staticmethod(selectors.verification_run_get)
+    getter = staticmethod(selectors.verification_run_api_get)
     output = VerificationRunOutput
 
     @extend_schema(tags=TAG, parameters=WAIT_PARAMETERS, responses=VerificationRunOutput)
@@ -85,7 +85,7 @@ class LogParams(serializers.Serializer):
 
 
 class RunLogApi(ObjectApi):
-    getter = staticmethod(selectors.verification_run_get)
+    getter = staticmethod(selectors.verification_run_log_get)
 
     @extend_schema(
         tags=TAG,
