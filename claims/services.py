@@ -394,13 +394,15 @@ def verification_run_start(*, user: User, claim_request: ClaimRequest) -> Verifi
             raise ValidationError(
                 {NON_FIELD_ERRORS: [_("A verification run of this claim is still going.")]}
             )
-        run = VerificationRun.objects.create(claim=claim, owner=claim.owner)
-        # Named by the run's id: unique per run even across claims sharing a long prefix.
-        run.pod_name = names.verification_pod_name(claim.name, run.pk)
-        run.save(update_fields=["pod_name"])
         message = (
             gettext_noop("Queued.") if claim.state in (CS.WAITING, CS.IN_USE) else QUEUED_ON_CLAIM
         )
+        run = VerificationRun.objects.create(
+            claim=claim, owner_id=claim.owner_id, state_message=message
+        )
+        # Named by the run's id: unique per run even across claims sharing a long prefix.
+        run.pod_name = names.verification_pod_name(claim.name, run.pk)
+        run.save(update_fields=["pod_name"])
         transition(run, to=RS.QUEUED, actor=user, message=message, initial=True)
         enqueue("claims.tasks.start_verification_run", run.pk)
     return run

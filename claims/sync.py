@@ -281,6 +281,8 @@ def _sync_claims(cluster: Cluster, gateway: ClusterGateway, lists: ClusterLists)
         allocations[pk] = (allocation, stored)
         if _allocation_changes(state, stored, allocation):
             seen[pk] = allocation
+    if not (seen or missing):
+        return allocations
     changed = followed.filter(pk__in=[*seen, *missing]).select_related("namespace_request")
     for claim in changed:
         if claim.pk in seen:

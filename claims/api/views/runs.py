@@ -55,7 +55,8 @@ class RunListApi(ApiView):
         claim_id = serializer.validated_data["claim"]
         claim = visible_or_field_error(selectors.claim_request_get, request.user, claim_id, "claim")
         run = call_service(services.verification_run_start, user=request.user, claim_request=claim)
-        run = selectors.verification_run_api_get(user=request.user, pk=run.pk)
+        # The claim as read above (its namespace, cluster and owner are the run's): no re-read.
+        run.claim, run.owner = claim, claim.owner
         return Response(VerificationRunOutput(run).data, status=201)
 
 
