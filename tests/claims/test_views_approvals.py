@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from claims import limits, services
-from claims.models import ClaimRequest, Cluster, NamespaceRequest
+from claims.models import ClaimRequest, Cluster, NamespaceRequest, Team, TeamQuota
 from tests.claims.test_views import *  # noqa: F403 (shared fixtures)
 from tests.claims.test_views import client_for, htmx_client_for
 
@@ -49,6 +49,42 @@ def test_it_does_not_let_the_owner_approve_her_own_claim(claim: ClaimRequest) ->
     assert client_for(claim.owner).post(url).status_code == 403
     claim.refresh_from_db()
     assert claim.state == "pending"
+
+
+def test_it_links_every_row_to_its_own_decisions(claim: ClaimRequest, charlie: User) -> None:
+    content = client_for(charlie).get(reverse("approvals")).content.decode()
+    ns = claim.namespace_request
+    for name, pk in [
+        ("claim-approve", claim.pk),
+        ("claim-reject", claim.pk),
+        ("namespace-approve", ns.pk),
+        ("namespace-reject", ns.pk),
+    ]:
+        url = reverse(name, args=[pk])
+        assert f'action="{url}"' in content and f'hx-post="{url}"' in content
+    assert f'<a href="{reverse("claim", args=[claim.pk])}"><code>train-gpu</code></a>' in content
+
+
+def test_it_redraws_a_pending_row_as_the_queue_shows_it(claim: ClaimRequest, charlie: User) -> None:
+    """A row answered alone (a reject without a reason) says what the queue's row says: the
+    page words it from what it read once for all its rows."""
+    team = Team.objects.create(name="vision")
+    team.members.add(claim.owner)
+    TeamQuota.objects.create(
+        team=team, cluster=claim.cluster, device_class=claim.device_class, max_devices=4
+    )
+    reject = reverse("claim-reject", args=[claim.pk])
+    page = client_for(charlie).get(reverse("approvals")).content.decode()
+    row = htmx_client_for(charlie).post(reject, {"reason": ""}).content.decode()
+    for part in [
+        f'<a href="{reverse("claim", args=[claim.pk])}">',
+        f'hx-post="{reverse("claim-approve", args=[claim.pk])}"',
+        f'hx-post="{reject}"',
+        f'id="feasibility-line-{claim.pk}"',
+        f'id="claim-feasibility-{claim.pk}"',
+        f'id="team-use-{claim.pk}"',
+    ]:
+        assert part in page and part in row, part
 
 
 def test_it_approves_a_claim_in_place(claim: ClaimRequest, charlie: User) -> None:
