@@ -260,6 +260,8 @@ class ClusterFollower:
                     return
                 renew_at = time.monotonic() + renew_every
                 due = runs_under_way
+                if not self._refreshed(cluster):
+                    return  # removed: the lease goes with it, and so does this follower
             if not lists.ready() or not (self.changed.is_set() or due):
                 continue
             self.changed.clear()
@@ -310,11 +312,18 @@ class ClusterFollower:
         except KubeError as error:  # the reconciler's timer looks again
             log.warning("namespaces of cluster %s: %s", cluster, error)
 
-    def _pass(self, cluster: Cluster, lists: CachedLists) -> bool | None:
+    @staticmethod
+    def _refreshed(cluster: Cluster) -> bool:
+        """The cluster's row read again (what the periodic sync wrote); False once removed.
+        Not at every pass: a pass comes with each change, and what it uses of the row, the
+        inventory, this follower writes itself (_refresh_inventory)."""
         try:
             cluster.refresh_from_db()
         except Cluster.DoesNotExist:
-            return None  # removed: the lease goes with it, and so does this follower
+            return False
+        return True
+
+    def _pass(self, cluster: Cluster, lists: CachedLists) -> bool | None:
         try:
             return sync.sync_from(cluster, lists)
         except Exception:  # a bad pass must not end the follower: it is tried again shortly

@@ -43,6 +43,8 @@ def followed_runs(cluster: Cluster) -> tuple[list[VerificationRun], list[Verific
         Q(state__in=FOLLOWED_RUNS) | Q(log_retry_until__isnull=False),
         claim__namespace_request__cluster=cluster,
     ).select_related("claim__namespace_request")
+    # The claim only names the Pod's namespace here: none of its JSON.
+    rows = rows.defer("claim__applied_manifest", "claim__allocation")
     runs, awaiting = [], []
     for run in rows:
         if run.state in FOLLOWED_RUNS:
