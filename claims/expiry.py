@@ -53,7 +53,7 @@ def stamp(moment: datetime) -> str:
 
 def lifetime_limits(claim: ClaimRequest) -> tuple[timedelta, timedelta]:
     """(the claim's lifetime, the most it may live with extensions)."""
-    row = quota.quota_row(quota.team_of(claim.owner), claim.cluster, claim.device_class)
+    row = quota.owner_quota_row(claim.owner_id, claim.cluster, claim.device_class)
     cap = (row.max_lifetime if row else None) or settings.CLAIM_MAX_LIFETIME
     default = quota.default_lifetime_of(row)
     return min(default or settings.CLAIM_DEFAULT_LIFETIME, cap), cap

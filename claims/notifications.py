@@ -35,6 +35,7 @@ from claims.models import (
     TeamMembership,
     TeamWebhook,
 )
+from claims.models.teams import first_team_id
 from claims.selectors import APPROVERS_GROUP
 from portal.celery import app
 
@@ -76,8 +77,11 @@ class Notice:
     def __call__(self) -> None:
         args = (self.event, self.kind, self.pk, self.message)
         queue = settings.CELERY_TASK_DEFAULT_QUEUE
+        # A moment later than the work the change started (an apply, a Pod), which shares the
+        # worker: nobody waits on an email, somebody waits on the cluster.
+        countdown = settings.NOTICE_DELAY_SECONDS or None
         try:
-            app.send_task("claims.tasks.notify", args=args, queue=queue)
+            app.send_task("claims.tasks.notify", args=args, queue=queue, countdown=countdown)
         except Exception as error:  # a broker that is down must not fail the change it tells of
             log.warning("notice %s of %s %s not queued: %s", self.event, self.kind, self.pk, error)
 
@@ -204,10 +208,8 @@ def _email_one(
 
 
 def _webhook_of(obj: Notified) -> TeamWebhook | None:
-    team = quota.team_of(obj.owner)
-    if team is None:
-        return None
-    return TeamWebhook.objects.filter(team=team, active=True).first()
+    """The active webhook of the owner's (first) team, in one query."""
+    return TeamWebhook.objects.filter(team_id=first_team_id(obj.owner_id), active=True).first()
 
 
 def _payload(obj: Notified, kind: str, event: str, context: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,12 @@ from django.utils.translation import gettext as _
 
 from claims.kube.manifests import ALL_DEVICES_QUOTA_CHARGE, device_class_quota_key
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, Team, TeamMembership, TeamQuota
-from claims.models.teams import first_team_members, first_teams_of_members, lifetime_words
+from claims.models.teams import (
+    first_team_id,
+    first_team_members,
+    first_teams_of_members,
+    lifetime_words,
+)
 from claims.transitions import enqueue
 
 # Claims that hold, or will hold, devices; DECIDED leaves out those still waiting for a yes.
@@ -45,6 +50,12 @@ def quota_row(team: Team | None, cluster: Cluster, device_class: str) -> TeamQuo
     if team is None:
         return None
     return TeamQuota.objects.filter(team=team, cluster=cluster, device_class=device_class).first()
+
+
+def owner_quota_row(owner_id: int, cluster: Cluster, device_class: str) -> TeamQuota | None:
+    """quota_row of the owner's (first) team, in one query."""
+    rows = TeamQuota.objects.filter(cluster=cluster, device_class=device_class)
+    return rows.filter(team_id=first_team_id(owner_id)).first()
 
 
 def max_lifetime(team: Team | None, cluster: Cluster, device_class: str) -> timedelta | None:

@@ -401,6 +401,8 @@ EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", "10")
 DEFAULT_FROM_EMAIL = os.getenv("DEFAULT_FROM_EMAIL", "gpu-portal@localhost")
 # A team's webhook is tried again this many times, 1x, 2x, 4x ... the first delay apart.
 WEBHOOK_MAX_RETRIES = envint("WEBHOOK_MAX_RETRIES", "6")
+# Notices (email, team webhook) are sent this long after the change they tell of.
+NOTICE_DELAY_SECONDS = float(os.getenv("NOTICE_DELAY_SECONDS", "0.5"))
 WEBHOOK_RETRY_SECONDS = float(os.getenv("WEBHOOK_RETRY_SECONDS", "10"))
 WEBHOOK_TIMEOUT_SECONDS = float(os.getenv("WEBHOOK_TIMEOUT_SECONDS", "5"))
 
