@@ -278,7 +278,10 @@ def _approve_claim(
             )
         # Locked, so approvals racing over one pending namespace approve it once, and the
         # loser of a race over this claim hears about the claim rather than its namespace.
+        known = claim.namespace_request
         ns = NamespaceRequest.objects.select_for_update().get(pk=claim.namespace_request_id)
+        if NamespaceRequest.cluster.is_cached(known):
+            ns.cluster = known.cluster  # read already; the lock is for the namespace's state
         claim.namespace_request = ns
         if ns.state not in (NS.PENDING, NS.APPROVED, NS.ACTIVE):
             raise ValidationError(
