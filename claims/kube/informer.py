@@ -3,7 +3,8 @@
 It lists once, then watches from the list's resourceVersion with bookmarks, resumes where it
 left off when a watch ends or breaks, and lists again only when the server says the version
 is too old (410). So a cluster where nothing changes costs one open stream, not a list per
-second; every change calls on_change.
+second; every change calls on_change (one the parse cannot see, say a condition's new time,
+is not a change).
 """
 
 from __future__ import annotations
@@ -120,14 +121,19 @@ class Informer(Generic[State]):
 
     def _apply(self, events: Iterator[tuple[str, dict[str, Any]]]) -> None:
         for kind_of_event, obj in events:
+            changed = kind_of_event == "DELETED"
             with self._lock:
                 if kind_of_event == "DELETED":
                     self._items.pop(_key(obj), None)
                 elif kind_of_event in ("ADDED", "MODIFIED"):
-                    self._items[_key(obj)] = self.parse(obj)
+                    key, parsed = _key(obj), self.parse(obj)
+                    # A write the portal cannot see in what it parses (a condition's time, a
+                    # field it does not read) is no change to follow.
+                    changed = self._items.get(key) != parsed
+                    self._items[key] = parsed
                 self.resource_version = obj["metadata"]["resourceVersion"]
                 self.current_at, self.error = datetime.now(UTC), ""
-            if kind_of_event != "BOOKMARK":
+            if changed:
                 self.on_change()
             if self._stopping.is_set():
                 return

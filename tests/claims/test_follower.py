@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -70,6 +71,37 @@ def test_the_informer_lists_once_then_follows_each_change_by_watching(
         assert calls.get("watch pods") == 1
     finally:
         informer.stop()
+
+
+def test_the_informer_takes_a_write_it_cannot_see_for_no_change() -> None:
+    """Each change wakes a pass of the follower: a write that changes nothing the parse reads
+    (a label the portal does not read, a condition's new time) must not."""
+    signals: list[int] = []
+    informer = Informer(None, "Pod", SELECTOR, parsing.pod_state, lambda: signals.append(1))  # type: ignore[arg-type]
+    created = pod("team-a", "p1") | {"status": {"phase": "Pending"}}
+    created["metadata"] |= {"resourceVersion": "1", "uid": "u1"}
+
+    def written(version: str, **changes: Any) -> dict[str, Any]:
+        obj = json.loads(json.dumps(created))
+        obj["metadata"]["resourceVersion"] = version
+        for part, values in changes.items():
+            obj[part] |= values
+        return obj
+
+    informer._apply(
+        iter(
+            [
+                ("ADDED", created),
+                ("MODIFIED", written("2", metadata={"labels": {"app": "followed", "x": "y"}})),
+                ("MODIFIED", written("3", status={"conditions": [{"type": "PodScheduled"}]})),
+                ("BOOKMARK", {"metadata": {"resourceVersion": "4"}}),
+                ("MODIFIED", written("5", status={"phase": "Running"})),
+                ("DELETED", written("6")),
+            ]
+        )
+    )
+    assert len(signals) == 3  # added, running, deleted
+    assert informer.resource_version == "6"
 
 
 def test_the_informer_lists_again_when_its_version_was_compacted(
