@@ -152,11 +152,10 @@ def verification_run_api_get(*, user: Any, pk: int) -> VerificationRun:
 
 
 def verification_run_log_get(*, user: Any, pk: int) -> VerificationRun:
-    """A run with its logs' text, for reading one (the claim's and cluster's JSON left)."""
-    claim = _without("claim", fields=CLAIM_JSON)
-    cluster = _without("claim__namespace_request__cluster", fields=CLUSTER_JSON)
-    runs = verification_run_list(user=user).defer(*claim, *cluster).prefetch_related("logs")
-    return _get_or_404(runs, pk)
+    """A run with its logs' text, for reading one: only what the log's answer says of the
+    run (whether it ended), none of its claim, namespace or cluster."""
+    runs = verification_run_list(user=user).select_related(None).only("state", "owner_id")
+    return _get_or_404(runs.prefetch_related("logs"), pk)
 
 
 def namespace_request_get(*, user: Any, pk: int) -> NamespaceRequest:
