@@ -224,7 +224,7 @@ def submit_problem(
     all_devices: bool,
 ) -> str | None:
     """Why a new claim does not fit the team's quota (pending claims count), else None."""
-    if team is None:
+    if team is None or not _limited(team, namespace_request.cluster, device_class):
         return None
     cluster = namespace_request.cluster
     asked = devices_asked(
@@ -240,13 +240,20 @@ def submit_problem(
 def approval_problem(team: Team | None, claim: ClaimRequest) -> str | None:
     """Why approving the claim now would go over its team's quota, else None: claims decided
     since (or a quota lowered since) count, other pending ones do not."""
-    if team is None:
+    if team is None or not _limited(team, claim.cluster, claim.device_class):
         return None
     use = approval_use(team, claim)
     if not use.fits:
         return use.problem()
     charge = ALL_DEVICES_QUOTA_CHARGE if claim.all_devices else int(claim.count or 0)
     return _namespace_charge_problem(use, claim.namespace_request, charge, DECIDED_CLAIM_STATES)
+
+
+def _limited(team: Team, cluster: Cluster, device_class: str) -> bool:
+    """Whether the team has a device limit for the class there: without one nothing is over
+    it, and its claims need not be counted."""
+    row = quota_row(team, cluster, device_class)
+    return row is not None and row.max_devices is not None
 
 
 def approval_use(team: Team, claim: ClaimRequest) -> Use:
