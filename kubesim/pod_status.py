@@ -42,17 +42,36 @@ def unknown_terminated() -> dict:
     }
 
 
-def phase(states: list[dict], restart_policy: str) -> str:
-    """The pod phase from its container states (the kubelet's getPhase)."""
-    if any("running" in state for state in states):
-        return "Running"
-    if any("waiting" in state for state in states):
+def phase(states: list[dict], restart_policy: str, last_states: list[dict] | None = None) -> str:
+    """The pod phase from its container states, as the kubelet's getPhase decides it: any
+    container still waiting (never started) keeps the pod Pending, even while another runs;
+    one waiting to restart after it ran counts as stopped."""
+    last_states = last_states or [{} for _ in states]
+    running = waiting = stopped = succeeded = unknown = 0
+    for state, last in zip(states, last_states, strict=True):
+        if "running" in state:
+            running += 1
+        elif "terminated" in state:
+            stopped += 1
+            succeeded += state["terminated"]["exitCode"] == 0
+        elif "waiting" in state:
+            if "terminated" in last:
+                stopped += 1
+            else:
+                waiting += 1
+        else:
+            unknown += 1
+    if waiting:
         return "Pending"
-    if restart_policy == "Always":
+    if running and not unknown:
         return "Running"
-    if all(state["terminated"]["exitCode"] == 0 for state in states):
-        return "Succeeded"
-    return "Running" if restart_policy == "OnFailure" else "Failed"
+    if not running and stopped and not unknown:
+        if restart_policy == "Always":
+            return "Running"
+        if stopped == succeeded:
+            return "Succeeded"
+        return "Failed" if restart_policy == "Never" else "Running"
+    return "Pending"
 
 
 def _condition(kind: str, ok: bool, reason: str = "", message: str = "") -> dict:
@@ -141,7 +160,8 @@ def build(pod: dict, run: Any) -> dict:
     """The pod's status from a kubelet PodRun (states, last states, restart counts)."""
     names = [c["name"] for c in run.containers]
     states = {name: run.states[name] for name in names}
-    pod_phase = phase(list(states.values()), run.restart_policy)
+    last = [run.last_states.get(name, {}) for name in names]
+    pod_phase = phase(list(states.values()), run.restart_policy, last)
     status = dict(pod.get("status") or {})
     if run.failure:  # the active deadline (or another kubelet eviction) ended the pod
         pod_phase = "Failed"

@@ -10,6 +10,7 @@ import pytest
 from kubernetes import client, config
 
 import kubesim
+from kubesim import pod_status
 from kubesim.kubelet import go_duration
 from tests.fixtures.kubesim import create_namespace, wait_until
 
@@ -327,3 +328,22 @@ def test_it_owns_the_status_it_writes_as_the_kubelet(
     assert {"f:containerStatuses", "f:phase", "f:startTime"} <= set(kubelet)
     main_writes = [e for e in pod["metadata"]["managedFields"] if not e.get("subresource")]
     assert main_writes and all("f:status" not in e["fieldsV1"] for e in main_writes)
+
+
+def test_the_phase_is_decided_as_the_kubelets_get_phase() -> None:
+    """pkg/kubelet/kubelet_pods.go getPhase: a container not started yet keeps the pod Pending
+    even while another runs (an image that never pulls beside one that did); one waiting to
+    restart after it ran counts as stopped."""
+    pulling = {"waiting": {"reason": "ErrImagePull"}}
+    running = {"running": {"startedAt": "2026-12-02T00:00:00Z"}}
+    ok = {"terminated": {"exitCode": 0}}
+    failed = {"terminated": {"exitCode": 1}}
+    restarting = {"waiting": {"reason": "CrashLoopBackOff"}}
+    assert pod_status.phase([pulling, running], "Never") == "Pending"
+    assert pod_status.phase([running, ok], "Never") == "Running"
+    assert pod_status.phase([ok, ok], "OnFailure") == "Succeeded"
+    assert pod_status.phase([ok, failed], "Never") == "Failed"
+    assert pod_status.phase([ok, failed], "OnFailure") == "Running"
+    assert pod_status.phase([ok, failed], "Always") == "Running"
+    assert pod_status.phase([restarting, ok], "OnFailure", [failed, {}]) == "Running"
+    assert pod_status.phase([restarting, ok], "OnFailure") == "Pending"
