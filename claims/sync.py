@@ -207,7 +207,13 @@ def _record_outcome(cluster: Cluster, problems: list[str], every: timedelta | No
     last = cluster.last_synced_at
     if every and not cluster.last_error and last and now - last < every:
         return
-    Cluster.objects.filter(pk=cluster.pk).update(last_synced_at=now, last_error="")
+    rows = Cluster.objects.filter(pk=cluster.pk)
+    if every:
+        # A follower's pass reads its caches, which says nothing of whether the cluster
+        # answers: the error of a cluster marked unreachable stays until the follower (or a
+        # check) finds it reachable again.
+        rows = rows.filter(unreachable_since__isnull=True)
+    rows.update(last_synced_at=now, last_error="")
     cluster.last_synced_at, cluster.last_error = now, ""
 
 
