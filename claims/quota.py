@@ -112,8 +112,10 @@ def devices_held(team: Team, cluster: Cluster, device_class: str, *, decided: bo
     states = DECIDED_CLAIM_STATES if decided else LIVE_CLAIM_STATES
     # Two columns per claim: a team may hold hundreds, and each is on this cluster.
     rows = _claims_of(team, cluster, device_class, states).values_list("count", "all_devices")
-    every = cluster.device_count(device_class)
-    return sum(every if all_devices else int(count or 0) for count, all_devices in rows)
+    return sum(
+        devices_asked(cluster=cluster, device_class=device_class, count=count, all_devices=every)
+        for count, every in rows
+    )
 
 
 @dataclass(frozen=True)
@@ -155,8 +157,14 @@ def team_use(
     team: Team, cluster: Cluster, device_class: str, *, asked: int, decided: bool = False
 ) -> Use:
     row = quota_row(team, cluster, device_class)
-    held = devices_held(team, cluster, device_class, decided=decided)
     limit = row.max_devices if row else None
+    return _use(team, cluster, device_class, asked=asked, decided=decided, limit=limit)
+
+
+def _use(
+    team: Team, cluster: Cluster, device_class: str, *, asked: int, decided: bool, limit: int | None
+) -> Use:
+    held = devices_held(team, cluster, device_class, decided=decided)
     return Use(team, cluster, device_class, held, asked, limit)
 
 
@@ -224,13 +232,14 @@ def submit_problem(
     all_devices: bool,
 ) -> str | None:
     """Why a new claim does not fit the team's quota (pending claims count), else None."""
-    if team is None or not _limited(team, namespace_request.cluster, device_class):
-        return None
     cluster = namespace_request.cluster
+    limit = _limit(team, cluster, device_class)
+    if team is None or limit is None:
+        return None
     asked = devices_asked(
         cluster=cluster, device_class=device_class, count=count, all_devices=all_devices
     )
-    use = team_use(team, cluster, device_class, asked=asked)
+    use = _use(team, cluster, device_class, asked=asked, decided=False, limit=limit)
     if not use.fits:
         return use.problem()
     charge = ALL_DEVICES_QUOTA_CHARGE if all_devices else int(count or 0)
@@ -240,20 +249,22 @@ def submit_problem(
 def approval_problem(team: Team | None, claim: ClaimRequest) -> str | None:
     """Why approving the claim now would go over its team's quota, else None: claims decided
     since (or a quota lowered since) count, other pending ones do not."""
-    if team is None or not _limited(team, claim.cluster, claim.device_class):
+    limit = _limit(team, claim.cluster, claim.device_class)
+    if team is None or limit is None:
         return None
-    use = approval_use(team, claim)
+    asked = devices_of(claim)
+    use = _use(team, claim.cluster, claim.device_class, asked=asked, decided=True, limit=limit)
     if not use.fits:
         return use.problem()
     charge = ALL_DEVICES_QUOTA_CHARGE if claim.all_devices else int(claim.count or 0)
     return _namespace_charge_problem(use, claim.namespace_request, charge, DECIDED_CLAIM_STATES)
 
 
-def _limited(team: Team, cluster: Cluster, device_class: str) -> bool:
-    """Whether the team has a device limit for the class there: without one nothing is over
-    it, and its claims need not be counted."""
+def _limit(team: Team | None, cluster: Cluster, device_class: str) -> int | None:
+    """The team's device limit for the class there; None: nothing is over it, and its claims
+    need not be counted."""
     row = quota_row(team, cluster, device_class)
-    return row is not None and row.max_devices is not None
+    return row.max_devices if row else None
 
 
 def approval_use(team: Team, claim: ClaimRequest) -> Use:
