@@ -4,6 +4,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/portal
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
+# Test processes (pytest-xdist): the tests mostly wait on workers, clusters and browsers, so
+# three share two cores well; each takes its own database and Redis database. A file's
+# tests stay in one process (their module fixtures start once).
+TEST_PROCESSES ?= 3
 
 .PHONY: run test lint format bench kubesim messages
 
@@ -49,7 +53,7 @@ test: $(VENV)/.installed lint
 	set -a && . ./docs/production.env && SECRET_KEY=$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(50))') \
 		CLUSTER_CREDENTIALS_KEYS=$$($(PY) -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())') \
 		$(PY) manage.py check --deploy --fail-level WARNING
-	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(VENV)/bin/pytest
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(VENV)/bin/pytest -n $(TEST_PROCESSES) --dist loadfile
 
 # Loopback only, bounded in time (about 15-25 minutes on 2 cores); each prints JSON, kept in
 # var/bench/, and the following figures are drawn into docs/benchmarks-following.svg.

@@ -90,12 +90,19 @@ def publish(channels: list[str]) -> None:
     try:
         with client.pipeline(transaction=False) as pipe:
             for name in channels:
-                pipe.publish(name, "1")
+                pipe.publish(on_the_wire(client, name), "1")
                 if _is_scope(name):
                     pipe.incr(VERSION_PREFIX + name)
             pipe.execute()
     except redis.RedisError as error:
         _rest(error)
+
+
+def on_the_wire(client: redis.Redis, name: str) -> str:
+    """A channel as published: Redis pub/sub spans every database of a server, so portals
+    sharing one server on different databases (staging beside production, parallel test
+    workers) must not wake each other's waiters."""
+    return f"{name}@{client.connection_pool.connection_kwargs.get('db', 0)}"
 
 
 def _is_scope(name: str) -> bool:
@@ -212,8 +219,8 @@ def _subscription(channels: list[str], poll_seconds: float) -> Iterator[Callable
     client = _client()
     pubsub = client.pubsub(ignore_subscribe_messages=True) if client is not None else None
     try:
-        if pubsub is not None:
-            pubsub.subscribe(*channels)
+        if client is not None and pubsub is not None:
+            pubsub.subscribe(*(on_the_wire(client, name) for name in channels))
     except redis.RedisError as error:
         _rest(error)
         pubsub = None

@@ -4,8 +4,21 @@ from typing import Any
 
 from celery import Celery, signals
 from kombu.transport import sqlalchemy
+from sqlalchemy.exc import IntegrityError
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+
+class SQLiteBrokerChannel(sqlalchemy.Channel):
+    def _get_or_create(self, queue: str) -> Any:
+        # kombu guards the look-then-insert of a queue's row with a lock of its process only:
+        # the web sending the first task while the worker declares the queue made one of them
+        # fail on the row's unique name, and a worker that fails there stops for good.
+        try:
+            return super()._get_or_create(queue)
+        except IntegrityError:
+            self.session.rollback()
+            return self.session.query(self.queue_cls).filter(self.queue_cls.name == queue).one()
 
 
 class SQLiteBroker(sqlalchemy.Transport):
@@ -15,6 +28,7 @@ class SQLiteBroker(sqlalchemy.Transport):
     hand a polling_interval transport option to create_engine, which refuses it.)
     """
 
+    Channel = SQLiteBrokerChannel
     polling_interval = 0.1
 
 

@@ -22,6 +22,15 @@ GPU = "gpu.nvidia.com"
 REAL_OUTPUT = Path(__file__).resolve().parents[1] / "fixtures" / "real-gpu-output"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """schemathesis names each operation's test after it (`test_x[GET /api/v1/claims/]`) but
+    gives them all the function's node id; pytest-xdist runs tests by node id, so it ran one
+    operation of all of them. Each gets the id its name says."""
+    for item in items:
+        if hasattr(item, "operation_label") and not item.nodeid.endswith("]"):
+            item._id = item.parent.id.child(item.name)  # type: ignore[union-attr]
+
+
 @pytest.fixture(autouse=True)
 def fresh_throttle_counts() -> None:
     # Throttle counts live in the cache; one test's requests must not slow the next one.

@@ -30,8 +30,9 @@ def redis_not_resting() -> Iterator[None]:
 
 @pytest.fixture
 def subscriber(claim: ClaimRequest) -> Iterator[redis.client.PubSub]:
-    pubsub = redis.Redis.from_url(settings.REDIS_URL).pubsub(ignore_subscribe_messages=True)
-    pubsub.subscribe(changes.channel("claim", claim.pk))
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(changes.on_the_wire(client, changes.channel("claim", claim.pk)))
     yield pubsub
     pubsub.close()
 
@@ -59,7 +60,23 @@ def test_it_announces_a_change_only_once_it_commits(
         callback()
     message = next_message(subscriber)
     assert message is not None
-    assert message["channel"] == changes.channel("claim", claim.pk).encode()
+    db = settings.REDIS_URL.rsplit("/", 1)[1]
+    assert message["channel"] == f"{changes.channel('claim', claim.pk)}@{db}".encode()
+
+
+def test_a_portal_on_another_redis_database_wakes_nobody_here(
+    claim: ClaimRequest, subscriber: redis.client.PubSub
+) -> None:
+    """Pub/sub spans the server's databases: a staging portal on database n+1 changing its
+    claim with the same id must not wake this portal's waiters."""
+    here = settings.REDIS_URL
+    elsewhere = here.rsplit("/", 1)[0] + f"/{int(here.rsplit('/', 1)[1]) + 1}"
+    with override_settings(REDIS_URL=elsewhere):
+        changes.publish([changes.channel("claim", claim.pk)])
+    changes.publish([changes.channel("claim", claim.pk)])
+    # Redis delivers in order: had the other database's message arrived, it would be first.
+    first = next_message(subscriber)
+    assert first is not None and first["channel"].endswith(f"@{here.rsplit('/', 1)[1]}".encode())
 
 
 def test_it_announces_to_the_pages_that_show_the_object(claim: ClaimRequest) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -64,3 +65,41 @@ def test_it_passes_many_tasks_through_a_real_worker_on_the_default_broker(
     assert "Traceback" not in printed and "ERROR" not in printed, printed
     assert list(cwd.iterdir()) == []  # nothing (like kombu's control/) beside the worker
     assert (var_dir / "broker" / "broker.sqlite3").exists()
+
+
+DECLARE = """
+import sys
+from kombu import Connection
+from portal.celery import SQLiteBroker
+options = {{"connect_args": {{"timeout": 30}}}}
+with Connection(sys.argv[1], transport=SQLiteBroker, transport_options=options) as connection:
+    channel = connection.default_channel
+    for index in range({queues}):
+        channel.queue_declare(f"queue-{{index}}")
+"""
+
+
+def test_processes_declaring_the_same_queues_at_once_on_the_default_broker_all_go_on(
+    tmp_path: Path,
+) -> None:
+    """kombu looks, then inserts a queue's row, under a lock of its own process: two
+    processes declaring one queue at once (the web's first task, the worker starting) met on
+    the row's unique name, and the loser stopped."""
+    queues, url = 60, f"sqlite:///{tmp_path / 'broker.sqlite3'}"
+    script = DECLARE.format(queues=queues)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": "portal.settings"}
+    declarers = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, url],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    outcomes = [(declarer.wait(timeout=120), declarer.stdout.read()) for declarer in declarers]
+    assert all(code == 0 for code, _ in outcomes), outcomes
+    with sqlite3.connect(tmp_path / "broker.sqlite3") as database:
+        names = [name for (name,) in database.execute("SELECT name FROM kombu_queue")]
+    assert sorted(names) == sorted(f"queue-{index}" for index in range(queues))

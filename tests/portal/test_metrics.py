@@ -172,6 +172,8 @@ def test_it_counts_api_calls_as_the_server_saw_them_and_watch_restarts(
         kubesim_private.admin("POST", "/_kubesim/compact")
         kubesim_private.admin("DELETE", "/_kubesim/faults")
         wait_until(lambda: value(scrape(), *ended, kind="Pod", reason="expired") >= 1, timeout=30)
+        # The restart is counted before the list that follows it.
+        wait_until(lambda: informer.lists >= 2, timeout=30)
     finally:
         informer.stop()
         informer.thread.join(timeout=30)
