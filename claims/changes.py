@@ -64,33 +64,41 @@ def channels_of(obj: models.Model) -> list[str]:
 class Announcement:
     """The on-commit callback that publishes a change (a class, so it can be told from work)."""
 
-    def __init__(self, channels: list[str]) -> None:
-        self.channels = channels
+    def __init__(self, channels: list[str], state: str = "") -> None:
+        self.channels, self.state = channels, state
 
     def __call__(self) -> None:
-        publish(self.channels)
+        publish(self.channels, state=self.state)
 
 
-def announce(obj: models.Model) -> None:
-    """Wake whoever waits on obj once the surrounding transaction commits."""
-    transaction.on_commit(Announcement(channels_of(obj)), robust=True)
+def announce(obj: models.Model, *, state: str | None = None) -> None:
+    """Wake whoever waits on obj once the surrounding transaction commits. The message on
+    obj's own channel carries its state (`state` or obj's), so a waiter for other states
+    need not read the database to know it waits on (see wait_for)."""
+    known = getattr(obj, "state", "") if state is None else state
+    transaction.on_commit(Announcement(channels_of(obj), state=known), robust=True)
 
 
 def announce_deleted(sender: type, instance: models.Model, **kwargs: Any) -> None:
     """A post_delete receiver (ClaimsConfig.ready): a removed request or run is a change too
-    (the admin deletes rows without a state change)."""
+    (the admin deletes rows without a state change); no state: the waiter reads the row."""
     if isinstance(instance, NamespaceRequest | ClaimRequest | VerificationRun):
-        announce(instance)
+        announce(instance, state="")
 
 
-def publish(channels: list[str]) -> None:
+STATE_PAYLOAD = "state="
+
+
+def publish(channels: list[str], *, state: str = "") -> None:
+    """The first channel is the object's own: its message says the state when known."""
     client = _client()
     if client is None:
         return
     try:
         with client.pipeline(transaction=False) as pipe:
-            for name in channels:
-                pipe.publish(on_the_wire(client, name), "1")
+            for index, name in enumerate(channels):
+                payload = f"{STATE_PAYLOAD}{state}" if index == 0 and state else "1"
+                pipe.publish(on_the_wire(client, name), payload)
                 if _is_scope(name):
                     pipe.incr(VERSION_PREFIX + name)
             pipe.execute()
@@ -179,21 +187,32 @@ def wait_for(
     *,
     seconds: float,
     poll_seconds: float | None = None,
+    still_waits_in: Callable[[str], bool] | None = None,
 ) -> bool:
     """True as soon as changed() is, False once `seconds` passed without.
 
     changed() is read after each message on the channels; without Redis every poll_seconds.
+    A message that carries a state in which still_waits_in says the wait goes on is not
+    checked against the database (a run's long-poll wakes at every log line: each a query).
+    A message may be lost, so a wait still reads the database every RECHECK_SECONDS.
     """
     deadline = time.monotonic() + seconds
     poll = poll_seconds or settings.LIVE_FALLBACK_POLL_SECONDS
     with _subscription(channels, poll) as next_signal:
+        payload = None
         while True:
-            if changed():
+            if not _says_it_still_waits(payload, still_waits_in) and changed():
                 return True
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            next_signal(remaining)
+            payload = next_signal(remaining)
+
+
+def _says_it_still_waits(payload: str | None, still_waits_in: Callable[[str], bool] | None) -> bool:
+    if payload is None or still_waits_in is None or not payload.startswith(STATE_PAYLOAD):
+        return False
+    return still_waits_in(payload[len(STATE_PAYLOAD) :])
 
 
 def wait_in_turn(
@@ -203,6 +222,7 @@ def wait_in_turn(
     *,
     seconds: float,
     poll_seconds: float | None = None,
+    still_waits_in: Callable[[str], bool] | None = None,
 ) -> bool | None:
     """wait_for within the bounds on waiting requests (each holds a web thread): None at once
     when the process or this user already has as many waiting as allowed; the caller answers
@@ -210,12 +230,21 @@ def wait_in_turn(
     with waiters.slot(user_key) as may_wait:
         if not may_wait:
             return None
-        return wait_for(channels, changed, seconds=seconds, poll_seconds=poll_seconds)
+        return wait_for(
+            channels,
+            changed,
+            seconds=seconds,
+            poll_seconds=poll_seconds,
+            still_waits_in=still_waits_in,
+        )
 
 
 @contextmanager
-def _subscription(channels: list[str], poll_seconds: float) -> Iterator[Callable[[float], None]]:
-    """A function that returns on the next message (or after a while without Redis)."""
+def _subscription(
+    channels: list[str], poll_seconds: float
+) -> Iterator[Callable[[float], str | None]]:
+    """A function that returns the next message's payload (None after a while without one,
+    or without Redis)."""
     client = _client()
     pubsub = client.pubsub(ignore_subscribe_messages=True) if client is not None else None
     try:
@@ -225,16 +254,18 @@ def _subscription(channels: list[str], poll_seconds: float) -> Iterator[Callable
         _rest(error)
         pubsub = None
 
-    def next_signal(remaining: float) -> None:
+    def next_signal(remaining: float) -> str | None:
         nonlocal pubsub
         if pubsub is None:
             time.sleep(min(remaining, poll_seconds))
-            return
+            return None
         try:
-            pubsub.get_message(timeout=min(remaining, RECHECK_SECONDS))
+            message = pubsub.get_message(timeout=min(remaining, RECHECK_SECONDS))
         except redis.RedisError as error:
             _rest(error)
             pubsub = None
+            return None
+        return _text(message["data"]) if message else None
 
     try:
         yield next_signal

@@ -112,7 +112,7 @@ def _record(
     audit.record_change(
         obj, actor=actor, from_state=from_state, to_state=to_state, message=message, **kwargs
     )
-    changes.announce(obj)
+    changes.announce(obj, state=to_state)
     if from_state != to_state:
         change = {"from_state": from_state, "to_state": to_state, "message": message}
         state_changed.send(type(obj), obj=obj, actor=actor, **change)

@@ -234,9 +234,10 @@ BROKER_DIR = VAR_DIR / "broker"
 # Live pages and API long-polls wait for a change signal (Redis pub/sub) up to this long. Each
 # waiting request holds a web thread, so a process lets only so many wait (in all, per user);
 # beyond that a request answers at once and its client asks again later. Without Redis,
-# waiters look at the database this often instead.
+# waiters look at the database this often instead. 12 of gunicorn's 16 threads
+# (deploy/, Dockerfile, compose): four stay for the requests that do not wait.
 LIVE_WAIT_SECONDS = float(os.getenv("LIVE_WAIT_SECONDS", "25"))
-LIVE_WAITERS_MAX = envint("LIVE_WAITERS_MAX", "8")
+LIVE_WAITERS_MAX = envint("LIVE_WAITERS_MAX", "12")
 LIVE_WAITERS_PER_USER = envint("LIVE_WAITERS_PER_USER", "4")
 LIVE_FALLBACK_POLL_SECONDS = float(os.getenv("LIVE_FALLBACK_POLL_SECONDS", "2"))
 CELERY_BROKER_URL = os.getenv("CELERY_BROKER_URL") or REDIS_URL

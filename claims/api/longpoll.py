@@ -14,6 +14,10 @@ from rest_framework.request import Request
 
 from claims import changes
 
+# Seconds a client should let pass before asking again when its wait was refused (the
+# process already holds as many waiting requests as it lets wait).
+BUSY_RETRY_AFTER = 1
+
 
 class WaitParams(serializers.Serializer):
     wait = serializers.IntegerField(
@@ -88,21 +92,22 @@ def wait_params(request: Request, states: list[str]) -> Wait:
     return Wait(seconds, data.get("state"), tuple(data.get("until") or ()))
 
 
-def wait_for_state_change(model: type[Model], pk: int, wait: Wait, *, user_key: Any) -> None:
+def wait_for_state_change(model: type[Model], pk: int, wait: Wait, *, user_key: Any) -> bool | None:
     """Wait until the wait is over or the time is up, woken by the object's change signal.
 
-    Past the bound on waiting requests it returns at once: the client sees the state it
-    knows and asks again, as after a wait that timed out.
+    Past the bound on waiting requests it returns None at once: the answer tells the client
+    to ask again after BUSY_RETRY_AFTER seconds (a client asking again at once would spin).
     """
 
     def changed() -> bool:
         state = model._default_manager.filter(pk=pk).values_list("state", flat=True).first()
         return wait.is_over(state)
 
-    changes.wait_in_turn(
+    return changes.wait_in_turn(
         user_key,
         [changes.channel_of(model, pk)],
         changed,
         seconds=wait.seconds,
         poll_seconds=settings.API_LONG_POLL_INTERVAL_SECONDS,
+        still_waits_in=lambda state: not wait.is_over(state),
     )

@@ -91,3 +91,18 @@ def test_it_does_not_wait_on_someone_elses_claim(api: Api, claim: ClaimRequest) 
     started = time.monotonic()
     response = api("bob").get(f"/api/v1/claims/{claim.pk}/?wait=5&state=pending")
     assert (response.status_code, time.monotonic() - started < 1) == (404, True)
+
+
+@override_settings(LIVE_WAITERS_PER_USER=0)
+def test_a_wait_it_cannot_hold_answers_at_once_and_says_when_to_ask_again(
+    api: Api, claim: ClaimRequest
+) -> None:
+    """Past the bound on waiting requests the answer comes at once; Retry-After keeps a
+    client from asking again at once, in a loop that would spin."""
+    started = time.monotonic()
+    response = api("alice").get(f"/api/v1/claims/{claim.pk}/?wait=30&state=pending")
+    assert (response.status_code, response.json()["state"]) == (200, "pending")
+    assert time.monotonic() - started < 1
+    assert response["Retry-After"] == "1"
+    waited = api("alice").get(f"/api/v1/claims/{claim.pk}/?wait=1&state=approved")
+    assert "Retry-After" not in waited  # answered as the state differs: nothing was refused

@@ -17,6 +17,7 @@ from django.test.utils import override_settings
 from claims import changes, observations, services
 from claims.models import ClaimRequest, VerificationRun
 from tests.claims.test_views import *  # noqa: F403 (shared fixtures)
+from tests.fixtures.kubesim import wait_until
 
 OnCommit = Callable[..., object]
 
@@ -198,3 +199,46 @@ def test_it_announces_a_request_removed_without_a_state_change(
 ) -> None:
     claim.delete()  # as the admin deletes a row: no state change, no transition
     assert next_message(subscriber) is not None
+
+
+def test_the_objects_own_channel_is_told_its_state(
+    claim: ClaimRequest,
+    charlie: User,
+    subscriber: redis.client.PubSub,
+    django_capture_on_commit_callbacks: OnCommit,
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        services.claim_request_approve(user=charlie, claim_request=claim)
+    message = next_message(subscriber)
+    assert message is not None and message["data"] == b"state=approved"
+
+
+def test_a_wait_reads_the_database_only_for_a_state_it_may_end_in(claim: ClaimRequest) -> None:
+    """A run's long-poll wakes at each log line; the state in the message tells it to go on
+    waiting without a query, and a state it waits for is checked in the database."""
+    own = changes.channel("claim", claim.pk)
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    checks: list[str] = []
+
+    def publish_when_subscribed() -> None:
+        wire = changes.on_the_wire(client, own)
+        wait_until(lambda: client.pubsub_numsub(wire)[0][1], timeout=10)
+        for state in ("running", "running", "running"):
+            changes.publish([own], state=state)
+        changes.publish([own])  # a change that names no state: checked
+        changes.publish([own], state="succeeded")
+
+    def changed() -> bool:
+        checks.append("read")
+        return False  # the database disagrees with every message: the wait runs to its end
+
+    publisher = threading.Thread(target=publish_when_subscribed)
+    publisher.start()
+    ended = changes.wait_for(
+        [own], changed, seconds=2, still_waits_in=lambda state: state != "succeeded"
+    )
+    publisher.join()
+    assert ended is False
+    # At the start, at the subscription's confirmation, for the message without a state, for
+    # "succeeded", and at the end of the wait: none for the three that say "running".
+    assert len(checks) == 5

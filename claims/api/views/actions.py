@@ -18,7 +18,7 @@ from rest_framework.response import Response
 
 from claims import limits
 from claims.api.errors import call_service
-from claims.api.longpoll import wait_for_state_change, wait_params
+from claims.api.longpoll import BUSY_RETRY_AFTER, wait_for_state_change, wait_params
 from claims.api.permissions import IsApprover
 from claims.api.views.base import ApiView
 
@@ -65,10 +65,14 @@ class ObjectApi(ApiView):
         """GET, or with ?wait=&state= the answer once the state differs (long-poll)."""
         obj = self.get_object()
         wait = wait_params(request, list(obj.State.values))
-        if wait.needed(obj.state):
-            wait_for_state_change(type(obj), obj.pk, wait, user_key=request.user.pk)
-            obj = self.get_object()
-        return self.respond(obj)
+        if not wait.needed(obj.state):
+            return self.respond(obj)
+        waited = wait_for_state_change(type(obj), obj.pk, wait, user_key=request.user.pk)
+        if waited is None:  # not let wait: what was just read, and when to ask again
+            response = self.respond(obj)
+            response["Retry-After"] = str(BUSY_RETRY_AFTER)
+            return response
+        return self.respond(self.get_object())
 
     def act(self, service: Callable[..., Any], target: str, **extra: Any) -> Response:
         """Call a service on the object; the service decides if it is allowed."""
