@@ -7,7 +7,12 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from claims import selectors
-from claims.api.serializers import ClaimRequestOutput, NamespaceRequestOutput, VerificationRunOutput
+from claims.api.serializers import (
+    ClaimRequestOutput,
+    NamespaceRequestOutput,
+    VerificationRunOutput,
+    claims_page_context,
+)
 from claims.models import ClaimRequest, NamespaceRequest, RunLog, VerificationRun
 
 
@@ -39,6 +44,21 @@ def test_it_answers_what_the_fields_say_for_a_decided_claim(
     assert data == generic(claim)
     assert data["decided_by"] == "carol" and data["decided_at"].endswith("Z")
     assert list(data) == list(ClaimRequestOutput.Meta.fields)
+
+
+def test_a_listed_claim_is_what_the_fields_say(claim: ClaimRequest, carol: User) -> None:
+    """A page of the list reads the names as columns of the claim's row (no related rows):
+    the answer is still DRF's walk over the claim with its related rows."""
+    decided = ClaimRequest.objects.get(pk=claim.pk)
+    decided.pk, decided.name, decided.state, decided.decided_by = None, "decided", "in_use", carol
+    decided.decided_at = timezone.now()
+    decided.save()
+    rows = list(selectors.claim_request_api_rows(user=carol).order_by("pk"))
+    context = claims_page_context(rows)
+    for row in rows:
+        whole = ClaimRequest.objects.get(pk=row.pk)
+        assert ClaimRequestOutput(row, context=context).data == generic(whole)
+    assert [row.state for row in rows] == ["pending", "in_use"]
 
 
 def test_a_namespace_request_is_what_the_fields_say(claim: ClaimRequest, carol: User) -> None:
