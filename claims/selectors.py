@@ -6,9 +6,10 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Count, F, Max, OuterRef, Prefetch, Q, QuerySet, Value
+from django.db.models import Count, Max, OuterRef, Prefetch, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Length
 from django.http import Http404
 
@@ -118,12 +119,18 @@ CLAIM_API_FIELDS = (
     *("state_message", "decided_at", "applied_api_version", "applied_at", "node"),
     *("allocation", "created", "updated", "namespace_request", "owner"),
 )
+# Subqueries rather than joins: a page's COUNT(*) drops annotations it does not use, but not
+# the joins they made (a count over four joined tables was 6x slower at 10,000 claims).
+_NAMESPACE = NamespaceRequest.objects.filter(pk=OuterRef("namespace_request_id"))
+_USER = User.objects.filter(pk=OuterRef("owner_id"))
 CLAIM_API_NAMES = {
-    "row_cluster_id": F("namespace_request__cluster_id"),
-    "row_cluster_name": F("namespace_request__cluster__name"),
-    "row_namespace": F("namespace_request__name"),
-    "row_owner": F("owner__username"),
-    "row_decided_by": F("decided_by__username"),
+    "row_cluster_id": Subquery(_NAMESPACE.values("cluster_id")),
+    "row_cluster_name": Subquery(_NAMESPACE.values("cluster__name")),
+    "row_namespace": Subquery(_NAMESPACE.values("name")),
+    "row_owner": Subquery(_USER.values("username")),
+    "row_decided_by": Subquery(
+        User.objects.filter(pk=OuterRef("decided_by_id")).values("username")
+    ),
 }
 
 
