@@ -518,6 +518,7 @@ def loops(product: Product, admin: KubesimAdmin, flows: int) -> dict[str, Any]:
     # The same burst again: the first met web and worker threads that had not served yet (a
     # database connection, a cluster connection each to open); a portal that has been up
     # for a while meets a burst as this one does. Reported beside the first, not instead.
+    # New sessions (portal_flows reads `clients`): the old ones idled past gunicorn's keep-alive.
     clients = [PortalClient(product.url, token, product.cluster) for token in product.tokens]
     report["portal_parallel_again_s"] = timed(
         portal_flows("api-pa2"), True, product, cpu, "portal par again"

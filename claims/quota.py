@@ -156,8 +156,7 @@ class Use:
 def team_use(
     team: Team, cluster: Cluster, device_class: str, *, asked: int, decided: bool = False
 ) -> Use:
-    row = quota_row(team, cluster, device_class)
-    limit = row.max_devices if row else None
+    limit = _limit(team, cluster, device_class)
     return _use(team, cluster, device_class, asked=asked, decided=decided, limit=limit)
 
 
@@ -252,8 +251,7 @@ def approval_problem(team: Team | None, claim: ClaimRequest) -> str | None:
     limit = _limit(team, claim.cluster, claim.device_class)
     if team is None or limit is None:
         return None
-    asked = devices_of(claim)
-    use = _use(team, claim.cluster, claim.device_class, asked=asked, decided=True, limit=limit)
+    use = _approval_use(team, claim, limit)
     if not use.fits:
         return use.problem()
     charge = ALL_DEVICES_QUOTA_CHARGE if claim.all_devices else int(claim.count or 0)
@@ -269,7 +267,12 @@ def _limit(team: Team | None, cluster: Cluster, device_class: str) -> int | None
 
 def approval_use(team: Team, claim: ClaimRequest) -> Use:
     """The team's use of the claim's class before and after approving it."""
-    return team_use(team, claim.cluster, claim.device_class, asked=devices_of(claim), decided=True)
+    return _approval_use(team, claim, _limit(team, claim.cluster, claim.device_class))
+
+
+def _approval_use(team: Team, claim: ClaimRequest, limit: int | None) -> Use:
+    asked = devices_of(claim)
+    return _use(team, claim.cluster, claim.device_class, asked=asked, decided=True, limit=limit)
 
 
 def _namespace_charge_problem(
