@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from claims import cluster_ops, inventory, observations, run_follower
@@ -207,14 +207,15 @@ def _record_outcome(cluster: Cluster, problems: list[str], every: timedelta | No
     last = cluster.last_synced_at
     if every and not cluster.last_error and last and now - last < every:
         return
-    rows = Cluster.objects.filter(pk=cluster.pk)
-    if every:
-        # A follower's pass reads its caches, which says nothing of whether the cluster
-        # answers: the error of a cluster marked unreachable stays until the follower (or a
-        # check) finds it reachable again.
-        rows = rows.filter(unreachable_since__isnull=True)
-    rows.update(last_synced_at=now, last_error="")
-    cluster.last_synced_at, cluster.last_error = now, ""
+    # A pass without problems may have asked the cluster nothing (a follower's pass reads its
+    # caches; a sync with nothing to follow lists nothing), so it says nothing of whether the
+    # cluster answers: the error of a cluster marked unreachable stays until an inventory
+    # read since the outage began, the follower or a check finds it reachable again.
+    answered = Q(unreachable_since__isnull=True) | Q(
+        inventory_synced_at__gte=F("unreachable_since")
+    )
+    if Cluster.objects.filter(answered, pk=cluster.pk).update(last_synced_at=now, last_error=""):
+        cluster.last_synced_at, cluster.last_error = now, ""
 
 
 def _inventory_is_stale(cluster: Cluster) -> bool:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import threading
 import uuid
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from claims import cluster_ops, observations, services, sync
+from claims import cluster_ops, cluster_registry, observations, services, sync, tasks
 from claims.kube import manifests
 from claims.models import ClaimRequest, Cluster, VerificationRun
 from claims.transitions import transition
@@ -282,3 +284,22 @@ def test_it_names_the_devices_deviceQuery_saw_when_the_allocation_was_missed(
     ]
     assert run.device_name.startswith("NVIDIA ")
     assert "named as deviceQuery printed them" in run.state_message
+
+
+def test_a_sync_that_asks_the_cluster_nothing_keeps_why_it_is_unreachable(
+    cluster: Cluster,
+) -> None:
+    """A check found the cluster down; the periodic sync that follows has nothing to follow
+    and a fresh inventory, so it asks the cluster nothing and must not wipe the reason (the
+    clusters list showed "unreachable" with no word why). Once it does read the cluster, the
+    cluster is reachable again."""
+    problem = "connection refused (nothing listens at the server's address)"
+    cluster_registry.mark_unreachable(cluster.pk, problem)
+    tasks.sync_cluster(cluster.pk)
+    after = Cluster.objects.get(pk=cluster.pk)
+    assert after.unreachable_since is not None and after.last_error == problem
+    stale = timezone.now() - timedelta(seconds=settings.INVENTORY_REFRESH_SECONDS + 1)
+    Cluster.objects.filter(pk=cluster.pk).update(inventory_synced_at=stale)
+    tasks.sync_cluster(cluster.pk)  # reads the inventory: the cluster answers
+    back = Cluster.objects.get(pk=cluster.pk)
+    assert back.unreachable_since is None and back.last_error == ""
