@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,19 +74,33 @@ def _visible(qs: QuerySet, user: Any) -> QuerySet:
     return qs.filter(Q(owner=user) | scope) if scope is not None else qs.filter(owner=user)
 
 
+def _runs_visible(qs: QuerySet, user: Any) -> QuerySet:
+    """Runs: every one for staff approvers, else one's own."""
+    return qs if user_is_approver(user) else qs.filter(owner=user)
+
+
+def _namespace_requests() -> QuerySet[NamespaceRequest]:
+    return NamespaceRequest.objects.select_related("cluster", "owner", "decided_by")
+
+
+def _claim_requests() -> QuerySet[ClaimRequest]:
+    return ClaimRequest.objects.select_related("namespace_request__cluster", "owner", "decided_by")
+
+
+def _verification_runs() -> QuerySet[VerificationRun]:
+    return VerificationRun.objects.select_related("claim__namespace_request__cluster", "owner")
+
+
 def namespace_request_list(*, user: Any) -> QuerySet[NamespaceRequest]:
-    qs = NamespaceRequest.objects.select_related("cluster", "owner", "decided_by")
-    return _visible(qs, user)
+    return _visible(_namespace_requests(), user)
 
 
 def claim_request_list(*, user: Any) -> QuerySet[ClaimRequest]:
-    qs = ClaimRequest.objects.select_related("namespace_request__cluster", "owner", "decided_by")
-    return _visible(qs, user)
+    return _visible(_claim_requests(), user)
 
 
 def verification_run_list(*, user: Any) -> QuerySet[VerificationRun]:
-    qs = VerificationRun.objects.select_related("claim__namespace_request__cluster", "owner")
-    return qs if user_is_approver(user) else qs.filter(owner=user)
+    return _runs_visible(_verification_runs(), user)
 
 
 # Large JSON a list of rows does not show: each row would decode it (a cluster's inventory
@@ -149,49 +164,59 @@ def verification_run_rows(*, user: Any) -> QuerySet[VerificationRun]:
     return verification_run_list(user=user).defer("devices", *claim, *cluster)
 
 
-def verification_run_list_with_logs(*, user: Any) -> QuerySet[VerificationRun]:
-    """Runs with their logs fetched in one more query, for output that describes the logs."""
-    return verification_run_list(user=user).prefetch_related("logs")
+def _runs_as_the_api_describes_them() -> QuerySet[VerificationRun]:
+    claim = _without("claim", fields=CLAIM_JSON)
+    cluster = _without("claim__namespace_request__cluster", fields=CLUSTER_JSON)
+    described = RunLog.objects.defer("text").annotate(text_length=Length("text"))
+    runs = _verification_runs().defer(*claim, *cluster)
+    return runs.prefetch_related(Prefetch("logs", queryset=described))
 
 
 def verification_run_api_rows(*, user: Any) -> QuerySet[VerificationRun]:
     """Runs as the API describes them: without the claim's and cluster's JSON, and their
     logs' lengths without the logs (a run long-polled or listed reads no log text)."""
-    claim = _without("claim", fields=CLAIM_JSON)
-    cluster = _without("claim__namespace_request__cluster", fields=CLUSTER_JSON)
-    described = RunLog.objects.defer("text").annotate(text_length=Length("text"))
-    runs = verification_run_list(user=user).defer(*claim, *cluster)
-    return runs.prefetch_related(Prefetch("logs", queryset=described))
+    return _runs_visible(_runs_as_the_api_describes_them(), user)
 
 
 def verification_run_api_get(*, user: Any, pk: int) -> VerificationRun:
-    return _get_or_404(verification_run_api_rows(user=user), pk)
+    return _get_visible(_runs_as_the_api_describes_them(), pk, user, _runs_visible)
 
 
 def verification_run_log_get(*, user: Any, pk: int) -> VerificationRun:
     """A run with its logs' text, for reading one: only what the log's answer says of the
     run (whether it ended), none of its claim, namespace or cluster."""
-    runs = verification_run_list(user=user).select_related(None).only("state", "owner_id")
-    return _get_or_404(runs.prefetch_related("logs"), pk)
+    runs = VerificationRun.objects.only("state", "owner_id").prefetch_related("logs")
+    return _get_visible(runs, pk, user, _runs_visible)
 
 
 def namespace_request_get(*, user: Any, pk: int) -> NamespaceRequest:
-    return _get_or_404(namespace_request_list(user=user), pk)
+    return _get_visible(_namespace_requests(), pk, user, _visible)
 
 
 def claim_request_get(*, user: Any, pk: int) -> ClaimRequest:
-    return _get_or_404(claim_request_list(user=user), pk)
+    return _get_visible(_claim_requests(), pk, user, _visible)
 
 
 def verification_run_get(*, user: Any, pk: int) -> VerificationRun:
-    return _get_or_404(verification_run_list_with_logs(user=user), pk)
+    return _get_visible(_verification_runs().prefetch_related("logs"), pk, user, _runs_visible)
 
 
-def _get_or_404(qs: QuerySet, pk: int) -> Any:
+def _get_visible(
+    qs: QuerySet, pk: int, user: Any, visible: Callable[[QuerySet, Any], QuerySet]
+) -> Any:
+    """The object the user may see, else 404 (as for one that does not exist).
+
+    Most reads are of one's own objects (every long-poll and log read of a script): those
+    are answered from the object's owner, without asking for approver groups or teams."""
     try:
-        return qs.get(pk=pk)
+        obj = qs.get(pk=pk)
     except (qs.model.DoesNotExist, ValueError, TypeError):
         raise Http404 from None
+    if (user.is_authenticated and obj.owner_id == user.pk) or user_is_approver(user):
+        return obj
+    if visible(qs.model.objects.filter(pk=pk), user).exists():  # a team approver's team
+        return obj
+    raise Http404
 
 
 def namespaces_for_claims(*, user: Any) -> QuerySet[NamespaceRequest]:

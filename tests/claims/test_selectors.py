@@ -18,6 +18,8 @@ from claims.models import (
     Cluster,
     NamespaceRequest,
     RunLog,
+    Team,
+    TeamMembership,
     VerificationRun,
 )
 
@@ -44,6 +46,31 @@ def test_it_shows_approvers_everything(alices_claim: ClaimRequest, carol: User) 
     queue = selectors.approval_queue(user=carol)
     assert list(queue["claims"]) == [alices_claim]
     assert list(queue["namespaces"]) == [alices_claim.namespace_request]
+
+
+def test_it_reads_ones_own_object_without_asking_who_approves(
+    alices_claim: ClaimRequest, bob: User, carol: User
+) -> None:
+    """Every long-poll and log read of a script is of its own object: one query, not three
+    (approver group, approving teams, then the object)."""
+    alice = User.objects.get(pk=alices_claim.owner_id)  # fresh: nothing cached on it
+    with CaptureQueriesContext(connection) as queries:
+        assert selectors.claim_request_get(user=alice, pk=alices_claim.pk) == alices_claim
+    assert len(queries) == 1, [q["sql"] for q in queries.captured_queries]
+    # Another's object is still seen only by approvers: staff ones and the owner's team's.
+    team, dave = Team.objects.create(name="vision"), User.objects.create_user("dave")
+    TeamMembership.objects.create(team=team, user=alice)
+    TeamMembership.objects.create(team=team, user=dave, role=TeamMembership.Role.APPROVER)
+    ns = alices_claim.namespace_request
+    for user in (carol, dave):
+        assert selectors.claim_request_get(user=user, pk=alices_claim.pk) == alices_claim
+        assert selectors.namespace_request_get(user=user, pk=ns.pk) == ns
+    with pytest.raises(Http404):
+        selectors.claim_request_get(user=bob, pk=alices_claim.pk)
+    run = VerificationRun.objects.create(claim=alices_claim, owner=alice)
+    with pytest.raises(Http404):  # a team approver decides claims; runs are the owner's
+        selectors.verification_run_log_get(user=dave, pk=run.pk)
+    assert selectors.verification_run_log_get(user=carol, pk=run.pk) == run
 
 
 def test_it_gives_non_approvers_an_empty_queue(alices_claim: ClaimRequest) -> None:

@@ -57,6 +57,7 @@ class RunListApi(ApiView):
         run = call_service(services.verification_run_start, user=request.user, claim_request=claim)
         # The claim as read above (its namespace, cluster and owner are the run's): no re-read.
         run.claim, run.owner = claim, claim.owner
+        run._prefetched_objects_cache = {"logs": run.logs.none()}  # new: no log to look for
         return Response(VerificationRunOutput(run).data, status=201)
 
 
