@@ -174,6 +174,9 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's, with a health check that needs no round trip while the socket is quiet.
+    DATABASES["default"]["ENGINE"] = "portal.postgresql"
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so a Celery worker subprocess can share the test database; one per
     # test run, so runs started side by side in one checkout do not share it.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.db.models import Prefetch, prefetch_related_objects
 from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
@@ -57,7 +58,7 @@ class RunListApi(ApiView):
         run = call_service(services.verification_run_start, user=request.user, claim_request=claim)
         # The claim as read above (its namespace, cluster and owner are the run's): no re-read.
         run.claim, run.owner = claim, claim.owner
-        run._prefetched_objects_cache = {"logs": run.logs.none()}  # new: no log to look for
+        prefetch_related_objects([run], Prefetch("logs", RunLog.objects.none()))  # new: no log
         return Response(VerificationRunOutput(run).data, status=201)
 
 
