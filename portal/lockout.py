@@ -8,6 +8,7 @@ token, valid or not, so the answer tells a guesser nothing.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from axes.backends import AxesStandaloneBackend
@@ -15,6 +16,7 @@ from axes.handlers.proxy import AxesProxyHandler
 from axes.helpers import get_cool_off
 from django.conf import settings
 from django.contrib.auth.signals import user_login_failed
+from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -62,11 +64,38 @@ class LockoutBackend(AxesStandaloneBackend):
             super().authenticate(request, *args, **kwargs)
 
 
+# Every API request asks whether its address is locked out (a SUM over axes' attempts). An
+# answer of "not locked" is kept in the process this long; any failure counted in the process
+# forgets it at once, so a lockout holds here at once and in another process within this.
+NOT_LOCKED_SECONDS = 1.0
+NOT_LOCKED_KEPT = 10_000  # addresses; past that the memory starts again
+_not_locked_until: dict[str, float] = {}
+
+
+def is_locked(request: HttpRequest) -> bool:
+    address, now = client_ip(request), time.monotonic()
+    if _not_locked_until.get(address, 0.0) > now:
+        return False
+    locked = bool(AxesProxyHandler.is_locked(request))
+    if not locked:
+        if len(_not_locked_until) >= NOT_LOCKED_KEPT:
+            _not_locked_until.clear()
+        _not_locked_until[address] = now + NOT_LOCKED_SECONDS
+    return locked
+
+
+@receiver(user_login_failed)
+def forget_not_locked(sender: Any, request: HttpRequest | None = None, **kwargs: Any) -> None:
+    """A failed login or token from an address: ask axes again at its next request."""
+    if request is not None:
+        _not_locked_until.pop(client_ip(request), None)
+
+
 class TokenAuthentication(KnoxTokenAuthentication):
     """knox's token check, counted by django-axes like a login."""
 
     def authenticate(self, request: Request) -> Any:
-        if self.presents_token(request) and AxesProxyHandler.is_locked(request._request):
+        if self.presents_token(request) and is_locked(request._request):
             raise Throttled(wait=cool_off_seconds(request._request))
         try:
             return super().authenticate(request)

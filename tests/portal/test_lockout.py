@@ -11,9 +11,12 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client, RequestFactory, override_settings
+from django.test.utils import CaptureQueriesContext
 from knox.models import AuthToken
 
+from portal import lockout
 from portal.lockout import client_ip
 from tests.fixtures.portal import PASSWORD, ROOT, _test_database_url
 
@@ -72,6 +75,22 @@ def test_it_throttles_random_api_tokens_and_then_any_token(alice: User) -> None:
     assert locked.status_code == 429 and int(locked["Retry-After"]) > 0
     assert locked.json()["detail"].startswith("Request was throttled")
     assert me(valid, ELSEWHERE).status_code == 200
+
+
+def test_it_asks_axes_once_a_second_per_address_until_a_failure(alice: User) -> None:
+    """The lockout check is a SUM on every API request: "not locked" is kept a second per
+    address, and forgotten at the first failure, so a lockout still holds at once."""
+    _, valid = AuthToken.objects.create(alice)
+    lockout._not_locked_until.clear()
+    with CaptureQueriesContext(connection) as queries:
+        assert [me(valid).status_code for _ in range(3)] == [200] * 3
+    assert sum("axes_accessattempt" in q["sql"] for q in queries.captured_queries) == 1
+    codes = [me(f"gpup_{secrets.token_hex(32)}").status_code for _ in range(LIMIT)]
+    assert codes[-1] == 429
+    assert me(valid).status_code == 429
+    assert me(valid, ELSEWHERE).status_code == 200
+    guess(Client(REMOTE_ADDR=ELSEWHERE), "/accounts/login/", LIMIT)  # a login's failures too
+    assert me(valid, ELSEWHERE).status_code == 429
 
 
 def test_it_shares_the_count_between_logins_and_tokens(alice: User) -> None:
