@@ -182,11 +182,16 @@ def verification_run_api_get(*, user: Any, pk: int) -> VerificationRun:
     return _get_visible(_runs_as_the_api_describes_them(), pk, user, _runs_visible)
 
 
-def verification_run_log_get(*, user: Any, pk: int) -> VerificationRun:
-    """A run with its logs' text, for reading one: only what the log's answer says of the
-    run (whether it ended), none of its claim, namespace or cluster."""
-    runs = VerificationRun.objects.only("state", "owner_id").prefetch_related("logs")
-    return _get_visible(runs, pk, user, _runs_visible)
+def verification_run_log_get(*, user: Any, pk: int, container: str) -> tuple[Any, RunLog]:
+    """A run and the log of one of its containers, in one query: only what the log's answer
+    says of the run (whether it ended), none of its claim, namespace or cluster."""
+    log = RunLog.objects.filter(run=OuterRef("pk"), container=container)
+    runs = VerificationRun.objects.only("state", "owner_id").annotate(
+        log_text=Subquery(log.values("text")), log_truncated=Subquery(log.values("truncated"))
+    )
+    run = _get_visible(runs, pk, user, _runs_visible)
+    text, truncated = run.log_text or "", bool(run.log_truncated)
+    return run, RunLog(run=run, container=container, text=text, truncated=truncated)
 
 
 def namespace_request_get(*, user: Any, pk: int) -> NamespaceRequest:

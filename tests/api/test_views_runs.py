@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -94,7 +96,11 @@ def test_it_serves_logs_as_plain_text(api: Api, alice: User, carol: User, cluste
 
 def test_it_reads_logs_incrementally(api: Api, alice: User, carol: User, cluster: Cluster) -> None:
     run = started_run(alice, carol, cluster, "a")
-    first = api("alice").get(f"/api/v1/runs/{run.pk}/logs/ctr0/")
+    client = api("alice")
+    client.get("/api/v1/me/")  # the token's lockout check done: what follows is the read's
+    with CaptureQueriesContext(connection) as queries:
+        first = client.get(f"/api/v1/runs/{run.pk}/logs/ctr0/")
+    assert len(queries) == 2, [q["sql"] for q in queries.captured_queries]  # token; run + log
     offset = first["X-Next-Since"]
     nothing_new = api("alice").get(f"/api/v1/runs/{run.pk}/logs/ctr0/?since={offset}")
     assert nothing_new.content == b""

@@ -88,8 +88,6 @@ class LogParams(serializers.Serializer):
 
 
 class RunLogApi(ObjectApi):
-    getter = staticmethod(selectors.verification_run_log_get)
-
     @extend_schema(
         tags=TAG,
         parameters=[
@@ -111,16 +109,15 @@ class RunLogApi(ObjectApi):
     )
     def get(self, request: Request, pk: int, container: str) -> HttpResponse:
         """The log of one container (ctr0 vectorAdd, ctr1 deviceQuery) as plain text."""
-        run = self.get_object()
         if container not in VerificationRun.CONTAINERS:
             raise Http404
+        run, log = selectors.verification_run_log_get(user=request.user, pk=pk, container=container)
         params = LogParams(data=request.query_params)
         params.is_valid(raise_exception=True)
-        return _log_response(run, container, params.validated_data["since"])
+        return _log_response(run, log, params.validated_data["since"])
 
 
-def _log_response(run: VerificationRun, container: str, since: int) -> HttpResponse:
-    log = next((log for log in run.logs.all() if log.container == container), RunLog())
+def _log_response(run: VerificationRun, log: RunLog, since: int) -> HttpResponse:
     # The head of a long log may have been dropped since the client's last read; then the
     # offset points past the end and the client gets what is kept, marked truncated.
     start = since if since <= len(log.text) else 0
