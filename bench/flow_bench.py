@@ -37,6 +37,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -378,11 +379,25 @@ class PortalClient:
         # (the server's bound on waiting requests answers at once; the client asks again).
         self.requests = 0
         self.quick_unchanged = 0
+        self.connection_resets = 0  # requests sent again on a new connection
 
     def call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        # As a careful script: a POST carries an Idempotency-Key, so that it can be sent again
+        # when a kept-alive connection the server had just closed is reset under it.
+        headers = {"Idempotency-Key": uuid.uuid4().hex} if method == "POST" else {}
+        resets = 0
         while True:
             self.requests += 1
-            response = self.session.request(method, self.url + path, timeout=90, **kwargs)
+            try:
+                response = self.session.request(
+                    method, self.url + path, timeout=90, headers=headers, **kwargs
+                )
+            except requests.ConnectionError:
+                resets += 1
+                self.connection_resets += 1
+                if resets > 2:
+                    raise
+                continue
             if response.status_code != 429:
                 response.raise_for_status()
                 return response
@@ -510,7 +525,7 @@ def loops(product: Product, admin: KubesimAdmin, flows: int) -> dict[str, Any]:
         report[f"portal_{way}_s"] = timed(
             portal_flows(f"api-{way[:3]}"), way == "parallel", product, cpu, f"portal {way[:3]}"
         )
-        for counted in ("short_log_reads", "requests", "quick_unchanged"):
+        for counted in ("short_log_reads", "requests", "quick_unchanged", "connection_resets"):
             total = sum(getattr(client, counted) for client in clients)
             report[f"portal_{way}_{counted}"] = total - report.get(f"portal_{counted}", 0)
             report[f"portal_{counted}"] = total
