@@ -209,13 +209,15 @@ def _record_outcome(cluster: Cluster, problems: list[str], every: timedelta | No
         return
     # A pass without problems may have asked the cluster nothing (a follower's pass reads its
     # caches; a sync with nothing to follow lists nothing), so it says nothing of whether the
-    # cluster answers: the error of a cluster marked unreachable stays until an inventory
-    # read since the outage began, the follower or a check finds it reachable again.
+    # cluster answers: a cluster marked unreachable stays so, with its reason, until an
+    # inventory read since the outage began (then it is reachable again, as
+    # cluster_registry.note_sync_outcome says too), the follower or a check finds it answers.
     answered = Q(unreachable_since__isnull=True) | Q(
         inventory_synced_at__gte=F("unreachable_since")
     )
-    if Cluster.objects.filter(answered, pk=cluster.pk).update(last_synced_at=now, last_error=""):
-        cluster.last_synced_at, cluster.last_error = now, ""
+    rows = Cluster.objects.filter(answered, pk=cluster.pk)
+    if rows.update(last_synced_at=now, last_error="", unreachable_since=None):
+        cluster.last_synced_at, cluster.last_error, cluster.unreachable_since = now, "", None
 
 
 def _inventory_is_stale(cluster: Cluster) -> bool:

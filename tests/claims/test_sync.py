@@ -303,3 +303,22 @@ def test_a_sync_that_asks_the_cluster_nothing_keeps_why_it_is_unreachable(
     tasks.sync_cluster(cluster.pk)  # reads the inventory: the cluster answers
     back = Cluster.objects.get(pk=cluster.pk)
     assert back.unreachable_since is None and back.last_error == ""
+
+
+def test_a_followers_good_pass_keeps_an_outage_until_the_cluster_answered(
+    cluster: Cluster,
+) -> None:
+    """A follower's pass reads its caches: it clears an outage (reason and all, never the
+    reason alone) only once an inventory was read since the outage began."""
+    problem = "connection refused (nothing listens at the server's address)"
+    cluster_registry.mark_unreachable(cluster.pk, problem)
+    since = Cluster.objects.get(pk=cluster.pk).unreachable_since
+    assert since is not None
+    Cluster.objects.filter(pk=cluster.pk).update(inventory_synced_at=since - timedelta(seconds=1))
+    sync._record_outcome(Cluster.objects.get(pk=cluster.pk), [], sync.FOLLOWER_RECORDS_EVERY)
+    still = Cluster.objects.get(pk=cluster.pk)
+    assert still.unreachable_since == since and still.last_error == problem
+    Cluster.objects.filter(pk=cluster.pk).update(inventory_synced_at=timezone.now())
+    sync._record_outcome(Cluster.objects.get(pk=cluster.pk), [], sync.FOLLOWER_RECORDS_EVERY)
+    back = Cluster.objects.get(pk=cluster.pk)
+    assert back.unreachable_since is None and back.last_error == ""
