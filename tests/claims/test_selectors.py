@@ -69,8 +69,8 @@ def test_it_reads_ones_own_object_without_asking_who_approves(
         selectors.claim_request_get(user=bob, pk=alices_claim.pk)
     run = VerificationRun.objects.create(claim=alices_claim, owner=alice)
     with pytest.raises(Http404):  # a team approver decides claims; runs are the owner's
-        selectors.verification_run_log_get(user=dave, pk=run.pk)
-    assert selectors.verification_run_log_get(user=carol, pk=run.pk) == run
+        selectors.verification_run_log_get(user=dave, pk=run.pk, container="ctr0")
+    assert selectors.verification_run_log_get(user=carol, pk=run.pk, container="ctr0")[0] == run
 
 
 def test_it_gives_non_approvers_an_empty_queue(alices_claim: ClaimRequest) -> None:
