@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,7 +178,7 @@ def verification_run_api_rows(*, user: Any) -> QuerySet[VerificationRun]:
 
 
 def verification_run_api_get(*, user: Any, pk: int) -> VerificationRun:
-    return _get_visible(_runs_as_the_api_describes_them(), pk, user, _runs_visible)
+    return _get_visible(_runs_as_the_api_describes_them(), pk, user, team_approvers_see=False)
 
 
 def verification_run_log_get(*, user: Any, pk: int, container: str) -> tuple[Any, RunLog]:
@@ -189,27 +188,27 @@ def verification_run_log_get(*, user: Any, pk: int, container: str) -> tuple[Any
     runs = VerificationRun.objects.only("state", "owner_id").annotate(
         log_text=Subquery(log.values("text")), log_truncated=Subquery(log.values("truncated"))
     )
-    run = _get_visible(runs, pk, user, _runs_visible)
+    run = _get_visible(runs, pk, user, team_approvers_see=False)
     text, truncated = run.log_text or "", bool(run.log_truncated)
     return run, RunLog(run=run, container=container, text=text, truncated=truncated)
 
 
 def namespace_request_get(*, user: Any, pk: int) -> NamespaceRequest:
-    return _get_visible(_namespace_requests(), pk, user, _visible)
+    return _get_visible(_namespace_requests(), pk, user, team_approvers_see=True)
 
 
 def claim_request_get(*, user: Any, pk: int) -> ClaimRequest:
-    return _get_visible(_claim_requests(), pk, user, _visible)
+    return _get_visible(_claim_requests(), pk, user, team_approvers_see=True)
 
 
 def verification_run_get(*, user: Any, pk: int) -> VerificationRun:
-    return _get_visible(_verification_runs().prefetch_related("logs"), pk, user, _runs_visible)
+    runs = _verification_runs().prefetch_related("logs")
+    return _get_visible(runs, pk, user, team_approvers_see=False)
 
 
-def _get_visible(
-    qs: QuerySet, pk: int, user: Any, visible: Callable[[QuerySet, Any], QuerySet]
-) -> Any:
-    """The object the user may see, else 404 (as for one that does not exist).
+def _get_visible(qs: QuerySet, pk: int, user: Any, *, team_approvers_see: bool) -> Any:
+    """The object the user may see, else 404 (as for one that does not exist): as _visible
+    (team_approvers_see) or _runs_visible says.
 
     Most reads are of one's own objects (every long-poll and log read of a script): those
     are answered from the object's owner, without asking for approver groups or teams."""
@@ -219,7 +218,8 @@ def _get_visible(
         raise Http404 from None
     if (user.is_authenticated and obj.owner_id == user.pk) or user_is_approver(user):
         return obj
-    if visible(qs.model.objects.filter(pk=pk), user).exists():  # a team approver's team
+    scope = decider_scope(user) if team_approvers_see else None
+    if scope is not None and qs.model.objects.filter(scope, pk=pk).exists():
         return obj
     raise Http404
 
