@@ -300,6 +300,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 3600.0,
         "options": {"expires": 3600},
     },
+    "purge-expired-idempotency": {
+        "task": "claims.api.tasks.purge_expired_idempotency",
+        "schedule": 3600.0,
+        "options": {"expires": 3600},
+    },
     "sweep-orphans": {
         "task": "claims.tasks.sweep_orphans",
         "schedule": float(os.getenv("ORPHAN_SWEEP_INTERVAL_SECONDS", "600")),

@@ -2,7 +2,9 @@
 
 The record is written in the same transaction as the work it guards, so either both exist
 or neither does; a concurrent retry waits on the unique (user, key) index until the first
-request commits, then replays its response.
+request commits, then replays its response. Records older than API_IDEMPOTENCY_TTL no
+longer count (a key may be used again) and the beat's claims.api.tasks.purge_expired_idempotency
+deletes them, rather than a DELETE on every POST.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -44,7 +47,6 @@ def idempotent(view_method: View) -> View:
         key = _checked_key(key)
         fingerprint = _fingerprint(request)
         with transaction.atomic():
-            _forget_expired(user)
             previous = _reserve(user, key, fingerprint)
             if previous is not None:
                 return _replay(previous, fingerprint)
@@ -72,21 +74,28 @@ def _fingerprint(request: Request) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _forget_expired(user: Any) -> None:
-    cutoff = timezone.now() - settings.API_IDEMPOTENCY_TTL
-    IdempotencyRecord.objects.filter(user=user, created__lt=cutoff).delete()
+def expired_before() -> datetime:
+    return timezone.now() - settings.API_IDEMPOTENCY_TTL
 
 
 def _reserve(user: Any, key: str, fingerprint: str) -> IdempotencyRecord | None:
-    """Claim the key for this request, or return the record of the request that had it."""
-    try:
-        with transaction.atomic():
-            IdempotencyRecord.objects.create(
-                user=user, key=key, fingerprint=fingerprint, status_code=0
-            )
-        return None
-    except IntegrityError:
-        return IdempotencyRecord.objects.get(user=user, key=key)
+    """Claim the key for this request, or return the record of the request that had it.
+
+    A record past its time is replaced (the purge had not come round to it yet)."""
+    for _attempt in range(2):
+        try:
+            with transaction.atomic():
+                IdempotencyRecord.objects.create(
+                    user=user, key=key, fingerprint=fingerprint, status_code=0
+                )
+            return None
+        except IntegrityError:
+            previous = IdempotencyRecord.objects.get(user=user, key=key)
+            if previous.created >= expired_before():
+                return previous
+            IdempotencyRecord.objects.filter(pk=previous.pk).delete()
+    # Another request replaced the expired record at the same moment: its answer is ours.
+    return IdempotencyRecord.objects.get(user=user, key=key)
 
 
 def _replay(record: IdempotencyRecord, fingerprint: str) -> Response:

@@ -13,6 +13,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from claims.api.models import IdempotencyRecord
+from claims.api.tasks import purge_expired_idempotency
 from claims.models import ClaimRequest, NamespaceRequest
 from tests.api.conftest import GPU
 
@@ -98,6 +99,20 @@ def test_it_lets_an_expired_key_be_used_again(api: Api, namespace: NamespaceRequ
     response = post_claim(client, namespace, "key-1", name="next-day")
     assert response.status_code == 201
     assert response.json()["name"] == "next-day"
+    assert IdempotencyRecord.objects.get(key="key-1").response_body["name"] == "next-day"
+
+
+def test_the_beat_purges_expired_records_not_fresh_ones(
+    api: Api, namespace: NamespaceRequest
+) -> None:
+    client = api("alice")
+    post_claim(client, namespace, "old-key")
+    IdempotencyRecord.objects.update(created=timezone.now() - timedelta(days=2))
+    post_claim(client, namespace, "new-key", name="today")
+    # A POST no longer deletes expired records on its way (the beat does).
+    assert IdempotencyRecord.objects.filter(key="old-key").exists()
+    assert purge_expired_idempotency() == 1
+    assert list(IdempotencyRecord.objects.values_list("key", flat=True)) == ["new-key"]
 
 
 @pytest.mark.django_db(transaction=True)
