@@ -196,8 +196,10 @@ class Product:
 
     def cpu_seconds(self) -> dict[str, float]:
         """CPU time (user + system) each service has used so far, its child processes
-        (gunicorn's workers) included."""
-        return {name: tree_cpu_seconds(pid) for pid, name in self.names.items()}
+        (gunicorn's workers, PostgreSQL's backends) included. PostgreSQL and Redis are the
+        machine's: what else uses them in the meantime is counted too."""
+        pids = {**self.names, **machine_services()}
+        return {name: tree_cpu_seconds(pid) for pid, name in pids.items()}
 
     def answers(self) -> bool:
         try:
@@ -257,8 +259,19 @@ class KubesimAdmin:
         return thread
 
 
+def machine_services() -> dict[int, str]:
+    """The pids of this machine's PostgreSQL server (its postmaster) and Redis server."""
+    found = {}
+    for name, pattern in (("postgresql", "postgres -D"), ("redis", "redis-server")):
+        result = subprocess.run(["pgrep", "-o", "-f", pattern], capture_output=True, text=True)
+        if result.stdout.strip():
+            found[int(result.stdout.split()[0])] = name
+    return found
+
+
 def tree_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process and its descendants, from /proc."""
+    """User + system CPU seconds of a process and its descendants, from /proc; for the
+    process itself, that of its children that have ended too (a closed PostgreSQL backend)."""
     tick = os.sysconf("SC_CLK_TCK")
     children: defaultdict[int, list[int]] = defaultdict(list)
     times: dict[int, float] = {}
@@ -270,7 +283,8 @@ def tree_cpu_seconds(pid: int) -> float:
         except OSError:
             continue
         children[int(fields[1])].append(int(entry.name))
-        times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+        ended = int(fields[13]) + int(fields[14]) if int(entry.name) == pid else 0
+        times[int(entry.name)] = (int(fields[11]) + int(fields[12]) + ended) / tick
     total, todo = 0.0, [pid]
     while todo:
         current = todo.pop()

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import OuterRef, Q, Subquery
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone, translation
@@ -135,19 +135,30 @@ def _first_allocation(claim: ClaimRequest) -> bool:
 
 def deliver(*, event: str, kind: str, pk: int, message: str) -> None:
     """Email the owner (unless they said no) and POST to their team's webhook."""
-    related = ("owner", "namespace_request") if kind == "claim" else ("owner",)
-    obj = KINDS[kind].objects.select_related(*related).filter(pk=pk).first()
+    obj = _notified(kind, pk)
     if obj is None or event not in EVENTS:
         return
     context = _context(obj, kind, event, message)
-    webhook = _webhook_of(obj)
-    if webhook is not None:
+    if obj.webhook_pk is not None:
+        webhook = TeamWebhook.objects.get(pk=obj.webhook_pk)
         webhooks.queue(webhook, event, _payload(obj, kind, event, context))
     try:
         _email(obj, event, context)
     except (OSError, SMTPException) as error:
         # The notice stays in the webhook's log and the audit trail; mail is best effort.
         log.warning("email %s about %s %s not sent: %s", event, kind, pk, error)
+
+
+def _notified(kind: str, pk: int) -> Any:
+    """The object told of, with its owner and the owner's profile, and as webhook_pk the
+    active webhook of the owner's (first) team: one query."""
+    related = ["owner__portal_profile", "decided_by"]
+    related += ["namespace_request"] if kind == "claim" else []
+    webhook = TeamWebhook.objects.filter(
+        team_id=first_team_id(OuterRef(OuterRef("owner_id"))), active=True
+    )
+    objects = KINDS[kind].objects.select_related(*related)
+    return objects.annotate(webhook_pk=Subquery(webhook.values("pk")[:1])).filter(pk=pk).first()
 
 
 def _context(obj: Notified, kind: str, event: str, message: str) -> dict[str, Any]:
@@ -190,7 +201,10 @@ def _email(obj: Notified, event: str, context: dict[str, Any]) -> None:
     for user in recipients(obj, event):
         if not user.email:
             continue
-        profile = Profile.objects.filter(user=user).first()
+        if user == obj.owner:
+            profile = _selected_profile(user)
+        else:
+            profile = Profile.objects.filter(user=user).first()
         if _profile_wants(profile, event):
             _email_one(user, profile, obj, event, context)
 
@@ -207,9 +221,13 @@ def _email_one(
     send_mail(str(subject), body, None, [user.email])
 
 
-def _webhook_of(obj: Notified) -> TeamWebhook | None:
-    """The active webhook of the owner's (first) team, in one query."""
-    return TeamWebhook.objects.filter(team_id=first_team_id(obj.owner_id), active=True).first()
+def _selected_profile(user: Any) -> Profile | None:
+    """The profile select_related brought with the user, if they have one."""
+    try:
+        profile: Profile = user.portal_profile
+    except Profile.DoesNotExist:
+        return None
+    return profile
 
 
 def _payload(obj: Notified, kind: str, event: str, context: dict[str, Any]) -> dict[str, Any]:

@@ -194,6 +194,48 @@ def test_a_mail_server_down_holds_back_neither_the_webhook_nor_the_change(
     assert delivery.payload["object"]["state"] == "rejected"
 
 
+def test_a_notice_to_the_owner_reads_the_database_once(
+    alice: User,
+    carol: User,
+    cluster: Cluster,
+    django_capture_on_commit_callbacks: Any,
+    django_assert_num_queries: Any,
+) -> None:
+    Profile.objects.create(user=alice, language="he")
+    claim = submitted(alice, cluster)
+    with django_capture_on_commit_callbacks() as callbacks:
+        services.claim_request_reject(user=carol, claim_request=claim, reason="no")
+    [notice] = [c for c in callbacks if isinstance(c, notifications.Notice)]
+    # The claim, its namespace, its owner and who decided, the owner's profile and whether
+    # their team has a webhook come in one query.
+    with django_assert_num_queries(1):
+        notice.deliver()
+    [email] = mail.outbox
+    assert "train" in email.subject and "rejected" not in email.subject  # in alice's Hebrew
+
+
+def test_the_webhook_is_the_one_of_the_owners_first_team(
+    alice: User, carol: User, cluster: Cluster, django_capture_on_commit_callbacks: Any
+) -> None:
+    first, second = Team.objects.create(name="vision"), Team.objects.create(name="speech")
+    TeamMembership.objects.create(team=first, user=alice)
+    TeamMembership.objects.create(team=second, user=alice)
+    TeamWebhook.objects.create(team=second, url="http://127.0.0.1:9/second", secret="s")
+    claim = submitted(alice, cluster)
+    with django_capture_on_commit_callbacks() as callbacks:
+        services.claim_request_reject(user=carol, claim_request=claim, reason="no")
+    assert sent(callbacks) == [("rejected", "claim")]
+    assert not WebhookDelivery.objects.exists()  # the first team has none
+    hook = TeamWebhook.objects.create(team=first, url="http://127.0.0.1:9/first", secret="s")
+    TeamWebhook.objects.create(team=Team.objects.create(name="other"), url="http://x.test/")
+    notifications.deliver(event="rejected", kind="claim", pk=claim.pk, message="no")
+    assert [d.webhook for d in WebhookDelivery.objects.all()] == [hook]
+    hook.active = False
+    hook.save()
+    notifications.deliver(event="rejected", kind="claim", pk=claim.pk, message="no")
+    assert WebhookDelivery.objects.count() == 1
+
+
 def test_the_approvers_hear_of_an_extension_left_to_them(
     alice: User, bob: User, carol: User, cluster: Cluster, django_capture_on_commit_callbacks: Any
 ) -> None:
