@@ -139,8 +139,9 @@ def deliver(*, event: str, kind: str, pk: int, message: str) -> None:
     if obj is None or event not in EVENTS:
         return
     context = _context(obj, kind, event, message)
-    if obj.webhook_pk is not None:
-        webhook = TeamWebhook.objects.get(pk=obj.webhook_pk)
+    # Read only when there is one (removed meanwhile: nothing to post to).
+    webhook = TeamWebhook.objects.filter(pk=obj.webhook_pk).first() if obj.webhook_pk else None
+    if webhook is not None:
         webhooks.queue(webhook, event, _payload(obj, kind, event, context))
     try:
         _email(obj, event, context)
