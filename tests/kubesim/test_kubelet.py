@@ -42,6 +42,13 @@ class PodHistory:
 
         cluster.store.subscribe(record)
 
+    def caught_up_with(self, pod: dict) -> bool:
+        """Whether the version read has reached the history too: the store tells its
+        subscribers after it commits, on the writer's thread, so a read may see it first."""
+        version = pod["metadata"]["resourceVersion"]
+        with self._lock:
+            return any(v["metadata"]["resourceVersion"] == version for v in self.versions)
+
     def phases(self) -> list[str]:
         with self._lock:
             phases = [v.get("status", {}).get("phase") for v in self.versions]
@@ -112,6 +119,7 @@ def test_it_runs_a_pod_from_pending_to_succeeded(
     create_claim(kubesim_module, namespace, "gpu-claim")
     create_pod(kubesim_module, namespace, "pod1", [VECTOR_ADD, DEVICE_QUERY], claim="gpu-claim")
     pod = wait_until(phase_is(kubesim_module, namespace, "pod1", "Succeeded"))
+    wait_until(lambda: history.caught_up_with(pod))
     assert history.phases() == ["Pending", "Running", "Succeeded"]
     assert history.waiting_reasons("ctr0") == ["ContainerCreating"]
     assert pod["status"]["startTime"]
@@ -177,6 +185,7 @@ def test_it_fails_a_pull_of_an_unknown_image(
         return pod if state.get("waiting", {}).get("reason") == "ImagePullBackOff" else None
 
     pod = wait_until(backing_off)
+    wait_until(lambda: history.caught_up_with(pod))
     assert pod["status"]["phase"] == "Pending"
     assert history.waiting_reasons("ctr0") == [
         "ContainerCreating",
