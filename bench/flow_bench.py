@@ -14,7 +14,8 @@ Measures, in one run, printing JSON:
 - portal: the same through the REST API (namespace request, claim, run — queued until the
   claim is applied, as kubectl applies the Pod right after the claim — then one long-poll
   `?until=succeeded,failed`, both logs), sequential, parallel, and the parallel burst once
-  more (as a portal up for a while meets it), with the ratios;
+  more (as a portal up for a while meets it), with the ratios, and the least time the
+  parallel burst could take on this machine's cores given the CPU it used (its "floor");
 - freshness: a Pod phase change in kubesim (seen on a watch of our own) to the run's
   long-poll answering with it, p50/p95;
 - writes: kubesim's POST/PATCH/PUT counters over the portal's flows, per flow.
@@ -564,6 +565,12 @@ def loops(product: Product, admin: KubesimAdmin, flows: int) -> dict[str, Any]:
     report["ratio_parallel_to_kubectl_parallel"] = round(
         report["portal_parallel_s"] / report["kubectl_parallel_s"], 3
     )
+    # The least time the parallel burst could take with every core busy all along: its CPU
+    # seconds (every process measured, PostgreSQL and Redis included) over the cores.
+    cores = os.cpu_count() or 1
+    floor = sum(cpu["portal par"].values()) / cores
+    report["portal_parallel_cpu_floor_s"] = round(floor, 3)
+    report["ratio_parallel_cpu_floor"] = round(floor / loop, 3)
     return report
 
 
