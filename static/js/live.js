@@ -29,6 +29,31 @@ document.addEventListener("htmx:afterSwap", function (event) {
   if (event.detail.target && event.detail.target.id === "dashboard-live") { dropNotices(); }
 });
 
+// A row the user is acting on stays when the live part around it is redrawn for another
+// change, as long as the row's state is the same: one whose decision is on its way (htmx
+// would swap the answer into the row the redraw had detached, and it would be lost) and one
+// whose answer was an error (a rejection without a reason, say), which the redraw knows
+// nothing of. (Registered before the typed-text handlers below: they then find its inputs.)
+const erred = {};
+document.addEventListener("htmx:oobBeforeSwap", function (event) {
+  const target = event.detail.target;
+  if (!target || !target.id) { return; }
+  erred[target.id] = Array.from(target.querySelectorAll("tr[id][data-state]")).filter(function (row) {
+    return row.querySelector(".errorlist, .htmx-request");
+  });
+});
+document.addEventListener("htmx:oobAfterSwap", function (event) {
+  const id = event.detail.target && event.detail.target.id;
+  const rows = erred[id] || [];
+  delete erred[id];
+  rows.forEach(function (kept) {
+    const redrawn = document.getElementById(kept.id);
+    if (redrawn && redrawn !== kept && redrawn.dataset.state === kept.dataset.state) {
+      redrawn.replaceWith(kept);
+    }
+  });
+});
+
 // A live part redrawn while the user types in it (a reason for rejecting, say) keeps what was
 // typed and where the focus was: inputs are matched by the id of their row and their name.
 const typed = {};

@@ -209,7 +209,7 @@ def test_it_keeps_a_seen_row_with_its_decision(namespace: NamespaceRequest, char
     page = client_for(charlie).get(reverse("approvals")).content.decode()
     services.namespace_request_reject(user=charlie, namespace_request=namespace, reason="No room")
     content = htmx_client_for(charlie).get(watch_url(page)).content.decode()
-    assert f'<tr id="namespace-request-{namespace.pk}">' in content
+    assert f'<tr id="namespace-request-{namespace.pk}" data-state="rejected">' in content
     assert "by charlie: No room" in content
 
 

@@ -289,6 +289,31 @@ def test_it_keeps_a_reason_being_typed_when_the_queue_redraws(
     expect(reason).to_be_focused()
 
 
+def test_it_keeps_a_rows_error_when_the_queue_redraws(
+    signed_in: Any, live_server: Any, work: dict[str, Any], alice: User, carol: User
+) -> None:
+    approver = signed_in("carol")
+    approver.goto(live_server.url + reverse("approvals"))
+    row = approver.locator("tr", has_text="eval-gpu")
+    row.get_by_role("button", name="Reject").click()
+    error = row.locator(".errorlist")
+    expect(error).to_contain_text("Say why, so the requester knows")
+    mark_page(approver)
+    # Another change redraws the queue around the row: the error it answered with stays.
+    services.claim_request_submit(
+        user=alice, namespace_request=work["ns"], name="late-gpu", device_class="gpu.nvidia.com"
+    )
+    expect(approver.locator("#claim-queue")).to_contain_text("late-gpu", timeout=LIVE)
+    expect(error).to_contain_text("Say why, so the requester knows")
+    # Once the row itself changes, the redrawn row is the one shown.
+    claim = ClaimRequest.objects.get(name="eval-gpu")
+    services.claim_request_approve(user=carol, claim_request=claim)
+    expect(row).to_contain_text("approved", timeout=LIVE)
+    expect(error).to_have_count(0)
+    assert_not_reloaded(approver)
+    assert htmx_errors(approver) == []
+
+
 def test_it_drops_the_dashboards_requested_notice_once_decided(
     signed_in: Any, live_server: Any, work: dict[str, Any], carol: User
 ) -> None:
