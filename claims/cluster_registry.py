@@ -19,7 +19,8 @@ from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import DateTimeField, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -358,10 +359,13 @@ def contact(cluster: Cluster) -> Contact:
 
 
 def mark_unreachable(cluster_pk: int, problem: str) -> None:
-    """Record the problem; `unreachable_since` keeps the first failure of the outage."""
-    Cluster.objects.filter(pk=cluster_pk).update(last_error=problem)
-    Cluster.objects.filter(pk=cluster_pk, unreachable_since__isnull=True).update(
-        unreachable_since=timezone.now()
+    """Record the problem; `unreachable_since` keeps the first failure of the outage.
+
+    One statement: as two, a follower's good pass that cleared both in between left the
+    cluster unreachable with no word why."""
+    now = Value(timezone.now(), output_field=DateTimeField())
+    Cluster.objects.filter(pk=cluster_pk).update(
+        last_error=problem, unreachable_since=Coalesce("unreachable_since", now)
     )
 
 

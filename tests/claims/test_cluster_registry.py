@@ -212,8 +212,12 @@ def test_it_says_why_a_cluster_is_unreachable_and_registers_it_anyway(
     assert cluster_registry.picker_label(down).startswith("down (unreachable since ")
 
 
-def test_unreachable_since_keeps_the_first_failure(cluster: Cluster) -> None:
-    cluster_registry.mark_unreachable(cluster.pk, "connection refused")
+def test_unreachable_since_keeps_the_first_failure(
+    cluster: Cluster, django_assert_num_queries: Any
+) -> None:
+    # The reason and the time in one statement: nothing can clear one between the two.
+    with django_assert_num_queries(1):
+        cluster_registry.mark_unreachable(cluster.pk, "connection refused")
     first = Cluster.objects.get(pk=cluster.pk).unreachable_since
     cluster_registry.mark_unreachable(cluster.pk, "no answer in time (timed out)")
     again = Cluster.objects.get(pk=cluster.pk)
