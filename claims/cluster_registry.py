@@ -358,6 +358,10 @@ def contact(cluster: Cluster) -> Contact:
     return Contact("", checks_done)
 
 
+# How the gateway's connection says the cluster did not answer (claims/kube/connection.py).
+UNREACHABLE = "cannot reach the cluster"
+
+
 def mark_unreachable(cluster_pk: int, problem: str) -> None:
     """Record the problem; `unreachable_since` keeps the first failure of the outage.
 
@@ -380,7 +384,7 @@ def note_sync_outcome(cluster_pk: int) -> None:
     cluster = Cluster.objects.filter(pk=cluster_pk).first()
     if cluster is None:
         return
-    if "cannot reach the cluster" in cluster.last_error:
+    if UNREACHABLE in cluster.last_error:
         mark_unreachable(cluster_pk, plain_words(cluster.last_error))
         return
     # A sync with nothing to follow asks the cluster nothing: only the inventory it read

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
-from claims import cluster_ops, inventory, observations, run_follower
+from claims import cluster_ops, cluster_registry, inventory, observations, run_follower
 from claims.cluster_ops import gateway_for
 from claims.kube.gateway import (
     ClaimState,
@@ -202,7 +202,13 @@ def _record_outcome(cluster: Cluster, problems: list[str], every: timedelta | No
     second while runs go, so its good passes are written at most `every` (not at each)."""
     now = timezone.now()
     if problems:
-        Cluster.objects.filter(pk=cluster.pk).update(last_error="; ".join(problems))
+        said = "; ".join(problems)
+        if cluster_registry.UNREACHABLE in said:
+            # In an admin's words at once, with the time the outage began (one statement): the
+            # client's raw message stood on the clusters page until the task translated it.
+            cluster_registry.mark_unreachable(cluster.pk, cluster_registry.plain_words(said))
+        else:
+            Cluster.objects.filter(pk=cluster.pk).update(last_error=said)
         return
     last = cluster.last_synced_at
     if every and not cluster.last_error and last and now - last < every:

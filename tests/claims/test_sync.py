@@ -322,3 +322,20 @@ def test_a_followers_good_pass_keeps_an_outage_until_the_cluster_answered(
     sync._record_outcome(Cluster.objects.get(pk=cluster.pk), [], sync.FOLLOWER_RECORDS_EVERY)
     back = Cluster.objects.get(pk=cluster.pk)
     assert back.unreachable_since is None and back.last_error == ""
+
+
+def test_a_pass_that_cannot_reach_the_cluster_says_so_in_plain_words_at_once(
+    cluster: Cluster,
+) -> None:
+    raw = (
+        "ResourceClaims: cannot reach the cluster: HTTPSConnectionPool(host='127.0.0.1', "
+        "port=9): Max retries exceeded (Caused by NewConnectionError('Failed to establish a "
+        "new connection: [Errno 111] Connection refused'))"
+    )
+    sync._record_outcome(cluster, [raw], None)
+    cluster.refresh_from_db()
+    assert cluster.last_error == "connection refused (nothing listens at the server's address)"
+    assert cluster.unreachable_since is not None
+    sync._record_outcome(cluster, ["Pods: the server says no (500)"], None)
+    cluster.refresh_from_db()
+    assert cluster.last_error == "Pods: the server says no (500)"
