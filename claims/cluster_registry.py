@@ -373,6 +373,15 @@ def mark_unreachable(cluster_pk: int, problem: str) -> None:
     )
 
 
+def record_problem(cluster_pk: int, problem: str) -> None:
+    """What the last contact with the cluster could not do; one that did not reach it marks it
+    unreachable, in an admin's words, at once (the client's raw message is never shown)."""
+    if UNREACHABLE in problem:
+        mark_unreachable(cluster_pk, plain_words(problem))
+    else:
+        Cluster.objects.filter(pk=cluster_pk).update(last_error=problem)
+
+
 def mark_reachable(cluster_pk: int) -> None:
     Cluster.objects.filter(pk=cluster_pk).exclude(unreachable_since=None, last_error="").update(
         unreachable_since=None, last_error=""
@@ -380,12 +389,10 @@ def mark_reachable(cluster_pk: int) -> None:
 
 
 def note_sync_outcome(cluster_pk: int) -> None:
-    """After a periodic sync: its recorded error says whether the cluster answered."""
+    """After a periodic sync or inventory refresh (a problem was recorded by record_problem,
+    unreachable included): whether the cluster answers again."""
     cluster = Cluster.objects.filter(pk=cluster_pk).first()
     if cluster is None:
-        return
-    if UNREACHABLE in cluster.last_error:
-        mark_unreachable(cluster_pk, plain_words(cluster.last_error))
         return
     # A sync with nothing to follow asks the cluster nothing: only the inventory it read
     # since the outage began says the cluster answers again.

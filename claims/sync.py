@@ -202,13 +202,7 @@ def _record_outcome(cluster: Cluster, problems: list[str], every: timedelta | No
     second while runs go, so its good passes are written at most `every` (not at each)."""
     now = timezone.now()
     if problems:
-        said = "; ".join(problems)
-        if cluster_registry.UNREACHABLE in said:
-            # In an admin's words at once, with the time the outage began (one statement): the
-            # client's raw message stood on the clusters page until the task translated it.
-            cluster_registry.mark_unreachable(cluster.pk, cluster_registry.plain_words(said))
-        else:
-            Cluster.objects.filter(pk=cluster.pk).update(last_error=said)
+        cluster_registry.record_problem(cluster.pk, "; ".join(problems))
         return
     last = cluster.last_synced_at
     if every and not cluster.last_error and last and now - last < every:

@@ -188,7 +188,7 @@ def refresh_inventory(cluster_id: int) -> None:
         try:
             sync.refresh_inventory(cluster)
         except TransientKubeError as error:
-            Cluster.objects.filter(pk=cluster.pk).update(last_error=error.message)
+            cluster_registry.record_problem(cluster.pk, error.message)
         cluster_registry.note_sync_outcome(cluster.pk)
 
 
