@@ -4,12 +4,23 @@ from typing import Any
 
 from celery import Celery, signals
 from kombu.transport import sqlalchemy
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 
 class SQLiteBrokerChannel(sqlalchemy.Channel):
+    def _open(self) -> Any:
+        # The same with the tables of a new broker file: each process looks, then creates
+        # them. The one that finds a table made meanwhile opens again, and then sees it.
+        for _ in range(len(sqlalchemy.metadata.tables)):
+            try:
+                return super()._open()
+            except OperationalError as error:
+                if "already exists" not in str(error):
+                    raise
+        return super()._open()
+
     def _get_or_create(self, queue: str) -> Any:
         # kombu guards the look-then-insert of a queue's row with a lock of its process only:
         # the web sending the first task while the worker declares the queue made one of them

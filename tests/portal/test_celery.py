@@ -72,6 +72,8 @@ import sys
 from kombu import Connection
 from portal.celery import SQLiteBroker
 options = {{"connect_args": {{"timeout": 30}}}}
+print("ready", flush=True)
+sys.stdin.readline()  # all start at once: the first to open the file create its tables
 with Connection(sys.argv[1], transport=SQLiteBroker, transport_options=options) as connection:
     channel = connection.default_channel
     for index in range({queues}):
@@ -82,9 +84,9 @@ with Connection(sys.argv[1], transport=SQLiteBroker, transport_options=options) 
 def test_processes_declaring_the_same_queues_at_once_on_the_default_broker_all_go_on(
     tmp_path: Path,
 ) -> None:
-    """kombu looks, then inserts a queue's row, under a lock of its own process: two
-    processes declaring one queue at once (the web's first task, the worker starting) met on
-    the row's unique name, and the loser stopped."""
+    """kombu looks, then creates, under a lock of its own process: two processes opening a new
+    broker file at once (the web's first task, the worker starting) met on its tables, and two
+    declaring one queue at once on the row's unique name; the loser stopped."""
     queues, url = 60, f"sqlite:///{tmp_path / 'broker.sqlite3'}"
     script = DECLARE.format(queues=queues)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": "portal.settings"}
@@ -92,12 +94,18 @@ def test_processes_declaring_the_same_queues_at_once_on_the_default_broker_all_g
         subprocess.Popen(
             [sys.executable, "-c", script, url],
             env=env,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
         )
-        for _ in range(4)
+        for _ in range(6)
     ]
+    for declarer in declarers:
+        assert declarer.stdout.readline() == "ready\n"
+    for declarer in declarers:
+        declarer.stdin.write("go\n")
+        declarer.stdin.close()
     outcomes = [(declarer.wait(timeout=120), declarer.stdout.read()) for declarer in declarers]
     assert all(code == 0 for code, _ in outcomes), outcomes
     with sqlite3.connect(tmp_path / "broker.sqlite3") as database:
