@@ -17,6 +17,9 @@ from claims.models import ClaimRequest, Cluster
 from tests.api.conftest import started_run
 
 Api = Callable[[str], APIClient]
+# s: an answer "at once" comes well within this, a wait of 30 s asked for would not. Generous:
+# the test tells the two apart, it does not time the answer (bench/ does).
+SOON = 10
 
 
 def timed_get(client: APIClient, url: str) -> tuple[float, dict]:
@@ -28,7 +31,7 @@ def timed_get(client: APIClient, url: str) -> tuple[float, dict]:
 
 def test_it_answers_at_once_when_the_state_already_differs(api: Api, claim: ClaimRequest) -> None:
     elapsed, data = timed_get(api("alice"), f"/api/v1/claims/{claim.pk}/?wait=30&state=approved")
-    assert elapsed < 1
+    assert elapsed < SOON
     assert data["state"] == "pending"
 
 
@@ -43,16 +46,16 @@ def test_it_answers_as_soon_as_the_state_changes(
 
     approver = threading.Thread(target=approve_soon)
     approver.start()
-    elapsed, data = timed_get(api("alice"), f"/api/v1/claims/{claim.pk}/?wait=20&state=pending")
+    elapsed, data = timed_get(api("alice"), f"/api/v1/claims/{claim.pk}/?wait=30&state=pending")
     approver.join()
     assert data["state"] == "approved"
-    assert 0.5 < elapsed < 2
+    assert 0.5 < elapsed < SOON
 
 
 def test_it_answers_with_the_current_state_after_the_wait(api: Api, claim: ClaimRequest) -> None:
     elapsed, data = timed_get(api("alice"), f"/api/v1/claims/{claim.pk}/?wait=1&state=pending")
     assert data["state"] == "pending"
-    assert 0.9 < elapsed < 2
+    assert 0.9 < elapsed < SOON
 
 
 def test_it_reads_the_database_gently_while_waiting(api: Api, claim: ClaimRequest) -> None:
@@ -66,7 +69,7 @@ def test_it_reads_the_database_gently_while_waiting(api: Api, claim: ClaimReques
 @override_settings(API_LONG_POLL_MAX_SECONDS=1)
 def test_it_caps_the_wait(api: Api, claim: ClaimRequest) -> None:
     elapsed, _ = timed_get(api("alice"), f"/api/v1/claims/{claim.pk}/?wait=30&state=pending")
-    assert elapsed < 2
+    assert elapsed < SOON
 
 
 def test_it_waits_on_runs_too(api: Api, alice: User, carol: User, cluster: Cluster) -> None:
@@ -89,8 +92,8 @@ def test_it_says_what_is_wrong_with_the_wait(
 
 def test_it_does_not_wait_on_someone_elses_claim(api: Api, claim: ClaimRequest) -> None:
     started = time.monotonic()
-    response = api("bob").get(f"/api/v1/claims/{claim.pk}/?wait=5&state=pending")
-    assert (response.status_code, time.monotonic() - started < 1) == (404, True)
+    response = api("bob").get(f"/api/v1/claims/{claim.pk}/?wait=30&state=pending")
+    assert (response.status_code, time.monotonic() - started < SOON) == (404, True)
 
 
 @override_settings(LIVE_WAITERS_PER_USER=0)
@@ -102,7 +105,7 @@ def test_a_wait_it_cannot_hold_answers_at_once_and_says_when_to_ask_again(
     started = time.monotonic()
     response = api("alice").get(f"/api/v1/claims/{claim.pk}/?wait=30&state=pending")
     assert (response.status_code, response.json()["state"]) == (200, "pending")
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < SOON
     assert response["Retry-After"] == "1"
     waited = api("alice").get(f"/api/v1/claims/{claim.pk}/?wait=1&state=approved")
     assert "Retry-After" not in waited  # answered as the state differs: nothing was refused
