@@ -92,6 +92,7 @@ def start_demo(folder: Path) -> tuple[subprocess.Popen, int, Path]:
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # as in a terminal: the demo's group gets the Ctrl-C
         )
     return demo, port, log
 
@@ -110,6 +111,27 @@ def test_it_runs_the_whole_demo_and_stops_it_all(tmp_path: Path) -> None:
         demo.send_signal(signal.SIGTERM)
         demo.wait(timeout=30)
     assert "kubesim stopped" in log.read_text()
+    assert processes_with_env(f"PORTAL_VAR_DIR={tmp_path}") == []
+
+
+def test_ctrl_c_stops_the_whole_demo_quietly(tmp_path: Path) -> None:
+    """A terminal sends Ctrl-C's SIGINT to its foreground process group: the runner stops its
+    children in order. Each had it at once: kubesim went, and the follower still watching it
+    printed a screen of "cannot reach the cluster", and the runner called it unexpected."""
+    demo, _, log = start_demo(tmp_path)
+    try:
+        wait_for_output(demo, log, "The portal is at", timeout=60)
+        os.killpg(demo.pid, signal.SIGINT)
+        assert demo.wait(timeout=60) == 0, log.read_text()
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+    printed = log.read_text()
+    stopping = printed.split("Stopping...")[-1]
+    assert "unexpectedly" not in printed and "Traceback" not in stopping, printed
+    assert "cannot reach the cluster" not in stopping and " WARNING " not in stopping, stopping
+    assert "kubesim stopped" in stopping
     assert processes_with_env(f"PORTAL_VAR_DIR={tmp_path}") == []
 
 

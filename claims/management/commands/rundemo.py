@@ -2,8 +2,9 @@
 follower, the web server.
 
 A worker, beat or follower that dies is started again (after a back-off that grows while it keeps
-dying); kubesim or the web server dying stops the demo. Ctrl-C (or SIGTERM) stops every
-child. With KUBECONFIG set, that cluster is used instead of starting kubesim.
+dying); kubesim or the web server dying stops the demo. Ctrl-C (or SIGTERM, or the terminal
+closing) stops every child, in the reverse order they started. With KUBECONFIG set, that
+cluster is used instead of starting kubesim.
 """
 
 from __future__ import annotations
@@ -58,7 +59,10 @@ class Children:
         self.children.append(Child(name, args, env, self.spawn(args, env)))
 
     def spawn(self, args: list[str], env: dict[str, str]) -> subprocess.Popen:
-        return subprocess.Popen(args, cwd=settings.BASE_DIR, env=env)
+        # A group of its own: the terminal's Ctrl-C reaches only the runner, which stops the
+        # children in order. Reached by it too, kubesim went first and the follower, still
+        # watching, filled the screen with "cannot reach the cluster" as the demo stopped.
+        return subprocess.Popen(args, cwd=settings.BASE_DIR, env=env, process_group=0)
 
     def first_exited(self) -> str | None:
         return next((c.name for c in self.children if c.process.poll() is not None), None)
@@ -93,15 +97,21 @@ class Children:
         self.say(f"{child.name} restarted (pid {child.process.pid}).")
 
     def stop(self) -> None:
-        processes = [child.process for child in reversed(self.children)]
-        for process in processes:
-            if process.poll() is None:
-                process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        """The last started first, each gone before the next: the web before the workers that
+        serve it, all of them before the cluster they talk to. A second Ctrl-C waits no more."""
+        try:
+            for child in reversed(self.children):
+                if child.process.poll() is None:
+                    child.process.terminate()
+                try:
+                    child.process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    child.process.kill()
+                    child.process.wait()
+        except KeyboardInterrupt:
+            for child in self.children:
+                child.process.kill()
+                child.process.wait()
 
 
 def stop_on_signal(signum: int, frame: Any) -> None:
@@ -149,7 +159,8 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         self.seed_demo_users()
         children = Children(say=self.stdout.write)
-        signal.signal(signal.SIGTERM, stop_on_signal)
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, stop_on_signal)
         try:
             self.start_cluster(children, options)
             self.start_workers(children)
