@@ -246,6 +246,8 @@ class ClusterFollower:
         while not self.stop.is_set():
             wait = LOG_FLUSH_SECONDS if streams.streams else renew_every
             self.changed.wait(min(wait, max(renew_at - time.monotonic(), 0)))
+            if self.stop.is_set():
+                return
             streams.flush()
             self._refresh_inventory(cluster)
             self._check_namespaces(cluster)
@@ -338,16 +340,19 @@ def follow_all(stop: threading.Event, *, look_every: float = NEW_CLUSTER_SECONDS
     registered meanwhile are followed within `look_every` seconds (no restart), a removed
     one's follower ends, and each has a thread of its own: a dead cluster stalls no other."""
     threads: dict[int, threading.Thread] = {}
+    followers: dict[int, ClusterFollower] = {}
     while not stop.is_set():
         for cluster_id in Cluster.objects.values_list("pk", flat=True):
             if cluster_id not in threads or not threads[cluster_id].is_alive():
-                follower = ClusterFollower(cluster_id, stop)
+                follower = followers[cluster_id] = ClusterFollower(cluster_id, stop)
                 threads[cluster_id] = threading.Thread(
                     target=follower.run, name=f"follower-{cluster_id}", daemon=True
                 )
                 threads[cluster_id].start()
         close_old_connections()
         stop.wait(look_every)
+    for follower in followers.values():
+        follower.changed.set()  # it waits for a change (or its lease's renewal): stop now
     for thread in threads.values():
         thread.join(timeout=lease_seconds())
     connections.close_all()

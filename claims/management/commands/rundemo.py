@@ -3,8 +3,8 @@ follower, the web server.
 
 A worker, beat or follower that dies is started again (after a back-off that grows while it keeps
 dying); kubesim or the web server dying stops the demo. Ctrl-C (or SIGTERM, or the terminal
-closing) stops every child, in the reverse order they started. With KUBECONFIG set, that
-cluster is used instead of starting kubesim.
+closing) stops every child, kubesim last. With KUBECONFIG set, that cluster is used instead of
+starting kubesim.
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ class Children:
 
     def spawn(self, args: list[str], env: dict[str, str]) -> subprocess.Popen:
         # A group of its own: the terminal's Ctrl-C reaches only the runner, which stops the
-        # children in order. Reached by it too, kubesim went first and the follower, still
-        # watching, filled the screen with "cannot reach the cluster" as the demo stopped.
+        # children in turn (stop). Reached by it too, kubesim went first and the follower,
+        # still watching, filled the screen with "cannot reach the cluster" as the demo stopped.
         return subprocess.Popen(args, cwd=settings.BASE_DIR, env=env, process_group=0)
 
     def first_exited(self) -> str | None:
@@ -97,21 +97,29 @@ class Children:
         self.say(f"{child.name} restarted (pid {child.process.pid}).")
 
     def stop(self) -> None:
-        """The last started first, each gone before the next: the web before the workers that
-        serve it, all of them before the cluster they talk to. A second Ctrl-C waits no more."""
+        """The portal's processes together, then the cluster they talk to: none is left to
+        find it gone. A second Ctrl-C waits no more."""
+        portal = [child for child in self.children if child.name != "kubesim"]
+        cluster = [child for child in self.children if child.name == "kubesim"]
         try:
-            for child in reversed(self.children):
-                if child.process.poll() is None:
-                    child.process.terminate()
-                try:
-                    child.process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    child.process.kill()
-                    child.process.wait()
+            for stage in (portal, cluster):
+                stop_together([child.process for child in stage])
         except KeyboardInterrupt:
             for child in self.children:
                 child.process.kill()
                 child.process.wait()
+
+
+def stop_together(processes: list[subprocess.Popen], timeout: float = 10) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def stop_on_signal(signum: int, frame: Any) -> None:
