@@ -18,7 +18,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.utils.translation import gettext as _
 
-from claims import observations
+from claims import observations, state_messages
 from claims.cluster_ops import gateway_for
 from claims.kube import manifests, names
 from claims.kube.ownership import create_or_adopt
@@ -101,7 +101,8 @@ def issue_kubeconfig(
         cluster_name=names.label(ns.cluster.name),
         user_name=f"{names.user_slug(username)}-{ns.name}",
     )
-    message = f"Kubeconfig issued, valid until {expires_at:%Y-%m-%d %H:%M} UTC."
+    ends = f"{expires_at:%Y-%m-%d %H:%M} UTC"
+    message = state_messages.KUBECONFIG_ISSUED % {"ends": ends}
     record_event(ns, message, user, action=AuditEvent.Action.KUBECONFIG_ISSUED)
     text = yaml.safe_dump(config, sort_keys=False)
     return Kubeconfig(kubeconfig_filename(ns), text, expires_at)

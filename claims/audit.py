@@ -25,6 +25,7 @@ from django.db.models import Q, QuerySet
 from django.db.models.signals import m2m_changed, post_delete, post_save, pre_save
 from django.http import HttpRequest, HttpResponse
 
+from claims import state_messages
 from claims.models import AuditEvent, Cluster
 from portal.lockout import client_ip
 
@@ -206,7 +207,7 @@ def _login_failed(
         kind=Kind.USER,
         name=name,
         request=request,
-        message=f"Failed login as {name!r}.",
+        message=state_messages.FAILED_LOGIN % {"name": repr(name)},
     )
 
 
@@ -218,7 +219,7 @@ def _locked_out(
         kind=Kind.USER,
         name=username or "",
         request=request,
-        message=f"Too many failed logins from {ip_address}: locked out.",
+        message=state_messages.LOCKED_OUT % {"address": ip_address},
     )
 
 

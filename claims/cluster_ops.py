@@ -15,7 +15,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from claims import cluster_registry, observations, quota
+from claims import cluster_registry, observations, quota, state_messages
 from claims.kube import manifests
 from claims.kube.gateway import ClusterGateway, PermanentKubeError, TransientKubeError
 from claims.kube.ownership import NotOwnedError, create_or_adopt, delete_owned, owns, uid_of
@@ -138,7 +138,9 @@ def apply_claim(claim: ClaimRequest) -> None:
         return
     ns = claim.namespace_request
     if not apply_namespace(ns):
-        message = ns.state_message or f"Namespace {ns.name} is {ns.state}."
+        message = ns.state_message or (
+            state_messages.NAMESPACE_IS % {"namespace": ns.name, "state": ns.state}
+        )
         observations.claim_failed(claim_request=claim, message=message)
         return
     observations.claim_applying(claim_request=claim)
@@ -187,7 +189,8 @@ def _claim_refused(claim: ClaimRequest, error: PermanentKubeError) -> None:
     ns = claim.namespace_request
     if error.status == 404 and error.details.get("kind") == "namespaces":
         observations.namespace_drifted(
-            namespace_request=ns, message=f"Namespace {ns.name} was deleted outside the portal."
+            namespace_request=ns,
+            message=state_messages.NAMESPACE_DELETED_OUTSIDE % {"namespace": ns.name},
         )
         return
     observations.claim_failed(claim_request=claim, message=error.message)
@@ -217,7 +220,8 @@ def start_run(run: VerificationRun, *, resume: bool = False) -> None:
     if claim.state in (CS.PENDING, CS.APPROVED, CS.APPLYING):
         return  # queued until the claim is applied: apply_claim starts it then
     if claim.state not in (CS.WAITING, CS.IN_USE):
-        observations.run_failed(run=run, message=f"The claim is {claim.get_state_display()}.")
+        state = claim.get_state_display()
+        observations.run_failed(run=run, message=state_messages.CLAIM_IS % {"state": state})
         return
     if run.state == RS.QUEUED and not observations.run_creating(run=run):
         return  # another worker took it, or the claim was released meanwhile

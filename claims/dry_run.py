@@ -21,8 +21,9 @@ from datetime import UTC
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.utils.translation import gettext as _
 
-from claims import cluster_ops, services, validation
+from claims import cluster_ops, services, state_messages, validation
 from claims.device_picker import Picks
 from claims.kube.errors import KubeError, PermanentKubeError
 from claims.kube.manifests import namespace_manifest
@@ -38,10 +39,7 @@ def check(cluster: Cluster, manifest: dict[str, Any]) -> str:
     Raises the PermanentKubeError, with the server's words, when it refuses."""
     if cluster.unreachable_since:
         since = cluster.unreachable_since.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-        return (
-            f"{cluster} could not check this request before it was queued: the cluster has "
-            f"been unreachable since {since}, so it was not asked."
-        )
+        return state_messages.DRY_RUN_UNREACHABLE % {"cluster": cluster, "since": since}
     try:
         cluster_ops.gateway_for(cluster).create(manifest, dry_run=True)
     except PermanentKubeError as error:
@@ -54,7 +52,7 @@ def check(cluster: Cluster, manifest: dict[str, Any]) -> str:
 
 
 def _note(cluster: Cluster, error: KubeError) -> str:
-    return f"{cluster} could not check this request before it was queued: {error.message}"
+    return state_messages.DRY_RUN_NOT_ASKED % {"cluster": cluster, "reason": error.message}
 
 
 def namespace_request_submit(
@@ -131,7 +129,10 @@ def _checked(
     except PermanentKubeError as refused:
         if stand_in and refused.reason == "AlreadyExists":
             return ""  # someone else's claim in `default`: the server accepted the rest
-        message = f"{cluster} refuses it: {refused.message}"
+        message = _("%(cluster)s refuses it: %(reason)s") % {
+            "cluster": cluster,
+            "reason": refused.message,
+        }
         field = _field_of(refused.details, selector_field)
         raise ValidationError({field: [message]}) from None
 

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
-from claims import changes, logparse
+from claims import changes, logparse, state_messages
 from claims.models import ClaimRequest, NamespaceRequest, RunLog, VerificationRun
 from claims.transitions import enqueue, fail_queued_runs, record_event, transition, update_fields
 
@@ -32,7 +32,7 @@ def waiting_for_cluster(row: Any, *, message: str) -> None:
         settings.CLUSTER_WAIT_FIRST_SECONDS * 2 ** (rounds - 1),
         settings.CLUSTER_WAIT_MAX_SECONDS,
     )
-    text = f"Waiting for the cluster (trying again in {delay} s): {message}"
+    text = state_messages.WAITING_FOR_CLUSTER % {"seconds": delay, "reason": message}
     at = timezone.now() + timedelta(seconds=delay)
     changed = (
         type(row)
@@ -62,7 +62,11 @@ def namespace_failed(*, namespace_request: NamespaceRequest, message: str) -> bo
         if changed:
             live = ns.claim_requests.filter(state__in=LIVE_CLAIMS)
             for claim in live:
-                claim_failed(claim_request=claim, message=f"Namespace {ns.name}: {message}")
+                claim_failed(
+                    claim_request=claim,
+                    message=state_messages.NAMESPACE_FAILED
+                    % {"namespace": ns.name, "reason": message},
+                )
     return changed
 
 
@@ -75,13 +79,16 @@ def namespace_drifted(*, namespace_request: NamespaceRequest, message: str) -> b
             ns,
             to=NS.APPROVED,
             allowed=(NS.ACTIVE,),
-            message=f"{message} Creating it again.",
+            message=state_messages.CREATING_AGAIN % {"reason": message},
             access_granted_at=None,
         )
         if changed:
             enqueue("claims.tasks.apply_namespace", ns.pk)
             for claim in ns.claim_requests.filter(state__in=LIVE_CLAIMS):
-                claim_drifted(claim_request=claim, message=f"Namespace {ns.name} was recreated.")
+                claim_drifted(
+                    claim_request=claim,
+                    message=state_messages.NAMESPACE_RECREATED % {"namespace": ns.name},
+                )
     return changed
 
 
@@ -92,7 +99,7 @@ def namespace_access_granted(*, namespace_request: NamespaceRequest) -> None:
 def namespace_access_lost(*, namespace_request: NamespaceRequest, message: str) -> None:
     """Access objects of ours were removed outside the portal: grant access again."""
     update_fields(namespace_request, access_granted_at=None)
-    record_event(namespace_request, f"{message} Granting access again.")
+    record_event(namespace_request, state_messages.GRANTING_AGAIN % {"reason": message})
     enqueue("claims.tasks.grant_namespace_access", namespace_request.pk)
 
 
@@ -127,9 +134,7 @@ def claim_applying(*, claim_request: ClaimRequest) -> bool:
 def claim_applied(
     *, claim_request: ClaimRequest, api_version: str, manifest: dict[str, Any], uid: str = ""
 ) -> bool:
-    message = (
-        f"ResourceClaim created ({api_version}). DRA allocates a GPU only while a Pod uses it."
-    )
+    message = state_messages.CLAIM_CREATED % {"version": api_version}
     return transition(
         claim_request,
         to=CS.WAITING,
@@ -148,7 +153,7 @@ def claim_drifted(*, claim_request: ClaimRequest, message: str) -> bool:
         claim_request,
         to=CS.APPROVED,
         allowed=LIVE_CLAIMS,
-        message=f"{message} Re-applying the ResourceClaim.",
+        message=state_messages.REAPPLYING % {"reason": message},
         allocation=None,
         node="",
     )
@@ -162,7 +167,9 @@ def claim_failed(*, claim_request: ClaimRequest, message: str) -> bool:
     with transaction.atomic():
         failed = transition(claim_request, to=CS.FAILED, allowed=allowed, message=message)
         if failed:
-            fail_queued_runs(claim_request, message=f"The claim failed: {message}")
+            fail_queued_runs(
+                claim_request, message=state_messages.CLAIM_FAILED % {"reason": message}
+            )
     return failed
 
 
@@ -180,10 +187,10 @@ def claim_allocation_seen(
             allowed=(CS.WAITING,),
             allocation=allocation,
             node=node,
-            message=f"Allocated {devices} on {node}.",
+            message=state_messages.ALLOCATED % {"devices": devices, "node": node},
         )
     if not allocation and claim.state == CS.IN_USE:
-        message = "No Pod uses the claim now, so DRA holds no GPU for it."
+        message = state_messages.NO_POD_USES_IT
         return transition(
             claim, to=CS.WAITING, allowed=(CS.IN_USE,), allocation=None, node="", message=message
         )
@@ -248,7 +255,7 @@ def run_pod_observed(
             run,
             to=RS.RUNNING,
             allowed=(RS.CREATING, RS.PENDING),
-            message=f"Running on {node}.",
+            message=state_messages.RUNNING_ON % {"node": node},
             started_at=started_at or timezone.now(),
         )
     return False
@@ -317,12 +324,13 @@ def run_finished(
     read again until log_retry_until.
     """
     verdict = _verdict(run, phase)
-    summary = "CUDA samples passed." if verdict["passed"] else (message or f"Pod {phase.lower()}.")
+    said = message or state_messages.POD_ENDED % {"state": phase.lower()}
+    summary = state_messages.CUDA_PASSED if verdict["passed"] else said
     if verdict["devices"] and not run.devices:
-        summary += f" {DEVICES_FROM_DEVICE_QUERY}"
+        summary = state_messages.DEVICES_FROM_DEVICE_QUERY % {"before": summary}
     if log_problem:
         verdict["passed"] = False if phase != "Succeeded" else None
-        summary = f"{message or f'Pod {phase.lower()}.'} {_unread_logs_note(log_problem)}"
+        summary = state_messages.LOGS_UNREAD % {"before": said, "problem": log_problem}
     return transition(
         run,
         to=RS.SUCCEEDED if phase == "Succeeded" else RS.FAILED,
@@ -332,13 +340,6 @@ def run_finished(
         log_error=log_problem,
         log_retry_until=log_retry_until if log_problem else None,
         **verdict,
-    )
-
-
-def _unread_logs_note(problem: str) -> str:
-    return (
-        f"Its logs could not be read ({problem}), so the verdict is not known yet; "
-        "the portal reads them again while the Pod is there."
     )
 
 
@@ -371,23 +372,25 @@ def run_logs_recovered(*, run: VerificationRun) -> None:
     verdict = _verdict(run, phase)
     if phase == "Failed":
         verdict["passed"] = False
-    message = "Logs read after all: " + (
-        "CUDA samples passed." if verdict["passed"] else "the CUDA samples did not pass."
+    message = (
+        state_messages.LOGS_READ_PASSED
+        if verdict["passed"]
+        else state_messages.LOGS_READ_NOT_PASSED
     )
     update_fields(run, log_error="", log_retry_until=None, state_message=message, **verdict)
     record_event(run, message)
 
 
 def run_logs_given_up(*, run: VerificationRun, reason: str) -> None:
-    message = f"{run.state_message} Gave up reading the logs: {reason}."
+    gave_up = state_messages.GAVE_UP_ON_LOGS % {"reason": reason}
+    before = run.state_message
+    message = (
+        state_messages.GAVE_UP_ON_LOGS_TOO % {"before": before, "reason": reason}
+        if before
+        else gave_up
+    )
     update_fields(run, log_retry_until=None, state_message=message)
-    record_event(run, f"Gave up reading the logs: {reason}.")
-
-
-DEVICES_FROM_DEVICE_QUERY = (
-    "The cluster's allocation was not seen while the Pod ran, so the devices are named "
-    "as deviceQuery printed them."
-)
+    record_event(run, gave_up)
 
 
 def devices_named_by(query: logparse.DeviceQueryResult) -> list[dict[str, Any]]:

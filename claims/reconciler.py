@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from claims import audit, observations
+from claims import audit, observations, state_messages
 from claims.cluster_ops import gateway_for
 from claims.kube import manifests
 from claims.kube.gateway import ClusterGateway, KubeError, PermanentKubeError
@@ -158,27 +158,23 @@ def _reconcile_access(granted: list[NamespaceRequest], gateway: ClusterGateway) 
     for ns in granted:
         missing = [kind for kind, namespaces in present.items() if ns.name not in namespaces]
         if missing:
-            message = f"{' and '.join(missing)} of namespace {ns.name} removed outside the portal."
+            kinds = " and ".join(missing)
+            message = state_messages.ACCESS_REMOVED % {"kinds": kinds, "namespace": ns.name}
             observations.namespace_access_lost(namespace_request=ns, message=message)
 
 
 def _namespace_drifted(ns: NamespaceRequest, gateway: ClusterGateway) -> None:
     found = gateway.read("v1", "Namespace", None, ns.name)
     if found is None:
-        message = f"Namespace {ns.name} was deleted outside the portal."
+        message = state_messages.NAMESPACE_DELETED_OUTSIDE % {"namespace": ns.name}
         observations.namespace_drifted(namespace_request=ns, message=message)
     elif ns.kube_uid and uid_of(found) == ns.kube_uid:
         if not is_terminating(found):  # else: created again once it is gone
             gateway.apply(manifests.namespace_manifest(name=ns.name, labels=ns.labels()))
-            message = (
-                f"The labels of namespace {ns.name} were changed outside the portal; restored."
-            )
+            message = state_messages.LABELS_RESTORED % {"namespace": ns.name}
             observations.labels_restored(obj=ns, message=message)
     else:
-        message = (
-            f"Namespace {ns.name} was replaced outside the portal by one it does not manage; "
-            "nothing in it was changed."
-        )
+        message = state_messages.NAMESPACE_REPLACED % {"namespace": ns.name}
         observations.namespace_failed(namespace_request=ns, message=message)
 
 
@@ -251,7 +247,7 @@ def _record_orphan(cluster: Cluster, kind: str, obj: dict[str, Any]) -> None:
         kind=audit.Kind.CLUSTER,
         object_id=cluster.pk,
         name=cluster.name,
-        message=f"Deleted orphan {kind} {where} from the cluster: its request is gone.",
+        message=state_messages.ORPHAN_DELETED % {"kind": kind, "where": where},
         before={
             "kind": kind,
             "name": name,

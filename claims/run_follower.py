@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from claims import observations
+from claims import observations, state_messages
 from claims.kube.gateway import ClusterGateway, KubeError, PodState
 from claims.kube.ownership import delete_owned
 from claims.models import Cluster, RunLog, VerificationRun
@@ -107,13 +107,15 @@ def retry_logs(runs: list[VerificationRun], pods: Pods, gateway: ClusterGateway)
 
 def _retry_logs_of(run: VerificationRun, pod: PodState | None, gateway: ClusterGateway) -> None:
     if pod is None:
-        observations.run_logs_given_up(run=run, reason="the Pod is gone")
+        observations.run_logs_given_up(run=run, reason=state_messages.POD_GONE)
         return
     problem = _fetch_logs(run, pod, gateway)
     if not problem:
         observations.run_logs_recovered(run=run)
     elif run.log_retry_until and run.log_retry_until < timezone.now():
-        observations.run_logs_given_up(run=run, reason=f"still unreadable: {problem}")
+        observations.run_logs_given_up(
+            run=run, reason=state_messages.STILL_UNREADABLE % {"problem": problem}
+        )
     else:
         observations.run_log_read(run=run, problem=problem)
 
@@ -134,7 +136,7 @@ def _devices_of(
 
 def _pod_missing(run: VerificationRun, listed_at: Any) -> None:
     if run.state != RS.CREATING and run.updated < listed_at - GONE_GRACE:
-        observations.run_failed(run=run, message="The Pod is no longer in the cluster.")
+        observations.run_failed(run=run, message=state_messages.POD_NO_LONGER_THERE)
 
 
 def _follow_pod(
@@ -178,8 +180,8 @@ def _give_up_pending(run: VerificationRun, pod: PodState, gateway: ClusterGatewa
     """A Pod that never starts (image never pulled, never scheduled) holds a claim and is
     followed for ever: delete it, and fail the run with the cluster's reason."""
     limit = settings.RUN_PENDING_TIMEOUT_SECONDS
-    reason = _pending_reason(pod) or "no reason given by the cluster"
-    message = f"The Pod did not start within {limit} seconds: {reason}"
+    reason = _pending_reason(pod) or state_messages.NO_REASON_FROM_CLUSTER
+    message = state_messages.POD_DID_NOT_START % {"seconds": limit, "reason": reason}
     if observations.run_failed(run=run, message=message):
         namespace, labels = run.claim.namespace, run.labels()
         delete_owned(gateway, "v1", "Pod", namespace, pod.name, uid=run.pod_uid, labels=labels)

@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
-from claims import feasibility, quota, rules
+from claims import feasibility, quota, rules, state_messages
 from claims.device_picker import Picks
 from claims.kube import names
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
@@ -109,7 +109,8 @@ def namespace_request_reject(
     ns = namespace_request
     with transaction.atomic():
         _decide(ns, to=NS.REJECTED, actor=user, message=reason)
-        _reject_claims_of(ns, user, f"Namespace {ns.name} was rejected: {reason}")
+        rejected = state_messages.NAMESPACE_REJECTED % {"namespace": ns.name, "reason": reason}
+        _reject_claims_of(ns, user, rejected)
     return ns
 
 
@@ -140,7 +141,7 @@ def namespace_request_delete(
                 actor=user,
                 message=gettext_noop("Withdrawn."),
             )
-            _reject_claims_of(ns, user, "The namespace request was withdrawn.")
+            _reject_claims_of(ns, user, state_messages.NAMESPACE_WITHDRAWN)
             return ns
         _change(
             ns,
@@ -150,7 +151,7 @@ def namespace_request_delete(
             message=gettext_noop("Deletion requested."),
         )
         for claim in ns.claim_requests.exclude(state__in=ClaimRequest.FINAL_STATES):
-            _release(claim, user, "Released with its namespace.", enqueue_cleanup=False)
+            _release(claim, user, state_messages.RELEASED_WITH_NAMESPACE, enqueue_cleanup=False)
         enqueue("claims.tasks.delete_namespace", ns.pk)
     return ns
 
@@ -158,7 +159,8 @@ def namespace_request_delete(
 def _reject_claims_of(ns: NamespaceRequest, user: User, message: str) -> None:
     for claim in ns.claim_requests.filter(state=CS.PENDING):
         if transition(claim, to=CS.REJECTED, allowed=(CS.PENDING,), actor=user, message=message):
-            fail_queued_runs(claim, message=f"The claim was rejected: {message}", actor=user)
+            rejected = state_messages.CLAIM_REJECTED % {"reason": message}
+            fail_queued_runs(claim, message=rejected, actor=user)
 
 
 def claim_request_submit(
@@ -303,7 +305,8 @@ def claim_request_reject(*, user: User, claim_request: ClaimRequest, reason: str
     reason = _require_reason(reason)
     with transaction.atomic():
         _decide(claim_request, to=CS.REJECTED, actor=user, message=reason)
-        fail_queued_runs(claim_request, message=f"The claim was rejected: {reason}", actor=user)
+        rejected = state_messages.CLAIM_REJECTED % {"reason": reason}
+        fail_queued_runs(claim_request, message=rejected, actor=user)
     return claim_request
 
 
@@ -434,7 +437,7 @@ def verification_run_cancel(*, user: User, run: VerificationRun) -> Verification
             to=RS.FAILED,
             allowed=(run.state,),
             actor=user,
-            message=f"Cancelled by {user.get_username()}.",
+            message=state_messages.CANCELLED_BY % {"user": user.get_username()},
             finished_at=timezone.now(),
         )
         enqueue("claims.tasks.delete_run_pod", run.pk)

@@ -20,7 +20,14 @@ from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
-from claims import cluster_ops, cluster_registry, inventory, observations, run_follower
+from claims import (
+    cluster_ops,
+    cluster_registry,
+    inventory,
+    observations,
+    run_follower,
+    state_messages,
+)
 from claims.cluster_ops import gateway_for
 from claims.kube.gateway import (
     ClaimState,
@@ -319,10 +326,9 @@ def _claim_missing(claim: ClaimRequest, listed_at: Any, gateway: ClusterGateway)
     found = gateway.read(api_version, "ResourceClaim", claim.namespace, claim.name)
     if found and claim.kube_uid and uid_of(found) == claim.kube_uid:
         gateway.apply(claim.applied_manifest or cluster_ops.claim_manifest(claim, api_version))
-        message = "The ResourceClaim's labels were changed outside the portal; restored."
-        observations.labels_restored(obj=claim, message=message)
+        observations.labels_restored(obj=claim, message=state_messages.CLAIM_LABELS_RESTORED)
         return
-    message = "The ResourceClaim was deleted outside the portal."
+    message = state_messages.CLAIM_DELETED_OUTSIDE
     observations.claim_drifted(claim_request=claim, message=message)
 
 

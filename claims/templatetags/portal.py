@@ -13,9 +13,9 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import add_truncation_text
 from django.utils.translation import gettext as _
-from django.utils.translation import pgettext_lazy
+from django.utils.translation import pgettext, pgettext_lazy
 
-from claims import expiry, rules, selectors, timewords
+from claims import expiry, rules, selectors, state_messages, timewords
 
 register = template.Library()
 
@@ -121,8 +121,12 @@ def _pattern(msgid: str) -> re.Pattern[str]:
     return re.compile("".join([*parts, re.escape(msgid[end:])]) + r"\Z", re.S)
 
 
-# The messages rows keep in English with values in them (claims.expiry, claims.rules).
-MESSAGES = [(msgid, _pattern(msgid)) for msgid in (*expiry.MESSAGES, *rules.MESSAGES)]
+# The messages rows keep in English with values in them (claims.expiry, claims.rules,
+# claims.state_messages).
+MESSAGES = [
+    (msgid, _pattern(msgid))
+    for msgid in (*expiry.MESSAGES, *rules.MESSAGES, *state_messages.MESSAGES)
+]
 
 
 @register.filter
@@ -143,7 +147,7 @@ def user_message(message: str) -> str:
 
 
 # Values that are messages of their own ("Approved by carol.", "no reason given").
-NESTED = ("decision", "reason")
+NESTED = ("decision", "reason", "before")
 
 
 def _value(name: str, value: str) -> Any:
@@ -151,6 +155,8 @@ def _value(name: str, value: str) -> Any:
         return when(datetime.strptime(value, expiry.STAMP).replace(tzinfo=UTC))
     if name in NESTED:
         return user_message(value)
+    if name == "state":  # a state's label, as the models name it
+        return pgettext("state", value)
     return int(value) if value.isdigit() else value
 
 
