@@ -30,6 +30,7 @@ from kubesim.faults import Faults, parse_fault
 from kubesim.kinds_configmaps import RootCAPublisher
 from kubesim.kubelet import Kubelet
 from kubesim.namespaces import NamespaceFinalizer
+from kubesim.node_lifecycle import NodeLifecycle
 from kubesim.ownership import record_write
 from kubesim.quota import QuotaController
 from kubesim.routes import Api
@@ -250,7 +251,9 @@ def start(
     finalizer.start()
     accounts = ServiceAccountsController(store, KINDS).start()
     root_ca = RootCAPublisher(store, KINDS, bundle.ca_pem).start()
-    stoppables = [scheduler, *([api.kubelet] if api.kubelet else []), finalizer, accounts, root_ca]
+    node_lifecycle = NodeLifecycle(store, KINDS).start()
+    stoppables = [scheduler, *([api.kubelet] if api.kubelet else []), finalizer, accounts]
+    stoppables += [root_ca, node_lifecycle]
     stoppables += [_StateSaver(store)] if state else []
     serve_in_thread(server)
     temporary = kubeconfig is None

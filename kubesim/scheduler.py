@@ -42,6 +42,8 @@ NOT_ON_NODE = "resourceclaim not available on the node"
 SELECTOR_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
 # The NodeUnschedulable plugin's (a cordoned node), which runs before the others.
 CORDONED = "node(s) were unschedulable"
+# TaintToleration's, next (upstream no longer names the taint: its value may be private).
+UNTOLERATED = "node(s) had untolerated taint(s)"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 STILL_NOT_SCHEDULABLE = "still not schedulable"
 NO_CLAIMS_TO_DEALLOCATE = "no new claims to deallocate"
@@ -60,6 +62,7 @@ class Inventory(NamedTuple):
     classes: dict[str, dict]
     labels: dict[str, dict[str, str]]
     cordoned: frozenset[str] = frozenset()
+    taints: dict[str, list[dict]] = {}
 
 
 def read_inventory(store: Any) -> Inventory:
@@ -70,23 +73,43 @@ def read_inventory(store: Any) -> Inventory:
     cordoned = frozenset(
         node["metadata"]["name"] for node in listed if (node.get("spec") or {}).get("unschedulable")
     )
+    taints = {
+        node["metadata"]["name"]: (node.get("spec") or {}).get("taints") or [] for node in listed
+    }
     slices, _ = store.list(SLICES, copy=False)
     classes = {c["metadata"]["name"]: c for c in store.list(CLASSES, copy=False)[0]}
     devices = {node: candidates(slices, node) for node in nodes}
-    return Inventory(nodes, devices, classes, labels, cordoned)
+    return Inventory(nodes, devices, classes, labels, cordoned, taints)
+
+
+def tolerates(pod: dict, taint: dict) -> bool:
+    """Whether one of the Pod's tolerations tolerates the taint (upstream's
+    Toleration.ToleratesTaint: an empty effect or key matches any; Equal compares values)."""
+    for toleration in (pod.get("spec") or {}).get("tolerations") or []:
+        if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+            continue
+        if toleration.get("key") and toleration["key"] != taint.get("key"):
+            continue
+        operator = toleration.get("operator") or "Equal"
+        if operator == "Exists":
+            return True
+        if operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
 
 
 def tolerates_cordon(pod: dict) -> bool:
-    """Whether the Pod tolerates node.kubernetes.io/unschedulable:NoSchedule (as DaemonSet
-    Pods do), upstream's TolerationsTolerateTaint for that one taint."""
-    for toleration in (pod.get("spec") or {}).get("tolerations") or []:
-        key, effect = toleration.get("key", ""), toleration.get("effect", "")
-        operator = toleration.get("operator") or "Equal"
-        if effect not in ("", "NoSchedule") or key not in ("", UNSCHEDULABLE_TAINT):
-            continue
-        if operator == "Exists" or (key and not toleration.get("value")):
-            return True
-    return False
+    """As DaemonSet Pods do: the NodeUnschedulable plugin lets such a Pod onto a cordoned node."""
+    return tolerates(pod, {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"})
+
+
+def has_untolerated_taint(pod: dict, taints: list[dict]) -> bool:
+    """The TaintToleration plugin's filter: a NoSchedule or NoExecute taint the Pod does not
+    tolerate (PreferNoSchedule only scores)."""
+    return any(
+        taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(pod, taint)
+        for taint in taints
+    )
 
 
 def fit_error(
@@ -154,7 +177,9 @@ class Scheduler:
             self._thread.join(timeout=5)
 
     def _on_event(self, event: str, ref: Any, obj: dict) -> None:
-        if ref.plural in ("pods", "resourceclaims", "resourceslices", "deviceclasses"):
+        # A Node changing (cordoned, tainted, relabelled) moves waiting Pods back to the
+        # active queue at once, as upstream's NodeUpdate event hints do.
+        if ref.plural in ("pods", "resourceclaims", "resourceslices", "deviceclasses", "nodes"):
             self._events.put((event, ref.plural, obj))
 
     def _run(self) -> None:
@@ -289,6 +314,9 @@ class Scheduler:
         for node in nodes:
             if node in inventory.cordoned and not tolerates_cordon(pod):
                 reasons[CORDONED] = reasons.get(CORDONED, 0) + 1
+                continue
+            if has_untolerated_taint(pod, inventory.taints.get(node, [])):
+                reasons[UNTOLERATED] = reasons.get(UNTOLERATED, 0) + 1
                 continue
             if not pod_fits_node(pod, node, inventory.labels.get(node, {})):
                 reasons[SELECTOR_MISMATCH] = reasons.get(SELECTOR_MISMATCH, 0) + 1

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.fixtures.kubesim import wait_until
+
 pytestmark = [
     pytest.mark.kubectl,
     pytest.mark.skipif(shutil.which("kubectl") is None, reason="no kubectl binary"),
@@ -171,3 +173,33 @@ def test_it_explains_fields_from_its_openapi_documents(kubectl):
     explained = kubectl("explain", "resourceclaim.spec.devices.requests.exactly")
     assert "deviceClassName" in explained.stdout
     assert "GROUP:      resource.k8s.io" in explained.stdout
+
+
+def test_a_cordoned_node_is_tainted_as_the_node_lifecycle_controller_does(kubesim_private, kubectl):
+    """kubectl cordon sets spec.unschedulable; kube-controller-manager adds the
+    node.kubernetes.io/unschedulable:NoSchedule taint, after the Node's own, and takes it
+    away at uncordon, leaving those."""
+    node = kubectl("get", "nodes", "-o", "jsonpath={.items[0].metadata.name}").stdout
+    kubectl("taint", "node", node, "team=ml:PreferNoSchedule")
+
+    def taints() -> list[dict]:
+        return kubesim_private.admin("GET", f"/api/v1/nodes/{node}")["spec"].get("taints", [])
+
+    kubectl("cordon", node)
+    wait_until(lambda: len(taints()) == 2)
+    own, cordon = taints()
+    assert own == {"key": "team", "value": "ml", "effect": "PreferNoSchedule"}
+    assert cordon.keys() == {"key", "effect", "timeAdded"}
+    assert (cordon["key"], cordon["effect"]) == ("node.kubernetes.io/unschedulable", "NoSchedule")
+    managers = kubesim_private.admin("GET", f"/api/v1/nodes/{node}")["metadata"]["managedFields"]
+    assert any(
+        entry["manager"] == "kube-controller-manager" and "f:taints" in entry["fieldsV1"]["f:spec"]
+        for entry in managers
+    )
+    described = kubectl("describe", "node", node).stdout
+    assert "node.kubernetes.io/unschedulable:NoSchedule" in described
+    assert "Unschedulable:      true" in described
+
+    kubectl("uncordon", node)
+    wait_until(lambda: len(taints()) == 1)
+    assert taints() == [own]

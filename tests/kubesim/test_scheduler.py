@@ -380,3 +380,55 @@ def test_it_keeps_pods_off_cordoned_nodes_unless_they_tolerate_it(
     finally:
         cordon(False)
     assert bound_node(kubesim_module, namespace, "cordoned") in nodes  # uncordoned: it goes
+
+
+def test_it_keeps_pods_off_nodes_with_taints_they_do_not_tolerate(
+    kubesim_module: kubesim.Handle, namespace: str
+) -> None:
+    """As GPU node pools often are (nvidia.com/gpu=present:NoSchedule): only a Pod with a
+    matching toleration goes there; a PreferNoSchedule taint only scores."""
+    nodes = [n["metadata"]["name"] for n in kubesim_module.admin("GET", "/api/v1/nodes")["items"]]
+
+    def taint(taints: list[dict] | None) -> None:
+        for node in nodes:
+            answer = raw_request(
+                kubesim_module,
+                "PATCH",
+                f"/api/v1/nodes/{node}",
+                {"spec": {"taints": taints}},
+                content_type="application/merge-patch+json",
+            )
+            assert answer.status == 200, answer.body
+
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox"}]}
+
+    def pod(name: str, tolerations: list[dict]) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {**spec, "tolerations": tolerations},
+        }
+        kubesim_module.admin("POST", f"/api/v1/namespaces/{namespace}/pods", body)
+
+    gpu = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    taint([gpu, {"key": "team", "value": "ml", "effect": "PreferNoSchedule"}])
+    try:
+        pod("plain", [])
+        pod("other-value", [{"key": "nvidia.com/gpu", "value": "absent", "effect": "NoSchedule"}])
+        pod("tolerating", [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])
+        pod("equal", [{"key": "nvidia.com/gpu", "value": "present"}])
+        assert bound_node(kubesim_module, namespace, "tolerating") in nodes
+        assert bound_node(kubesim_module, namespace, "equal") in nodes
+        for name in ("plain", "other-value"):
+            condition = wait_until(
+                lambda name=name: scheduled_condition(get_pod(kubesim_module, namespace, name))
+            )
+            assert condition["message"] == (
+                f"0/{len(nodes)} nodes are available: {len(nodes)} node(s) had untolerated "
+                f"taint(s). no new claims to deallocate, preemption: 0/{len(nodes)} nodes are "
+                f"available: {len(nodes)} Preemption is not helpful for scheduling."
+            )
+    finally:
+        taint(None)
+    assert bound_node(kubesim_module, namespace, "plain") in nodes  # untainted: it goes

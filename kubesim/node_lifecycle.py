@@ -1,0 +1,80 @@
+"""kube-controller-manager's node lifecycle controller, the part a cordon meets: a Node with
+spec.unschedulable gets the taint node.kubernetes.io/unschedulable:NoSchedule, with the time it
+was added, and loses it when uncordoned (doNoScheduleTaintingPass, SwapNodeControllerTaint:
+the taint is appended after the Node's others, written as kube-controller-manager).
+
+The scheduler keeps refusing a cordoned node by its NodeUnschedulable plugin, which runs before
+TaintToleration and gives the reason the events show; the taint is what `kubectl describe node`
+and a client reading spec.taints see.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import queue
+import threading
+from typing import Any
+
+from kubesim import errors
+from kubesim.ownership import CONTROLLER_MANAGER, record_write
+from kubesim.store import now_rfc3339
+
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+
+def wanted_taints(node: dict[str, Any], now: str) -> list[dict[str, Any]] | None:
+    """The Node's taints after the pass, or None when they are right as they are."""
+    spec = node.get("spec") or {}
+    taints = list(spec.get("taints") or [])
+    has = [
+        t for t in taints if t.get("key") == UNSCHEDULABLE_TAINT and t.get("effect") == "NoSchedule"
+    ]
+    if spec.get("unschedulable") and not has:
+        return [*taints, {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule", "timeAdded": now}]
+    if not spec.get("unschedulable") and has:
+        return [t for t in taints if t not in has]
+    return None
+
+
+class NodeLifecycle:
+    def __init__(self, store: Any, kinds: dict) -> None:
+        self.store = store
+        self.nodes = kinds[("", "nodes")]
+        self._names: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(
+            target=self._run, name="kubesim-node-lifecycle", daemon=True
+        )
+        store.subscribe(self._on_event)
+
+    def start(self) -> NodeLifecycle:
+        for node in self.store.list(self.nodes, copy=False)[0]:
+            self._names.put(node["metadata"]["name"])
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._names.put(None)
+        self._thread.join(timeout=2)
+
+    def _on_event(self, event: str, ref: Any, obj: dict) -> None:
+        if ref.plural == "nodes" and event in ("ADDED", "MODIFIED"):
+            self._names.put(obj["metadata"]["name"])
+
+    def _run(self) -> None:
+        while (name := self._names.get()) is not None:
+            with contextlib.suppress(errors.ApiError):  # gone or changed meanwhile: next event
+                self._taint(name)
+
+    def _taint(self, name: str) -> None:
+        node = self.store.get(self.nodes, None, name)
+        taints = wanted_taints(node, now_rfc3339())
+        if taints is None:
+            return
+        before = copy.deepcopy(node)
+        if taints:
+            node.setdefault("spec", {})["taints"] = taints
+        else:
+            node["spec"].pop("taints", None)
+        record_write(self.nodes, before, node, CONTROLLER_MANAGER)
+        self.store.update(self.nodes, node)
