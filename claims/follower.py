@@ -339,20 +339,20 @@ def follow_all(stop: threading.Event, *, look_every: float = NEW_CLUSTER_SECONDS
     """Follow every registered cluster until stop is set; for the command. Clusters
     registered meanwhile are followed within `look_every` seconds (no restart), a removed
     one's follower ends, and each has a thread of its own: a dead cluster stalls no other."""
-    threads: dict[int, threading.Thread] = {}
-    followers: dict[int, ClusterFollower] = {}
+    running: dict[int, tuple[ClusterFollower, threading.Thread]] = {}
     while not stop.is_set():
         for cluster_id in Cluster.objects.values_list("pk", flat=True):
-            if cluster_id not in threads or not threads[cluster_id].is_alive():
-                follower = followers[cluster_id] = ClusterFollower(cluster_id, stop)
-                threads[cluster_id] = threading.Thread(
+            if cluster_id not in running or not running[cluster_id][1].is_alive():
+                follower = ClusterFollower(cluster_id, stop)
+                thread = threading.Thread(
                     target=follower.run, name=f"follower-{cluster_id}", daemon=True
                 )
-                threads[cluster_id].start()
+                running[cluster_id] = follower, thread
+                thread.start()
         close_old_connections()
         stop.wait(look_every)
-    for follower in followers.values():
+    for follower, _ in running.values():
         follower.changed.set()  # it waits for a change (or its lease's renewal): stop now
-    for thread in threads.values():
+    for _, thread in running.values():
         thread.join(timeout=lease_seconds())
     connections.close_all()

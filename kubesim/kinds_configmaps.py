@@ -5,15 +5,13 @@ root-ca-cert-publisher, which puts the cluster's CA into `kube-root-ca.crt` in e
 
 from __future__ import annotations
 
-import contextlib
-import queue
-import threading
 from typing import Any
 
 from kubesim import errors
 from kubesim.kinds_secrets import IMMUTABLE, MAX_SECRET_SIZE, config_key_errors
 from kubesim.store import now_rfc3339
 from kubesim.validation import FORBIDDEN, INVALID, TOO_LONG, FieldError, metadata_name_errors
+from kubesim.workqueue import NameQueueController
 
 ROOT_CA = "kube-root-ca.crt"
 DESCRIPTION = (
@@ -78,39 +76,29 @@ def root_ca_config_map(namespace: str, ca_pem: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
 
 
-class RootCAPublisher:
+class RootCAPublisher(NameQueueController):
     """Creates `kube-root-ca.crt` in each namespace, and again when it is deleted or changed."""
 
+    thread_name = "kubesim-root-ca"
+
     def __init__(self, store: Any, kinds: dict, ca_pem: bytes) -> None:
-        self.store = store
         self.namespaces = kinds[("", "namespaces")]
         self.config_maps = kinds[("", "configmaps")]
         self.ca_pem = ca_pem.decode()
-        self._names: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="kubesim-root-ca", daemon=True)
-        store.subscribe(self._on_event)
+        super().__init__(store)
 
-    def start(self) -> RootCAPublisher:
-        for namespace in self.store.list(self.namespaces, copy=False)[0]:
-            self._names.put(namespace["metadata"]["name"])
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._names.put(None)
-        self._thread.join(timeout=2)
+    def initial_names(self) -> list[str]:
+        return [ns["metadata"]["name"] for ns in self.store.list(self.namespaces, copy=False)[0]]
 
     def _on_event(self, event: str, ref: Any, obj: dict) -> None:
         metadata = obj.get("metadata", {})
         if ref.plural == "namespaces" and event in ("ADDED", "MODIFIED"):
-            self._names.put(metadata["name"])
+            self.enqueue(metadata["name"])
         elif ref.plural == "configmaps" and metadata.get("name") == ROOT_CA:
-            self._names.put(metadata.get("namespace", ""))
+            self.enqueue(metadata.get("namespace", ""))
 
-    def _run(self) -> None:
-        while (name := self._names.get()) is not None:
-            with contextlib.suppress(errors.ApiError):  # gone or changed meanwhile: next event
-                self._ensure(name)
+    def sync(self, name: str) -> None:
+        self._ensure(name)
 
     def _ensure(self, namespace: str) -> None:
         ns = self.store.get(self.namespaces, None, namespace, copy=False)

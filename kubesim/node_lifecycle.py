@@ -10,15 +10,12 @@ and a client reading spec.taints see.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import queue
-import threading
 from typing import Any
 
-from kubesim import errors
 from kubesim.ownership import CONTROLLER_MANAGER, record_write
 from kubesim.store import now_rfc3339
+from kubesim.workqueue import NameQueueController
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
@@ -37,36 +34,21 @@ def wanted_taints(node: dict[str, Any], now: str) -> list[dict[str, Any]] | None
     return None
 
 
-class NodeLifecycle:
+class NodeLifecycle(NameQueueController):
+    thread_name = "kubesim-node-lifecycle"
+
     def __init__(self, store: Any, kinds: dict) -> None:
-        self.store = store
         self.nodes = kinds[("", "nodes")]
-        self._names: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(
-            target=self._run, name="kubesim-node-lifecycle", daemon=True
-        )
-        store.subscribe(self._on_event)
+        super().__init__(store)
 
-    def start(self) -> NodeLifecycle:
-        for node in self.store.list(self.nodes, copy=False)[0]:
-            self._names.put(node["metadata"]["name"])
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._names.put(None)
-        self._thread.join(timeout=2)
+    def initial_names(self) -> list[str]:
+        return [node["metadata"]["name"] for node in self.store.list(self.nodes, copy=False)[0]]
 
     def _on_event(self, event: str, ref: Any, obj: dict) -> None:
         if ref.plural == "nodes" and event in ("ADDED", "MODIFIED"):
-            self._names.put(obj["metadata"]["name"])
+            self.enqueue(obj["metadata"]["name"])
 
-    def _run(self) -> None:
-        while (name := self._names.get()) is not None:
-            with contextlib.suppress(errors.ApiError):  # gone or changed meanwhile: next event
-                self._taint(name)
-
-    def _taint(self, name: str) -> None:
+    def sync(self, name: str) -> None:
         node = self.store.get(self.nodes, None, name)
         taints = wanted_taints(node, now_rfc3339())
         if taints is None:

@@ -5,11 +5,10 @@ refuses Pods in it, which is why the recordings wait for it before creating one.
 from __future__ import annotations
 
 import contextlib
-import queue
-import threading
 from typing import Any
 
 from kubesim import errors
+from kubesim.workqueue import NameQueueController
 
 ACCOUNT = "default"
 
@@ -18,39 +17,30 @@ def _is_default(account: dict) -> bool:
     return account["metadata"]["name"] == ACCOUNT
 
 
-class ServiceAccountsController:
-    def __init__(self, store: Any, kinds: dict) -> None:
-        self.store = store
-        self.accounts = kinds[("", "serviceaccounts")]
-        self._names: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="kubesim-sa", daemon=True)
-        store.subscribe(self._on_event)
+class ServiceAccountsController(NameQueueController):
+    thread_name = "kubesim-sa"
 
-    def start(self) -> ServiceAccountsController:
+    def __init__(self, store: Any, kinds: dict) -> None:
+        self.accounts = kinds[("", "serviceaccounts")]
+        super().__init__(store)
+
+    def initial_names(self) -> list[str]:
         namespaces, _ = self.store.list(self.accounts_namespaces(), copy=False)
-        for namespace in namespaces:
-            self._names.put(namespace["metadata"]["name"])
-        self._thread.start()
-        return self
+        return [namespace["metadata"]["name"] for namespace in namespaces]
 
     def accounts_namespaces(self) -> Any:
         from kubesim.kinds import kind_for
 
         return kind_for("", "namespaces")
 
-    def stop(self) -> None:
-        self._names.put(None)
-        self._thread.join(timeout=2)
-
     def _on_event(self, event: str, ref: Any, obj: dict) -> None:
         if ref.plural == "namespaces" and event == "ADDED":
-            self._names.put(obj["metadata"]["name"])
+            self.enqueue(obj["metadata"]["name"])
         elif ref.plural == "serviceaccounts" and event == "DELETED" and _is_default(obj):
-            self._names.put(obj["metadata"].get("namespace", ""))  # the controller puts it back
+            self.enqueue(obj["metadata"].get("namespace", ""))  # the controller puts it back
 
-    def _run(self) -> None:
-        while (name := self._names.get()) is not None:
-            self._ensure(name)
+    def sync(self, name: str) -> None:
+        self._ensure(name)
 
     def _ensure(self, namespace: str) -> None:
         try:
