@@ -35,9 +35,7 @@ WORKDIR /app
 FROM base AS kubesim
 COPY --from=kubesim-builder /opt/venv /opt/venv
 COPY kubesim/ kubesim/
-COPY claims/__init__.py claims/
-COPY claims/kube/__init__.py claims/kube/
-COPY claims/kube/dracel/ claims/kube/dracel/
+COPY dracel/ dracel/
 USER 10001
 EXPOSE 6443
 CMD ["python", "-m", "kubesim", "serve", "--host", "0.0.0.0", "--port", "6443"]
@@ -61,6 +59,6 @@ COPY --from=assets /app /app
 USER 10001
 EXPOSE 8000
 # Threads: a page's live watcher or an API long-poll holds one for up to its wait, and
-# LIVE_WAITERS_MAX (8) of them per process must leave the rest free for everything else.
+# LIVE_WAITERS_MAX (112) of them per process must leave the rest (16) free for everything else.
 CMD ["gunicorn", "portal.wsgi", "--config", "python:portal.gunicorn_conf", "--bind", "0.0.0.0:8000", "--workers", "3", \
-     "--worker-class", "gthread", "--threads", "16", "--worker-tmp-dir", "/tmp"]
+     "--worker-class", "gthread", "--threads", "128", "--worker-tmp-dir", "/tmp"]

@@ -35,7 +35,7 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/mypy kubesim claims portal bench
+	$(VENV)/bin/mypy dracel kubesim claims portal bench
 
 format: $(VENV)/.installed
 	$(VENV)/bin/ruff check --fix .
@@ -63,8 +63,11 @@ bench: $(VENV)/.installed
 	mkdir -p var/bench
 	$(PY) -m bench.kubesim_bench > var/bench/kubesim.json
 	$(PY) -m bench.follow_bench --sizes 10,100,1000 > var/bench/follow.json
+	$(BENCH_ENV) $(PY) -m bench.idle_bench --sizes 10,1000 > var/bench/idle.json
 	$(BENCH_ENV) $(PY) -m bench.pages_bench > var/bench/pages.json
 	$(BENCH_ENV) $(PY) -m bench.flow_bench > var/bench/flow.json
+	$(BENCH_ENV) $(PY) -m bench.flow_bench --lifted > var/bench/flow-lifted.json
 	$(BENCH_ENV) $(PY) -m bench.live_bench > var/bench/live.json
+	$(BENCH_ENV) $(PY) -m bench.open_pages_bench --browser > var/bench/open-pages.json
 	$(PY) -m bench.plot var/bench/follow.json var/bench/live.json docs/benchmarks-following.svg
 	@cat var/bench/*.json

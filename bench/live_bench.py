@@ -29,7 +29,8 @@ from typing import Any
 import psycopg
 from playwright.sync_api import Page, sync_playwright
 
-from bench.flow_bench import DATABASE, POSTGRES, KubesimAdmin, PortalClient, running_product
+from bench.flow_portal import PortalClient
+from bench.flow_product import DATABASE, POSTGRES, KubesimAdmin, running_product
 
 SPEED = 10
 CHROMIUM = "/usr/bin/chromium"
@@ -49,7 +50,8 @@ PASSWORD = "live-bench-password"
 FOLLOWED = """
 import json
 from django.utils import timezone
-from claims import cluster_ops
+from claims.read import planned
+from claims.worker import cluster_steps
 from claims.kube import manifests
 from claims.models import ClaimRequest, Cluster, NamespaceRequest
 from django.contrib.auth.models import User
@@ -68,7 +70,7 @@ for n in range({namespaces}):
             owner=user, namespace_request=ns, name=f"claim-{{i}}", device_class="gpu.nvidia.com",
             count=1, state="waiting", applied_at=timezone.now(), applied_api_version="v1",
         )
-        objects.append(cluster_ops.claim_manifest(claim, "v1"))
+        objects.append(planned.claim_manifest(claim, "v1"))
 print(json.dumps({{"objects": objects}}))
 """
 MARK_STATES = """

@@ -1,9 +1,11 @@
+"""The Django admin for teams, quotas, approval rules, webhooks and the rows admins may fix."""
+
 from typing import Any
 
 from django.contrib import admin
 from django.db import models
 
-from claims import quota
+from claims.domain import teams
 from claims.models import (
     ApprovalRule,
     AuditEvent,
@@ -51,7 +53,7 @@ class TeamAdmin(admin.ModelAdmin):
     def save_related(self, request: Any, form: Any, formsets: Any, change: bool) -> None:
         super().save_related(request, form, formsets, change)
         # A quota changed here is a quota to put on the team's namespaces in the clusters.
-        quota.team_quotas_changed(team=form.instance)
+        teams.team_quotas_changed(team=form.instance)
 
 
 @admin.register(ApprovalRule)
@@ -62,8 +64,8 @@ class ApprovalRuleAdmin(admin.ModelAdmin):
 
 
 class ShownOnlyAdmin(admin.ModelAdmin):
-    """Requests and runs are asked for, decided and followed through claims.services and
-    claims.observations (each change checked against the quotas, with its audit row), never
+    """Requests and runs are asked for, decided and followed through claims.domain.services and
+    claims.domain.observations (each change checked against the quotas, with its audit row), never
     by an edit here: every field is shown read only, and nothing is added."""
 
     def has_add_permission(self, request: Any) -> bool:
@@ -140,7 +142,7 @@ class TeamWebhookAdmin(admin.ModelAdmin):
 
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(admin.ModelAdmin):
-    """The log of what was POSTed to each webhook (claims/webhooks.py): read only."""
+    """The log of what was POSTed to each webhook (claims/notify/webhooks.py): read only."""
 
     list_display = ("created", "webhook", "event", "state", "attempts", "last_status")
     list_filter = ("state", "event")
@@ -154,7 +156,8 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
 
 @admin.register(ClaimExtension)
 class ClaimExtensionAdmin(admin.ModelAdmin):
-    """Asked and decided through the claim's page or the API (claims/expiry.py): read only."""
+    """Asked and decided through the claim's page or the API (claims/domain/expiry.py):
+    read only."""
 
     list_display = ("created", "claim", "extra", "state", "decided_by")
     list_filter = ("state",)

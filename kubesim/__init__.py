@@ -23,23 +23,23 @@ from typing import Any
 
 import yaml
 
-from kubesim import certs
-from kubesim.auth import Authenticator, read_token_file
-from kubesim.bootstrap_policy import Aggregator, seed_policy
-from kubesim.faults import Faults, parse_fault
-from kubesim.kinds_configmaps import RootCAPublisher
-from kubesim.kubelet import Kubelet
-from kubesim.namespaces import NamespaceFinalizer
-from kubesim.node_lifecycle import NodeLifecycle
-from kubesim.ownership import record_write
-from kubesim.quota import QuotaController
-from kubesim.routes import Api
-from kubesim.scheduler import Scheduler
-from kubesim.server import ApiServer, serve_in_thread
-from kubesim.serviceaccounts import ServiceAccountsController
-from kubesim.store import Store
-from kubesim.topology import Topology, seed
-from kubesim.topology import load as load_topology
+from kubesim.apiserver.faults import Faults, parse_fault
+from kubesim.apiserver.routes import Api
+from kubesim.apiserver.server import ApiServer, serve_in_thread
+from kubesim.auth.authentication import Authenticator, read_token_file
+from kubesim.auth.bootstrap_policy import Aggregator, seed_policy
+from kubesim.base import certs
+from kubesim.cluster.topology import Topology, seed
+from kubesim.cluster.topology import load as load_topology
+from kubesim.controllers.namespaces import NamespaceFinalizer
+from kubesim.controllers.node_lifecycle import NodeLifecycle
+from kubesim.controllers.scheduler import Scheduler
+from kubesim.controllers.serviceaccounts import ServiceAccountsController
+from kubesim.kubelet.kubelet import Kubelet
+from kubesim.registry.kinds.configmaps import RootCAPublisher
+from kubesim.registry.ownership import record_write
+from kubesim.registry.quota import QuotaController
+from kubesim.registry.store import Store
 
 __all__ = ["Handle", "spawn", "start"]
 log = logging.getLogger("kubesim")
@@ -226,7 +226,7 @@ def start(
     `token_auth_file`: CSV `token,user,uid[,"group1,group2"]` of more users (RBAC applies to
     them; the `token` user is in system:masters). `kubelet=False`: no simulated kubelet.
     `anonymous_auth=False`: a request without a token is 401 rather than system:anonymous."""
-    from kubesim.kinds import KINDS
+    from kubesim.registry.kinds import KINDS
 
     token = token or secrets.token_urlsafe(24)
     static_users = read_token_file(token_auth_file) if token_auth_file else {}
@@ -242,6 +242,7 @@ def start(
     )
     api.authenticator = Authenticator(store, KINDS, token, static_users, anonymous=anonymous_auth)
     api.quota = QuotaController(store, KINDS)
+    api.pod_security_default = cluster.pod_security_enforce
     Aggregator(store, KINDS)
     bundle = certs.generate((host,))
     server = ApiServer((host, port), api, api.authenticator, bundle)

@@ -45,7 +45,10 @@ class SQLiteBroker(sqlalchemy.Transport):
 
 app = Celery("portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+# The default app of every thread: claims enqueues through celery.current_app, never portal.
+app.set_default()
 app.autodiscover_tasks()
+app.autodiscover_tasks(["claims.worker"])  # claims/worker/tasks.py
 
 
 @signals.worker_init.connect

@@ -10,14 +10,12 @@ failed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 import redis
 from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.utils import timezone
 
 from claims.models import Cluster
 
@@ -49,19 +47,16 @@ def broker_check() -> Check:
 
 
 def cluster_check(cluster: Cluster) -> Check:
-    """Fresh: a follower holds its lease, or a sync listed it recently (beat's, no follower)."""
-    now = timezone.now()
-    if cluster.follower_lease_until and cluster.follower_lease_until >= now:
+    """Fresh while a cluster loop (manage.py follow_clusters) holds the cluster's lease: it
+    alone keeps the pages current with the cluster."""
+    if cluster.is_followed:
         return {"ok": True, "follower": cluster.follower}
-    stale_after = timedelta(seconds=settings.READYZ_SYNC_STALE_SECONDS)
-    if cluster.polled_at and cluster.polled_at >= now - stale_after:
-        return {"ok": True, "follower": "", "polled_at": cluster.polled_at.isoformat()}
-    polled = cluster.polled_at.isoformat() if cluster.polled_at else "never"
-    return {"ok": False, "error": f"no live follower; last synced {polled}"}
+    synced = cluster.last_synced_at.isoformat() if cluster.last_synced_at else "never"
+    return {"ok": False, "error": f"no live follower; last synced {synced}"}
 
 
 def clusters_check() -> dict[str, Check]:
-    fields = ("name", "follower", "follower_lease_until", "polled_at")
+    fields = ("name", "follower", "follower_lease_until", "last_synced_at")
     return {cluster.name: cluster_check(cluster) for cluster in Cluster.objects.only(*fields)}
 
 

@@ -25,16 +25,12 @@ from knox.auth import TokenAuthentication as KnoxTokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import BaseThrottle
+
+from claims.policy.client_address import client_ip
 
 # Shown as the "username" of token failures in the admin's access attempts (no user can
 # have it: parentheses and spaces are not allowed in usernames).
 TOKEN_CREDENTIALS = {"username": "(api token)"}
-
-
-def client_ip(request: HttpRequest) -> str:
-    """The client's address as the API throttles see it (TRUSTED_PROXY_COUNT decides)."""
-    return BaseThrottle().get_ident(request) or ""  # type: ignore[arg-type]
 
 
 def cool_off_seconds(request: HttpRequest) -> int:
@@ -106,7 +102,7 @@ class TokenAuthentication(KnoxTokenAuthentication):
     def _cleanup_token(self, auth_token: Any) -> bool:
         """Whether the token presented has expired (then it is deleted). knox also reads every
         other token of the user on every request to delete its expired ones, a query per API
-        call: the beat's claims.tasks.purge_expired_tokens deletes those instead."""
+        call: the beat's claims.worker.tasks.purge_expired_tokens deletes those instead."""
         if auth_token.expiry is not None and auth_token.expiry < timezone.now():
             auth_token.delete()
             return True

@@ -281,8 +281,8 @@ def requests_by_state() -> Iterator[GaugeMetricFamily]:
 
 def devices() -> GaugeMetricFamily:
     """Devices of each class per cluster, held by a claim's allocation or free."""
-    from claims import gpu_map
     from claims.models import ClaimRequest, Cluster
+    from claims.read import gpu_map
 
     family = GaugeMetricFamily(
         "portal_devices",

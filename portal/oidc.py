@@ -11,7 +11,7 @@ says). A refused person lands on the login page with a notice saying why.
 
 A user is found by OIDC_USERNAME_CLAIM alone (never by email, mozilla-django-oidc's default)
 or created: that value is their portal username and so their cluster identity
-(claims/access.py binds "<ACCESS_USER_PREFIX><username>"). Accounts the provider may sign in
+(claims/domain/access.py binds "<ACCESS_USER_PREFIX><username>"). Accounts the provider may sign in
 are in the SSO_GROUP group: those it made, and local ones an administrator put there or
 OIDC_LINK_LOCAL_ACCOUNTS linked at their first sign-in; any other local account of that name
 is refused, never taken over. Each sign-in sets their roles from the groups claim: an approver
@@ -38,7 +38,7 @@ from django.utils.translation import gettext as _
 from mozilla_django_oidc import views
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
-from claims.selectors import APPROVERS_GROUP
+from claims.read.selectors import APPROVERS_GROUP
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +163,37 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
         if issuer and payload.get("iss") != issuer:
             raise SuspiciousOperation(f"ID token from {payload.get('iss')!r}, not {issuer!r}")
         return payload
+
+    def retrieve_matching_jwk(self, token: str) -> jwt.PyJWK:
+        """The provider's key that verifies the token. `kid` is optional in a JWKS and a JWS
+        header: match on it when both carry one, else try each key of the token's alg."""
+        keys = requests.get(
+            settings.OIDC_OP_JWKS_ENDPOINT,
+            verify=self.get_settings("OIDC_VERIFY_SSL", True),
+            timeout=self.get_settings("OIDC_TIMEOUT", None),
+            proxies=self.get_settings("OIDC_PROXY", None),
+        )
+        keys.raise_for_status()
+        header = jwt.get_unverified_header(token)
+        candidates = [
+            key
+            for key in keys.json().get("keys", [])
+            if key.get("alg", header.get("alg")) == header.get("alg")
+            and ("kid" not in key or "kid" not in header or key["kid"] == header["kid"])
+        ]
+        for key in candidates:
+            try:
+                self._verify_jws(token, jwt.PyJWK(key))
+            except (SuspiciousOperation, jwt.PyJWTError):
+                continue
+            return jwt.PyJWK(key)
+        log.error(
+            "single sign-on: none of the %d keys at OIDC_OP_JWKS_ENDPOINT verifies the ID token "
+            "(kid %r); check OIDC_OP_JWKS_ENDPOINT or set OIDC_RP_IDP_SIGN_KEY",
+            len(candidates),
+            header.get("kid"),
+        )
+        raise SuspiciousOperation("Could not find a valid JWKS.")
 
     def verify_claims(self, claims: dict[str, Any]) -> bool:
         username_from(claims)

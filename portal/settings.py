@@ -3,18 +3,17 @@
 Every variable is documented in .env.example.
 """
 
-import base64
 import os
-import secrets
-import sys
 from datetime import timedelta
 from pathlib import Path
 
-import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.log import CallbackFilter
 
-from portal import logfilters
+from portal import api_settings
+from portal.beat_schedule import beat_schedule
+from portal.database_settings import databases
+from portal.local_keys import cluster_credentials_keys, secret_key
+from portal.logging_settings import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.getenv("PORTAL_VAR_DIR", BASE_DIR / "var"))
@@ -36,42 +35,6 @@ def envlist(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.getenv(name, default).split(",") if item.strip()]
 
 
-def local_secret_key() -> str:
-    # One random key per checkout, so sessions survive a restart of `make run`.
-    path = VAR_DIR / "secret_key"
-    if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
-    return path.read_text().strip()
-
-
-def secret_key(debug: bool) -> str:
-    if os.getenv("SECRET_KEY"):
-        return os.environ["SECRET_KEY"]
-    # mypy's Django plugin imports these settings to read the models; it serves nothing.
-    if debug or "mypy" in sys.modules:
-        return local_secret_key()
-    raise ImproperlyConfigured(
-        "SECRET_KEY is not set. With DEBUG off the portal needs a secret key from the "
-        "environment (50+ random characters, the same for web, worker and beat); "
-        "set DEBUG=True for local development only (docs/deploy.md)."
-    )
-
-
-def cluster_credentials_keys(debug: bool) -> list[str]:
-    """Fernet keys of the uploaded kubeconfigs, newest first (older ones still decrypt, so
-    keys rotate). In DEBUG a local key kept in var/; in production none is made up: the
-    deploy check fails (claims/cluster_registry.py)."""
-    keys = envlist("CLUSTER_CREDENTIALS_KEYS", "")
-    if keys or not (debug or "mypy" in sys.modules):
-        return keys
-    path = VAR_DIR / "cluster_credentials_key"
-    if not path.exists():
-        path.write_text(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())
-        path.chmod(0o600)
-    return [path.read_text().strip()]
-
-
 def proxy_ssl_header(name: str) -> tuple[str, str] | None:
     """("HTTP_X_FORWARDED_PROTO", "https") from "X-Forwarded-Proto"; None when unset."""
     header = os.getenv(name, "").strip()
@@ -82,8 +45,10 @@ def proxy_ssl_header(name: str) -> tuple[str, str] | None:
 
 # Off unless asked: `make run` and the test command set what they need themselves.
 DEBUG = envbool("DEBUG", "False")
-SECRET_KEY = secret_key(DEBUG)
-CLUSTER_CREDENTIALS_KEYS = cluster_credentials_keys(DEBUG)
+SECRET_KEY = secret_key(os.getenv("SECRET_KEY", ""), debug=DEBUG, var_dir=VAR_DIR)
+CLUSTER_CREDENTIALS_KEYS = cluster_credentials_keys(
+    envlist("CLUSTER_CREDENTIALS_KEYS", ""), debug=DEBUG, var_dir=VAR_DIR
+)
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 SITE_NAME = os.getenv("SITE_NAME", "GPU claims portal")
@@ -134,10 +99,10 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    # ... unless the signed-in user chose one (Profile.language, claims/middleware.py).
-    "claims.middleware.user_language_middleware",
-    # Where each audit row's action came from (claims/audit.py).
-    "claims.audit.AuditContextMiddleware",
+    # ... unless the signed-in user chose one (Profile.language, claims/web/middleware.py).
+    "claims.web.middleware.user_language_middleware",
+    # Where each audit row's action came from (claims/web/audit_middleware.py).
+    "claims.web.audit_middleware.AuditContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -165,26 +130,11 @@ TEMPLATES = [
 ]
 
 SQLITE_PATH = VAR_DIR / "portal.sqlite3"
-DATABASES = {
-    "default": dj_database_url.parse(
-        os.getenv("DATABASE_URL") or f"sqlite:///{SQLITE_PATH}",
-        # Opening a PostgreSQL connection costs more than most of our queries: keep it for a
-        # while, and check it before reuse so a restarted database costs one error, not many.
-        conn_max_age=envint("CONN_MAX_AGE", "60"),
-        conn_health_checks=True,
-    )
-}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Django's, with a health check that needs no round trip while the socket is quiet.
-    DATABASES["default"]["ENGINE"] = "portal.postgresql"
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # A file, not memory, so a Celery worker subprocess can share the test database; one per
-    # test run, so runs started side by side in one checkout do not share it.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test_portal_{os.getpid()}.sqlite3")}
-    DATABASES["default"].setdefault("OPTIONS", {})
-    DATABASES["default"]["OPTIONS"].update(
-        {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
-    )
+DATABASES = databases(
+    os.getenv("DATABASE_URL") or f"sqlite:///{SQLITE_PATH}",
+    conn_max_age=envint("CONN_MAX_AGE", "60"),
+    var_dir=VAR_DIR,
+)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -202,7 +152,7 @@ AUTHENTICATION_BACKENDS = [
 AXES_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", "10")
 AXES_COOLOFF_TIME = timedelta(minutes=envint("LOGIN_COOLOFF_MINUTES", "15"))
 AXES_LOCKOUT_PARAMETERS = ["ip_address"]
-AXES_CLIENT_IP_CALLABLE = "portal.lockout.client_ip"
+AXES_CLIENT_IP_CALLABLE = "claims.policy.client_address.client_ip"
 AXES_LOCKOUT_CALLABLE = "portal.lockout.lockout_response"
 # A success does not wipe the count: a guesser with an account of their own could otherwise
 # log in between guesses to start again.
@@ -234,15 +184,20 @@ STORAGES = {
 # server (kombu's SQLAlchemy transport: a message is a row, so a reader never sees half of it).
 REDIS_URL = os.getenv("REDIS_URL", "")
 BROKER_DIR = VAR_DIR / "broker"
-# Live pages and API long-polls wait for a change signal (Redis pub/sub) up to this long. Each
-# waiting request holds a web thread, so a process lets only so many wait (in all, per user);
-# beyond that a request answers at once and its client asks again later. Without Redis,
-# waiters look at the database this often instead. 12 of gunicorn's 16 threads
-# (deploy/, Dockerfile, compose): four stay for the requests that do not wait.
-LIVE_WAIT_SECONDS = float(os.getenv("LIVE_WAIT_SECONDS", "25"))
-LIVE_WAITERS_MAX = envint("LIVE_WAITERS_MAX", "12")
-LIVE_WAITERS_PER_USER = envint("LIVE_WAITERS_PER_USER", "4")
+# Live pages and API long-polls wait for a change signal (Redis pub/sub) up to this long (under
+# the Ingress's read timeout, 90 s, as the API's 60 s). Each waiting request holds a web thread
+# (but no database connection), so a process lets only so many wait (in all, per user); beyond
+# that a request answers at once and its client asks again later. An open page costs a request
+# per wait: 200 open pages fit two processes. Without Redis, waiters look at the database this
+# often instead. 112 of gunicorn's 128 threads (deploy/, Dockerfile, compose): 16 stay for the
+# requests that do not wait.
+LIVE_WAIT_SECONDS = float(os.getenv("LIVE_WAIT_SECONDS", "55"))
+LIVE_WAITERS_MAX = envint("LIVE_WAITERS_MAX", "112")
+LIVE_WAITERS_PER_USER = envint("LIVE_WAITERS_PER_USER", "16")
 LIVE_FALLBACK_POLL_SECONDS = float(os.getenv("LIVE_FALLBACK_POLL_SECONDS", "2"))
+# Of a web process's threads, this many keep their database connection between requests (the
+# others close it as their request ends: claims/live/connections.py).
+CONN_KEPT_PER_PROCESS = envint("CONN_KEPT_PER_PROCESS", "16")
 CELERY_BROKER_URL = os.getenv("CELERY_BROKER_URL") or REDIS_URL
 if not CELERY_BROKER_URL:
     BROKER_DIR.mkdir(parents=True, exist_ok=True)
@@ -266,51 +221,23 @@ CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", "False")
 # Workers log through LOGGING below (JSON in production), not Celery's own handler.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
-SYNC_INTERVAL_SECONDS = float(os.getenv("SYNC_INTERVAL_SECONDS", "1"))
+# Beat's reconciler looks for work whose message was lost this often; each cluster's loop
+# (manage.py follow_clusters) compares the cluster with the database from its caches as often,
+# and sweeps orphans from them every ORPHAN_SWEEP_INTERVAL_SECONDS.
 RECONCILE_INTERVAL_SECONDS = float(os.getenv("RECONCILE_INTERVAL_SECONDS", "20"))
-# A cluster that a follower process watches (manage.py follow_clusters) is synced by beat only
-# this often, as a safety net; the follower's lease runs this long unless renewed.
-SAFETY_NET_SYNC_SECONDS = float(os.getenv("SAFETY_NET_SYNC_SECONDS", "300"))
+ORPHAN_SWEEP_INTERVAL_SECONDS = float(os.getenv("ORPHAN_SWEEP_INTERVAL_SECONDS", "600"))
+# The lease of a cluster's loop runs this long unless renewed (a standby takes over then).
 FOLLOWER_LEASE_SECONDS = float(os.getenv("FOLLOWER_LEASE_SECONDS", "15"))
-# /readyz (portal/health.py): a cluster without a live follower is fresh while beat's sync
-# listed it within this long; the database and Redis must answer within the timeout.
-READYZ_SYNC_STALE_SECONDS = float(os.getenv("READYZ_SYNC_STALE_SECONDS", "60"))
+# /readyz (portal/health.py): the database and Redis must answer within the timeout, and,
+# with READYZ_CHECK_FOLLOWERS, every cluster must have a live loop.
 READYZ_TIMEOUT_SECONDS = float(os.getenv("READYZ_TIMEOUT_SECONDS", "2"))
 READYZ_CHECK_FOLLOWERS = envbool("READYZ_CHECK_FOLLOWERS", "True")
-# How long one watch request lasts before the follower resumes it (servers cap it too).
+# How long one watch request lasts before the loop resumes it (servers cap it too).
 FOLLOWER_WATCH_SECONDS = envint("FOLLOWER_WATCH_SECONDS", "300")
-CELERY_BEAT_SCHEDULE = {
-    "sync-clusters": {
-        "task": "claims.tasks.sync_all_clusters",
-        "schedule": SYNC_INTERVAL_SECONDS,
-        "options": {"expires": SYNC_INTERVAL_SECONDS * 2},
-    },
-    "reconcile": {
-        "task": "claims.tasks.reconcile",
-        "schedule": RECONCILE_INTERVAL_SECONDS,
-        "options": {"expires": RECONCILE_INTERVAL_SECONDS},
-    },
-    "expire-claims": {
-        "task": "claims.tasks.expire_claims",
-        "schedule": float(os.getenv("EXPIRY_INTERVAL_SECONDS", "60")),
-        "options": {"expires": 60},
-    },
-    "purge-expired-tokens": {
-        "task": "claims.tasks.purge_expired_tokens",
-        "schedule": 3600.0,
-        "options": {"expires": 3600},
-    },
-    "purge-expired-idempotency": {
-        "task": "claims.api.tasks.purge_expired_idempotency",
-        "schedule": 3600.0,
-        "options": {"expires": 3600},
-    },
-    "sweep-orphans": {
-        "task": "claims.tasks.sweep_orphans",
-        "schedule": float(os.getenv("ORPHAN_SWEEP_INTERVAL_SECONDS", "600")),
-        "options": {"expires": 600},
-    },
-}
+CELERY_BEAT_SCHEDULE = beat_schedule(
+    reconcile_seconds=RECONCILE_INTERVAL_SECONDS,
+    expiry_seconds=float(os.getenv("EXPIRY_INTERVAL_SECONDS", "60")),
+)
 
 # The default cluster: a kubeconfig path (a real cluster), else kubesim started by rundemo.
 KUBECONFIG = os.getenv("KUBECONFIG", "")
@@ -326,9 +253,9 @@ KUBE_SERVICE_ACCOUNT_DIR = os.getenv(
     "KUBE_SERVICE_ACCOUNT_DIR", "/var/run/secrets/kubernetes.io/serviceaccount"
 )
 
-# While verification runs are under way the sync looks this often (seconds).
+# A pass that failed is tried again after this long (seconds).
 RUN_FOLLOW_INTERVAL_SECONDS = float(os.getenv("RUN_FOLLOW_INTERVAL_SECONDS", "0.25"))
-# How often the sync refreshes discovery and the device inventory (seconds).
+# How often a one-off sync reads discovery and the inventory again (seconds; a loop watches).
 INVENTORY_REFRESH_SECONDS = envint("INVENTORY_REFRESH_SECONDS", "30")
 # Approved work with nothing in flight for this long is re-enqueued by the reconciler.
 RECONCILE_STALE_SECONDS = envint("RECONCILE_STALE_SECONDS", "30")
@@ -339,6 +266,14 @@ RUN_LOG_MAX_BYTES = envint("RUN_LOG_MAX_BYTES", "262144")
 # Labels every object with this, so two installations on one cluster never take each
 # other's objects (a DNS-1123 label value).
 PORTAL_INSTANCE = os.getenv("PORTAL_INSTANCE", "default")
+# The Pod Security level enforced (and warned of) on the namespaces the portal creates: many
+# clusters enforce "restricted" on user namespaces; "" leaves the cluster's default.
+NAMESPACE_POD_SECURITY = os.getenv("NAMESPACE_POD_SECURITY", "restricted")
+if NAMESPACE_POD_SECURITY not in ("", "privileged", "baseline", "restricted"):
+    raise ImproperlyConfigured(
+        f"NAMESPACE_POD_SECURITY is {NAMESPACE_POD_SECURITY!r}, expected privileged, baseline, "
+        "restricted or empty"
+    )
 # Namespace names refused at the form (shell-style patterns): the cluster's own.
 PROTECTED_NAMESPACES = envlist(
     "PROTECTED_NAMESPACES",
@@ -375,16 +310,20 @@ KUBE_TASK_MAX_BACKOFF_SECONDS = envint("KUBE_TASK_MAX_BACKOFF_SECONDS", "30")
 # reconciler tries again (seconds).
 CLUSTER_WAIT_FIRST_SECONDS = envint("CLUSTER_WAIT_FIRST_SECONDS", "30")
 CLUSTER_WAIT_MAX_SECONDS = envint("CLUSTER_WAIT_MAX_SECONDS", "600")
-# Client-side rate limit of each cluster connection, as client-go's defaults.
-KUBE_CLIENT_QPS = float(os.getenv("KUBE_CLIENT_QPS", "5"))
-KUBE_CLIENT_BURST = envint("KUBE_CLIENT_BURST", "10")
+# Client-side rate limit per cluster, for all the portal's processes together (through Redis;
+# without it, per process): kube-scheduler's defaults, the control-plane component whose work,
+# like the portal's, someone waits for (kube-controller-manager: 20/30 for its ~40
+# controllers; kubectl: client-go's 5/10 per invocation, 50/300 for discovery). A 429 from
+# API Priority and Fairness is sent again after its Retry-After (claims/kube/connection.py).
+KUBE_CLIENT_QPS = float(os.getenv("KUBE_CLIENT_QPS", "50"))
+KUBE_CLIENT_BURST = envint("KUBE_CLIENT_BURST", "100")
 
-# --- Limits on what a request may carry (claims/limits.py has the per-field caps) ---
+# --- Limits on what a request may carry (claims/policy/limits.py has the per-field caps) ---
 # Body bytes Django (forms) and the API read; the largest legitimate request, a claim with
 # every field at its cap, is under 190 KiB. A larger API body gets 413, a larger form 400.
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", "262144")
 
-# --- Claim lifetimes and notices (claims/expiry.py, claims/notifications.py) ---
+# --- Claim lifetimes and notices (claims/domain/expiry.py, claims/notify/notifications.py) ---
 # A claim lives this long from the moment its ResourceClaim is created, unless its team's
 # quota says otherwise, and never longer than the cap (hours).
 CLAIM_DEFAULT_LIFETIME = timedelta(hours=float(os.getenv("CLAIM_DEFAULT_LIFETIME_HOURS", "168")))
@@ -419,6 +358,8 @@ WEBHOOK_TIMEOUT_SECONDS = float(os.getenv("WEBHOOK_TIMEOUT_SECONDS", "5"))
 # both only with this bearer token (unset: no metrics at all).
 METRICS_TOKEN = os.getenv("METRICS_TOKEN", "")
 METRICS_PORT = envint("METRICS_PORT", "0")
+# What a worker-like process (the follower) calls to serve its metrics on METRICS_PORT.
+PROCESS_METRICS_SERVER = "portal.metrics.serve_for_process"
 
 # --- Single sign-on with OpenID Connect (portal/oidc.py); off while no client id is set.
 OIDC_RP_CLIENT_ID = os.getenv("OIDC_RP_CLIENT_ID", "")
@@ -449,46 +390,17 @@ OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_authentication_callback"
 LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/?sso=failed"
 AUTHENTICATION_BACKENDS.append("portal.oidc.PortalOIDCBackend")
 
-# The REST API keeps its own settings next to it.
-from portal.api_settings import *  # noqa: E402, F403
-
-INSTALLED_APPS += API_APPS  # noqa: F405
+# The REST API keeps its own settings next to it (portal/api_settings.py).
+INSTALLED_APPS += api_settings.API_APPS
+REST_FRAMEWORK = api_settings.REST_FRAMEWORK
+SPECTACULAR_SETTINGS = api_settings.SPECTACULAR_SETTINGS
+REST_KNOX = api_settings.REST_KNOX
+API_IDEMPOTENCY_TTL = api_settings.API_IDEMPOTENCY_TTL
+API_LONG_POLL_MAX_SECONDS = api_settings.API_LONG_POLL_MAX_SECONDS
+API_LONG_POLL_INTERVAL_SECONDS = api_settings.API_LONG_POLL_INTERVAL_SECONDS
 
 # JSON lines with the request id in production, text in `make run` (portal/request_id.py).
 LOG_FORMAT = os.getenv("LOG_FORMAT", "").strip().lower() or ("text" if DEBUG else "json")
 if LOG_FORMAT not in ("json", "text"):
     raise ImproperlyConfigured(f"LOG_FORMAT is {LOG_FORMAT!r}, expected json or text")
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {
-        "json": {"()": "portal.request_id.PortalJsonFormatter"},
-        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
-    },
-    "filters": {
-        "request_id": {"()": "portal.request_id.RequestIdFilter"},
-        "quiet_live_waits": {"()": CallbackFilter, "callback": logfilters.quiet_live_waits},
-        "client_errors": {
-            "()": CallbackFilter,
-            "callback": logfilters.no_traceback_for_client_errors,
-        },
-    },
-    "handlers": {
-        "console": {
-            "class": "logging.StreamHandler",
-            "formatter": LOG_FORMAT,
-            "filters": ["request_id"],
-        }
-    },
-    "root": {"handlers": ["console"], "level": os.getenv("LOG_LEVEL", "INFO")},
-    # "django" prints through root only (its own console handler printed each line twice).
-    "loggers": {
-        "django": {"propagate": True},
-        "django.request": {"filters": ["client_errors"]},
-        "django.server": {
-            "handlers": ["console"],
-            "filters": ["quiet_live_waits"],
-            "propagate": False,
-        },
-    },
-}
+LOGGING = logging_config(log_format=LOG_FORMAT, level=os.getenv("LOG_LEVEL", "INFO"))

@@ -6,5 +6,5 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("oidc/", include("portal.oidc")),
     path("api/", include("claims.api.urls")),
-    path("", include("claims.urls")),
+    path("", include("claims.web.urls")),
 ]

@@ -1,3 +1,5 @@
+"""The REST API's Django app (API tokens and idempotency keys live here)."""
+
 from django.apps import AppConfig
 
 

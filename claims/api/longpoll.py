@@ -12,7 +12,7 @@ from django.utils.translation import gettext
 from rest_framework import serializers
 from rest_framework.request import Request
 
-from claims import changes
+from claims.live import changes
 
 # Seconds a client should let pass before asking again when its wait was refused (the
 # process already holds as many waiting requests as it lets wait).

@@ -1,8 +1,9 @@
-"""Pages of the list endpoints: numbered pages with a count, or cursor pages without one.
+"""Pages of the list endpoints: numbered pages or cursor pages, neither with a count.
 
-Numbered pages count the rows (one COUNT over everything the filters match) and get slower
-the further they go (OFFSET). A client reading a large list asks for cursor pages instead
-(`?cursor=` to start): newest first by id, each page an indexed range, no count.
+Numbered pages read one row more than the page to know whether another follows: counting
+everything the filters match cost more than the page itself as the list grew. They still
+get slower the further they go (OFFSET); a client reading a large list asks for cursor pages
+instead (`?cursor=` to start): newest first by id, each page an indexed range.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from rest_framework import pagination
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
 from claims.api.filters import BIGINT
-from claims.limits import API_MAX_PAGE_SIZE, API_PAGE_SIZE
+from claims.policy.limits import API_MAX_PAGE_SIZE, API_PAGE_SIZE
 
 
 def page_size_of(request: Request) -> int:
@@ -33,12 +35,44 @@ def page_size_of(request: Request) -> int:
 
 
 class PageNumberPagination(pagination.PageNumberPagination):
+    """?page=N of page_size rows, with links to the pages around it and no count."""
+
     page_size = API_PAGE_SIZE
     page_size_query_param = "page_size"
     max_page_size = API_MAX_PAGE_SIZE
 
     def get_page_size(self, request: Request) -> int:
         return page_size_of(request)
+
+    def paginate_queryset(self, queryset: Any, request: Request, view: Any = None) -> list[Any]:
+        self.url = request.build_absolute_uri()
+        size = self.get_page_size(request)
+        raw = request.query_params.get(self.page_query_param) or "1"
+        number = int(raw) if raw.isascii() and raw.isdecimal() and len(raw) < 10 else 0
+        if number < 1:
+            raise NotFound(self.invalid_page_message.format(page_number=raw, message=""))
+        start = (number - 1) * size
+        rows = list(queryset[start : start + size + 1])
+        if not rows and number > 1:
+            raise NotFound(self.invalid_page_message.format(page_number=raw, message=""))
+        self.number, self.more = number, len(rows) > size
+        return rows[:size]
+
+    def get_paginated_response(self, data: Any) -> Response:
+        links = {"next": self.get_next_link(), "previous": self.get_previous_link()}
+        return Response({**links, "results": data})
+
+    def get_next_link(self) -> str | None:
+        if not self.more:
+            return None
+        return replace_query_param(self.url, self.page_query_param, self.number + 1)
+
+    def get_previous_link(self) -> str | None:
+        if self.number == 1:
+            return None
+        if self.number == 2:
+            return remove_query_param(self.url, self.page_query_param)
+        return replace_query_param(self.url, self.page_query_param, self.number - 1)
 
 
 class CursorPagination(pagination.CursorPagination):
@@ -102,7 +136,21 @@ class ListPagination(pagination.BasePagination):
         return parameters
 
     def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
-        paged = PageNumberPagination().get_paginated_response_schema(schema)
-        paged["required"] = ["results"]
-        paged["properties"]["count"]["description"] = "Numbered pages only."
-        return paged
+        link = {"type": "string", "nullable": True, "format": "uri"}
+        return {
+            "type": "object",
+            "required": ["results"],
+            "properties": {
+                "next": {
+                    **link,
+                    "description": "The next page; null on the last.",
+                    "example": "https://portal.example.org/api/v1/claims/?page=3",
+                },
+                "previous": {
+                    **link,
+                    "description": "The page before; null on the first.",
+                    "example": "https://portal.example.org/api/v1/claims/?page=1",
+                },
+                "results": schema,
+            },
+        }

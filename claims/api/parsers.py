@@ -19,7 +19,7 @@ from rest_framework.exceptions import APIException, ParseError
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 
-from claims.limits import JSON_MAX_DEPTH
+from claims.policy.limits import JSON_MAX_DEPTH
 
 # A JSON string (its brackets do not nest anything), and the brackets that do.
 STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)

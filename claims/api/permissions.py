@@ -1,3 +1,5 @@
+"""Who may call what in the REST API: the same rules as the pages."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -5,7 +7,7 @@ from typing import Any
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from claims import selectors
+from claims.read import selectors
 
 
 class IsApprover(BasePermission):

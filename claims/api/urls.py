@@ -1,7 +1,9 @@
+"""The REST API's URLs under /api/v1/, its schema and Swagger UI (DRF only: the tokens page is
+one of the pages, claims/web)."""
+
 from django.urls import URLPattern, include, path, re_path
 from rest_framework.views import APIView
 
-from claims.api import tokens
 from claims.api.views import (
     audit,
     clusters,
@@ -9,11 +11,12 @@ from claims.api.views import (
     kubeconfig,
     preview,
     requests,
+    rules,
     runs,
     schema,
+    teams,
 )
 from claims.api.views import base as views_base
-from claims.views import confirm
 
 
 def request_urls(
@@ -87,6 +90,22 @@ v1 = [
         name="api-extension-reject",
     ),
     path("audit/", audit.AuditTrailApi.as_view(), name="api-audit"),
+    path("teams/", teams.TeamListApi.as_view(), name="api-teams"),
+    path("teams/<int:pk>/", teams.TeamDetailApi.as_view(), name="api-team"),
+    path("teams/<int:pk>/members/", teams.MemberListApi.as_view(), name="api-team-members"),
+    path(
+        "teams/<int:pk>/members/<int:member_id>/",
+        teams.MemberDetailApi.as_view(),
+        name="api-team-member",
+    ),
+    path("teams/<int:pk>/quotas/", teams.QuotaListApi.as_view(), name="api-team-quotas"),
+    path(
+        "teams/<int:pk>/quotas/<int:quota_id>/",
+        teams.QuotaDetailApi.as_view(),
+        name="api-team-quota",
+    ),
+    path("approval-rules/", rules.RuleListApi.as_view(), name="api-approval-rules"),
+    path("approval-rules/<int:pk>/", rules.RuleDetailApi.as_view(), name="api-approval-rule"),
 ]
 
 urlpatterns = [
@@ -96,7 +115,4 @@ urlpatterns = [
     path("schema/", schema.SchemaApi.as_view(), name="api-schema"),
     path("docs/", schema.SwaggerUi.as_view(), name="api-docs"),
     path("docs/assets/<str:filename>", schema.swagger_ui_asset, name="api-docs-asset"),
-    path("tokens/", tokens.token_list, name="api-tokens"),
-    path("tokens/new/", tokens.token_create, name="api-token-create"),
-    path("tokens/revoke/", confirm.token_revoke, name="api-token-revoke"),
 ]

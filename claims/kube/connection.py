@@ -21,11 +21,18 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.config import incluster_config, kube_config
 
-from claims.kube.errors import PermanentKubeError, TransientKubeError, error_for_response
-from claims.kube.ratelimit import TokenBucket
+from claims.kube.errors import (
+    PermanentKubeError,
+    ServerAskedToWait,
+    TransientKubeError,
+    error_for_response,
+)
+from claims.kube.ratelimit import Limiter
 
 Obj = dict[str, Any]
 RECHECK_SECONDS = 1.0  # how often the credential files are looked at (a stat each)
+RETRY_AFTER_ATTEMPTS = 10  # client-go's maxRetries for responses with Retry-After
+RETRY_AFTER_MAX_SECONDS = 10.0
 Signature = tuple[tuple[int, int] | None, ...]
 SERVICE_ACCOUNT_DIR = os.path.dirname(incluster_config.SERVICE_TOKEN_FILENAME)
 # Told of every request's answer (method, URL, status; 0 when none came): the portal's
@@ -66,7 +73,11 @@ def load_configuration(
     except (config.ConfigException, OSError, ValueError) as e:
         raise PermanentKubeError(f"cannot load the cluster connection: {e}", 0, "Config") from e
     # Retries belong to the caller (Celery, with backoff); one quick reconnect is enough here.
-    configuration.retries = urllib3.Retry(total=1, read=0, status=0, redirect=0)
+    # A Retry-After is Connection._send's to honour: urllib3 would take a 429 carrying one for
+    # a failure to reach the cluster.
+    configuration.retries = urllib3.Retry(
+        total=1, read=0, status=0, redirect=0, respect_retry_after_header=False
+    )
     return configuration
 
 
@@ -149,8 +160,9 @@ class Connection:
         in_cluster: bool,
         *,
         timeout: tuple[float, float],
-        limiter: TokenBucket,
+        limiter: Limiter,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
         kubeconfig: Obj | None = None,
         service_account_dir: str = SERVICE_ACCOUNT_DIR,
     ) -> None:
@@ -160,7 +172,7 @@ class Connection:
         files = credential_files(kubeconfig_path, in_cluster, service_account_dir)
         self._files = [] if in_memory else files
         self._lock = threading.Lock()
-        self._clock = clock
+        self._clock, self._sleep = clock, sleep
         self.timeout = timeout
         self.limiter = limiter
         self._signature = signature(self._files)
@@ -274,7 +286,6 @@ class Connection:
         content_type: str = "application/json",
         accept: str = "application/json",
     ) -> bytes:
-        self.limiter.acquire()
         api_client = self.api_client
         _, full_url, headers, _, _ = api_client.param_serialize(
             method=method,
@@ -284,7 +295,18 @@ class Connection:
         )
         # The client serialises a JSON body itself; other content types go as text.
         data = body if body is None or content_type == "application/json" else json.dumps(body)
-        return self._perform(api_client, method, full_url, headers, data)
+        # As client-go: a server that did not handle the request and said when to send it
+        # again (API Priority and Fairness' 429) gets it then, up to RETRY_AFTER_ATTEMPTS
+        # times; a wait longer than RETRY_AFTER_MAX_SECONDS is left to the caller's back-off.
+        for attempt in range(RETRY_AFTER_ATTEMPTS + 1):
+            self.limiter.acquire()
+            try:
+                return self._perform(api_client, method, full_url, headers, data)
+            except ServerAskedToWait as wait:
+                if attempt == RETRY_AFTER_ATTEMPTS or wait.seconds > RETRY_AFTER_MAX_SECONDS:
+                    raise
+                self._sleep(wait.seconds)
+        raise AssertionError("unreachable")
 
     def _perform(
         self, api_client: client.ApiClient, method: str, url: str, headers: Obj, data: Any
@@ -302,7 +324,8 @@ class Connection:
             raise TransientKubeError(f"cannot reach the cluster: {e.reason}") from e
         observe_call(method, url, response.status)
         if not 200 <= response.status <= 299:
-            raise error_for_response(response.status, payload, response.reason or "")
+            retry_after = response.headers.get("Retry-After")
+            raise error_for_response(response.status, payload, response.reason or "", retry_after)
         return payload
 
     def cluster_entry(self) -> Obj:

@@ -13,6 +13,15 @@ class TransientKubeError(KubeError):
     """The cluster could not be reached or was overloaded: trying again may work."""
 
 
+class ServerAskedToWait(TransientKubeError):
+    """429 (API Priority and Fairness, max-in-flight) or a 5xx with Retry-After: the server did
+    not handle the request and says when to send it again."""
+
+    def __init__(self, message: str, seconds: float) -> None:
+        super().__init__(message)
+        self.seconds = seconds
+
+
 class ResourceVersionExpired(KubeError):
     """410 Gone: the resourceVersion a watch resumes from is too old; list again."""
 
@@ -57,8 +66,21 @@ def _status_fields(body: bytes, http_reason: str) -> tuple[str, str, dict]:
     return text or http_reason, http_reason, {}
 
 
-def error_for_response(status: int, body: bytes, http_reason: str) -> KubeError:
+def error_for_response(
+    status: int, body: bytes, http_reason: str, retry_after: str | None = None
+) -> KubeError:
     message, reason, details = _status_fields(body, http_reason)
     if status == 429 or status >= 500:
+        seconds = _seconds(retry_after)
+        if seconds is not None:
+            return ServerAskedToWait(f"{status} {reason}: {message}", seconds)
         return TransientKubeError(f"{status} {reason}: {message}")
     return PermanentKubeError(message, status, reason, details)
+
+
+def _seconds(retry_after: str | None) -> float | None:
+    """Retry-After in seconds, as the API server sends it (client-go reads only that form)."""
+    try:
+        return max(0.0, float(int(retry_after or "")))
+    except ValueError:
+        return None

@@ -2,19 +2,19 @@
 
 Responses are handled as plain JSON dicts rather than the client's generated models, which
 differ between client versions and reject some of what the servers send (reference dra.md §8).
+The kinds and their paths are in resources.py, which versions a cluster serves in discovery.py.
 """
 
 import json
-import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import quote
 
 from claims.kube import parsing, preflight
 from claims.kube.connection import SERVICE_ACCOUNT_DIR, Connection, json_object
+from claims.kube.discovery import ResourceDiscovery
 from claims.kube.errors import (
     KubeError,
     PermanentKubeError,
@@ -31,7 +31,22 @@ from claims.kube.parsing import (
     PodState,
     PreflightCheck,
 )
-from claims.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS, TokenBucket
+from claims.kube.pod_reads import (
+    PodEvent,
+    _by_time,
+    _drop_cut_off_line,
+    _is_waiting_to_start,
+    _pod_event,
+    _since_seconds,
+)
+from claims.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS, Limiter, TokenBucket
+from claims.kube.resources import (
+    GROUP_VERSIONS,
+    RESOURCE_KINDS,
+    Obj,
+    _full_api_version,
+    _object_path,
+)
 
 __all__ = [
     "ClaimState",
@@ -50,90 +65,7 @@ __all__ = [
 ]
 
 FIELD_MANAGER = "gpu-portal"
-RESOURCE_GROUP = "resource.k8s.io"
-RESOURCE_VERSION_PREFERENCE = ("v1", "v1beta2", "v1beta1")
 DEFAULT_TIMEOUT = (3.0, 10.0)  # connect, read (seconds)
-DISCOVERY_TTL = 60.0  # seconds a discovered version list is trusted
-
-# kind -> (plural, namespaced)
-KINDS = {
-    "Namespace": ("namespaces", False),
-    "Pod": ("pods", True),
-    "ResourceClaim": ("resourceclaims", True),
-    "DeviceClass": ("deviceclasses", False),
-    "ResourceSlice": ("resourceslices", False),
-    "ServiceAccount": ("serviceaccounts", True),
-    "RoleBinding": ("rolebindings", True),
-    "ResourceQuota": ("resourcequotas", True),
-}
-RESOURCE_KINDS = ("ResourceClaim", "DeviceClass", "ResourceSlice")
-
-Obj = dict[str, Any]
-T = TypeVar("T")
-
-
-def _full_api_version(api_version: str, kind: str) -> str:
-    if kind in RESOURCE_KINDS and "/" not in api_version:
-        return f"{RESOURCE_GROUP}/{api_version}"
-    return api_version
-
-
-def _object_path(api_version: str, kind: str, namespace: str | None, name: str = "") -> str:
-    if kind not in KINDS:
-        raise ValueError(f"the gateway does not handle kind {kind!r}")
-    plural, namespaced = KINDS[kind]
-    api_version = _full_api_version(api_version, kind)
-    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-    if namespaced and namespace:
-        base += f"/namespaces/{quote(namespace, safe='')}"
-    path = f"{base}/{plural}"
-    return f"{path}/{quote(name, safe='')}" if name else path
-
-
-def _since_seconds(since: datetime) -> int:
-    # Rounded up and padded: the cluster's clock may trail ours; extra lines are dropped anyway.
-    age = (datetime.now(UTC) - since).total_seconds()
-    return max(1, math.ceil(age) + 2)
-
-
-def _drop_cut_off_line(body: bytes, limit_bytes: int) -> bytes:
-    """A log cut at limitBytes ends mid-line; leave that line for the next read."""
-    if len(body) < limit_bytes or body.endswith(b"\n") or b"\n" not in body:
-        return body
-    return body[: body.rindex(b"\n") + 1]
-
-
-def _is_waiting_to_start(error: PermanentKubeError) -> bool:
-    return error.status == 400 and (
-        "waiting to start" in error.message or "ContainerCreating" in error.message
-    )
-
-
-@dataclass(frozen=True)
-class PodEvent:
-    reason: str
-    message: str
-    at: str  # when last seen (RFC 3339), as the cluster wrote it
-    count: int
-
-
-def _pod_event(event: Obj) -> PodEvent:
-    # A recurring event counts up in series.count (events.k8s.io) or count (core/v1).
-    series = event.get("series") or {}
-    at = (
-        series.get("lastObservedTime")
-        or event.get("lastTimestamp")
-        or event.get("eventTime")
-        or (event.get("metadata") or {}).get("creationTimestamp")
-        or ""
-    )
-    count = int(series.get("count") or event.get("count") or 1)
-    return PodEvent(str(event.get("reason") or ""), str(event.get("message") or ""), at, count)
-
-
-def _by_time(event: PodEvent) -> str:
-    # RFC 3339 in UTC sorts as text once the fraction is the same length (MicroTime has one).
-    return event.at.replace("Z", ".000000Z") if "." not in event.at else event.at
 
 
 class ClusterGateway:
@@ -146,14 +78,16 @@ class ClusterGateway:
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
         qps: float = DEFAULT_QPS,
         burst: int = DEFAULT_BURST,
+        limiter: Limiter | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         kubeconfig: Obj | None = None,
         service_account_dir: str = SERVICE_ACCOUNT_DIR,
     ) -> None:
         """`clock` and `sleep` are for tests (rate limit, credential and discovery ages);
-        `kubeconfig`: one held in memory (decrypted), instead of kubeconfig_path."""
-        limiter = TokenBucket(qps, burst, clock=clock, sleep=sleep)
+        `kubeconfig`: one held in memory (decrypted), instead of kubeconfig_path; `limiter`:
+        a rate limit shared with others (else one of its own, of `qps` and `burst`)."""
+        limiter = limiter or TokenBucket(qps, burst, clock=clock, sleep=sleep)
         self.connection = Connection(
             kubeconfig_path,
             context,
@@ -161,12 +95,11 @@ class ClusterGateway:
             timeout=timeout,
             limiter=limiter,
             clock=clock,
+            sleep=sleep,
             kubeconfig=kubeconfig,
             service_account_dir=service_account_dir,
         )
-        self._clock = clock
-        self._info: ClusterInfo | None = None
-        self._info_at = 0.0
+        self._discovery = ResourceDiscovery(self._get_json, clock)
 
     def close(self) -> None:
         self.connection.close()
@@ -189,61 +122,17 @@ class ClusterGateway:
         query = {"labelSelector": label_selector} if label_selector else None
         return self._get_json(path, query).get("items") or []
 
-    # --- discovery -------------------------------------------------------------------
-
-    def _served_resource_versions(self) -> list[str]:
-        try:
-            group = self._get_json(f"/apis/{RESOURCE_GROUP}")
-        except PermanentKubeError as e:
-            if e.status == 404:
-                return []
-            raise
-        return [v["version"] for v in group.get("versions") or []]
+    # --- discovery (discovery.py) ----------------------------------------------------
 
     def discover(self) -> ClusterInfo:
-        server_version = self._get_json("/version").get("gitVersion", "")
-        served = self._served_resource_versions()
-        preferred = next((v for v in RESOURCE_VERSION_PREFERENCE if v in served), None)
-        self._info, self._info_at = ClusterInfo(server_version, served, preferred), self._clock()
-        return self._info
+        return self._discovery.discover()
 
     def _cached_info(self) -> ClusterInfo:
-        if self._info is None or self._clock() - self._info_at >= DISCOVERY_TTL:
-            return self.discover()
-        return self._info
-
-    def _resource_version(self) -> str:
-        info = self._cached_info()
-        if info.preferred_resource_version is None:
-            raise PermanentKubeError(
-                f"the cluster does not serve {RESOURCE_GROUP} (DRA is not enabled)",
-                404,
-                "NotFound",
-            )
-        return f"{RESOURCE_GROUP}/{info.preferred_resource_version}"
+        return self._discovery.cached_info()
 
     def claim_api_version(self) -> str:
         """The resource.k8s.io version to write claims in: the preferred one served now."""
-        return self._resource_version()
-
-    def _served(self, api_version: str) -> str:
-        """`api_version` if the cluster serves it, else (for resource.k8s.io, whose versions
-        are views of one stored object) the preferred served version."""
-        group, _, version = api_version.rpartition("/")
-        if group != RESOURCE_GROUP or version in self._cached_info().resource_versions:
-            return api_version
-        return self._resource_version()
-
-    def _versioned(self, api_version: str, attempt: Callable[[str], T]) -> T:
-        """Run `attempt` with a served version; when the path itself is gone (the cluster
-        stopped serving the version since discovery), discover again and retry once."""
-        try:
-            return attempt(self._served(api_version))
-        except PermanentKubeError as e:
-            if not (e.resource_unserved and api_version.startswith(f"{RESOURCE_GROUP}/")):
-                raise
-        self.discover()
-        return attempt(self._served(api_version))
+        return self._discovery.resource_version()
 
     # --- writes ----------------------------------------------------------------------
 
@@ -292,7 +181,7 @@ class ClusterGateway:
                 raise
             return True
 
-        return self._versioned(_full_api_version(api_version, kind), attempt)
+        return self._discovery.versioned(_full_api_version(api_version, kind), attempt)
 
     # --- reads -----------------------------------------------------------------------
 
@@ -307,18 +196,19 @@ class ClusterGateway:
                     return None
                 raise
 
-        return self._versioned(_full_api_version(api_version, kind), attempt)
+        return self._discovery.versioned(_full_api_version(api_version, kind), attempt)
 
     def _list_resources(self, kind: str, label_selector: str = "") -> list[Obj]:
         def attempt(version: str) -> list[Obj]:
             return self._list(_object_path(version, kind, None), label_selector)
 
-        return self._versioned(self._resource_version(), attempt)
+        return self._discovery.versioned(self._discovery.resource_version(), attempt)
 
     def _collection_path(self, kind: str) -> str:
         """Every namespace's objects of kind, at the version this cluster prefers."""
-        version = self._resource_version() if kind in RESOURCE_KINDS else "v1"
-        return _object_path(version, kind, None)
+        if kind in RESOURCE_KINDS:
+            return _object_path(self._discovery.resource_version(), kind, None)
+        return _object_path(GROUP_VERSIONS.get(kind, "v1"), kind, None)
 
     def list_with_version(self, kind: str, label_selector: str) -> tuple[list[Obj], str]:
         """Matching objects and the list's resourceVersion, where a watch carries on."""

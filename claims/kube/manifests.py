@@ -1,15 +1,18 @@
 """Pure functions building the manifests the portal applies, as plain dicts."""
 
+import copy
 from typing import Any
 
 import yaml
+
+from claims.kube import labels as label_keys
 
 RESOURCE_GROUP = "resource.k8s.io"
 RBAC_GROUP = "rbac.authorization.k8s.io"
 RESOURCE_VERSIONS = ("v1", "v1beta2", "v1beta1")
 REQUEST_NAME = "gpu"
 POD_CLAIM_NAME = "gpu"
-MANAGED_BY_LABELS = {"app.kubernetes.io/managed-by": "gpu-portal"}
+MANAGED_BY_LABELS = label_keys.MANAGED_BY
 VECTOR_ADD_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
 DEVICE_QUERY_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:devicequery"
 VERIFICATION_CONTAINERS = (("ctr0", VECTOR_ADD_IMAGE), ("ctr1", DEVICE_QUERY_IMAGE))
@@ -102,8 +105,25 @@ def resource_quota_manifest(
     }
 
 
+# What Pod Security "restricted" asks of every container, and of the Pod (many clusters enforce
+# it on user namespaces). The CUDA samples need no root: a numeric user, as their images name
+# none of their own and the kubelet can only check a number against runAsNonRoot.
+CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+POD_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": 65534,
+    "runAsGroup": 65534,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
 def _claim_using_container(name: str, image: str) -> Manifest:
-    return {"name": name, "image": image, "resources": {"claims": [{"name": POD_CLAIM_NAME}]}}
+    return {
+        "name": name,
+        "image": image,
+        "resources": {"claims": [{"name": POD_CLAIM_NAME}]},
+        "securityContext": copy.deepcopy(CONTAINER_SECURITY),
+    }
 
 
 def verification_pod_manifest(
@@ -120,6 +140,7 @@ def verification_pod_manifest(
     names = [container for container, _ in VERIFICATION_CONTAINERS]
     spec: Manifest = {
         "restartPolicy": "Never",
+        "securityContext": copy.deepcopy(POD_SECURITY),
         "resourceClaims": [{"name": POD_CLAIM_NAME, "resourceClaimName": claim_name}],
         "containers": [_claim_using_container(n, i) for n, i in zip(names, images, strict=True)],
     }

@@ -4,6 +4,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from claims.kube import labels as label_keys
+
 AttributeValue = str | int | bool
 Obj = dict[str, Any]
 
@@ -48,6 +50,7 @@ class ClaimState:
     node: str | None
     devices: list[AllocatedDevice] = field(default_factory=list)
     reserved_for: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)  # the portal's own (portal_labels)
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,8 @@ class ContainerState:
     reason: str
     exit_code: int | None
     message: str
+    started_at: datetime | None = None  # state.running or state.terminated startedAt
+    finished_at: datetime | None = None  # state.terminated.finishedAt
 
 
 @dataclass(frozen=True)
@@ -67,9 +72,11 @@ class PodState:
     node: str | None
     reason: str
     message: str
-    started_at: datetime | None
-    finished_at: datetime | None
+    started_at: datetime | None  # the first container's start (else the Pod's startTime)
+    finished_at: datetime | None  # the last container's end, once all have ended
     containers: list[ContainerState] = field(default_factory=list)
+    uid: str = ""
+    labels: dict[str, str] = field(default_factory=dict)  # the portal's own (portal_labels)
 
 
 @dataclass(frozen=True)
@@ -172,6 +179,7 @@ def claim_state(obj: Obj) -> ClaimState:
             AllocatedDevice(r["request"], r["driver"], r["pool"], r["device"]) for r in results
         ],
         reserved_for=[r.get("name", "") for r in status.get("reservedFor") or []],
+        labels=portal_labels(obj),
     )
 
 
@@ -186,6 +194,8 @@ def _container_state(status: Obj) -> ContainerState:
                 reason=detail.get("reason", ""),
                 exit_code=detail.get("exitCode"),
                 message=detail.get("message", ""),
+                started_at=parse_time(detail.get("startedAt")),
+                finished_at=parse_time(detail.get("finishedAt")),
             )
     return ContainerState(status["name"], "unknown", "", None, "")
 
@@ -200,16 +210,21 @@ def _pod_reason(status: Obj) -> tuple[str, str]:
     return "", ""
 
 
-def _finished_at(containers: list[Obj]) -> datetime | None:
-    ends = [(c.get("state") or {}).get("terminated", {}).get("finishedAt") for c in containers]
-    if not containers or not all(ends):
+def _started_at(containers: list[ContainerState]) -> datetime | None:
+    starts = [c.started_at for c in containers if c.started_at]
+    return min(starts) if starts else None
+
+
+def _finished_at(containers: list[ContainerState]) -> datetime | None:
+    ends = [c.finished_at for c in containers]
+    if not ends or None in ends:
         return None
-    return max(t for t in (parse_time(e) for e in ends) if t is not None)
+    return max(end for end in ends if end)
 
 
 def pod_state(obj: Obj) -> PodState:
     status = obj.get("status") or {}
-    container_statuses = status.get("containerStatuses") or []
+    containers = [_container_state(c) for c in status.get("containerStatuses") or []]
     reason, message = _pod_reason(status)
     return PodState(
         namespace=obj["metadata"]["namespace"],
@@ -218,10 +233,30 @@ def pod_state(obj: Obj) -> PodState:
         node=(obj.get("spec") or {}).get("nodeName"),
         reason=reason,
         message=message,
-        started_at=parse_time(status.get("startTime")),
-        finished_at=_finished_at(container_statuses),
-        containers=[_container_state(c) for c in container_statuses],
+        started_at=_started_at(containers) or parse_time(status.get("startTime")),
+        finished_at=_finished_at(containers),
+        containers=containers,
+        uid=obj["metadata"].get("uid", ""),
+        labels=portal_labels(obj),
     )
+
+
+def portal_labels(obj: Obj) -> dict[str, str]:
+    """The labels the portal writes (claims.kube.labels), none of anyone else's: a label
+    another tool adds is no change to follow."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return {key: value for key, value in labels.items() if label_keys.is_portal_label(key)}
+
+
+def metadata_only(obj: Obj) -> Obj:
+    """What the reconciler reads of an object it only checks for presence and ownership
+    (namespaces, ServiceAccounts, RoleBindings, ResourceQuotas): a cache of thousands stays
+    small, and a change of anything else (a status, a finalizer) wakes nobody."""
+    metadata = obj.get("metadata") or {}
+    kept = {key: metadata[key] for key in ("name", "namespace", "uid") if key in metadata}
+    if metadata.get("deletionTimestamp"):
+        kept["deletionTimestamp"] = metadata["deletionTimestamp"]
+    return {"metadata": kept | {"labels": portal_labels(obj)}}
 
 
 def log_lines(body: bytes, since: datetime | None) -> list[LogLine]:

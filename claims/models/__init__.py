@@ -21,7 +21,15 @@ from claims.models.notifications import TeamWebhook, WebhookDelivery
 from claims.models.profile import Profile
 from claims.models.teams import ApprovalRule, Team, TeamMembership, TeamQuota
 
+# The audit trail's name for each kind of request row (AuditEvent.object_kind).
+AUDIT_KINDS: dict[type, str] = {
+    NamespaceRequest: AuditEvent.Kind.NAMESPACE_REQUEST,
+    ClaimRequest: AuditEvent.Kind.CLAIM_REQUEST,
+    VerificationRun: AuditEvent.Kind.VERIFICATION_RUN,
+}
+
 __all__ = [
+    "AUDIT_KINDS",
     "INSTANCE_LABEL",
     "MANAGED_BY",
     "ApprovalRule",

@@ -77,7 +77,7 @@ class AuditEvent(models.Model):
     user_agent = models.CharField(max_length=300, blank=True)
     before = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     after = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
-    # SHA-256 of the applied manifest as canonical JSON (claims.audit.manifest_sha256).
+    # SHA-256 of the applied manifest as canonical JSON (claims.domain.audit.manifest_sha256).
     manifest_sha256 = models.CharField(max_length=64, blank=True)
     allocation = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
     # A verification run's verdict when it ended: passed, what each CUDA sample said.

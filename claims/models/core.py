@@ -8,11 +8,13 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import pgettext_lazy
 
+from claims.kube import labels as label_keys
+
 
 class Cluster(models.Model):
     name = models.CharField(max_length=100, unique=True)
     kubeconfig_path = models.CharField(max_length=500, blank=True)
-    # An uploaded kubeconfig, Fernet-encrypted (claims/cluster_registry.py); never plaintext.
+    # An uploaded kubeconfig, Fernet-encrypted (claims/clusters/credentials.py); never plaintext.
     kubeconfig_encrypted = models.TextField(blank=True)
     in_cluster = models.BooleanField(default=False)
     context = models.CharField(max_length=200, blank=True)
@@ -25,14 +27,11 @@ class Cluster(models.Model):
     inventory = models.JSONField(default=dict, blank=True)
     inventory_synced_at = models.DateTimeField(null=True, blank=True)
     last_synced_at = models.DateTimeField(null=True, blank=True)
-    # Held while one worker syncs this cluster, so overlapping beats do not sync twice.
-    sync_started_at = models.DateTimeField(null=True, blank=True)
-    # The follower process that watches this cluster (claims/follower.py), and until when
-    # its lease runs: one follows, a second copy waits and takes over when this one dies.
+    # The cluster's one lease (claims/worker/lease.py): the loop that watches this cluster
+    # (claims/worker/cluster_loop.py) and until when; a second copy waits and takes over
+    # when this one dies.
     follower = models.CharField(max_length=200, blank=True)
     follower_lease_until = models.DateTimeField(null=True, blank=True)
-    # The last sync that listed from the cluster itself (beat's; a safety net when followed).
-    polled_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     # Set at the first failed contact after a good one, cleared by the next good one.
     unreachable_since = models.DateTimeField(null=True, blank=True)
@@ -49,7 +48,7 @@ class Cluster(models.Model):
 
     @property
     def is_followed(self) -> bool:
-        """A live follower (claims/follower.py) watches this cluster."""
+        """A live loop (claims/worker/cluster_loop.py) watches this cluster."""
         until = self.follower_lease_until
         return until is not None and until >= timezone.now()
 
@@ -60,8 +59,8 @@ class Cluster(models.Model):
         return int(self.inventory.get("device_counts", {}).get(device_class, 0))
 
 
-MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-portal"}
-INSTANCE_LABEL = "gpu-portal.io/instance"
+MANAGED_BY = label_keys.MANAGED_BY
+INSTANCE_LABEL = label_keys.INSTANCE
 
 
 def managed_labels() -> dict[str, str]:
@@ -142,7 +141,7 @@ class NamespaceRequest(Request):
         return f"{self.name} on {self.cluster_id}"
 
     def labels(self) -> dict[str, str]:
-        return managed_labels() | {"gpu-portal.io/namespace-request": str(self.pk)}
+        return managed_labels() | {label_keys.NAMESPACE_REQUEST: str(self.pk)}
 
 
 class ClaimRequest(Request):
@@ -166,7 +165,7 @@ class ClaimRequest(Request):
     count = models.PositiveIntegerField(null=True, blank=True)
     all_devices = models.BooleanField(default=False)
     selector = models.TextField(blank=True)
-    # The device picker's choices (claims.device_picker); `selector` holds the CEL they make.
+    # The device picker's choices (claims.policy.device_picker); `selector` holds the CEL they make.
     gpu_model = models.CharField(max_length=64, blank=True)
     min_memory = models.CharField(max_length=32, blank=True)
     mig_profile = models.CharField(max_length=64, blank=True)
@@ -181,7 +180,7 @@ class ClaimRequest(Request):
     node = models.CharField(max_length=253, blank=True)
     # Set once the cluster objects of a released claim are gone.
     cleaned_up_at = models.DateTimeField(null=True, blank=True)
-    # Its lifetime (claims/expiry.py): the clock starts when the ResourceClaim is created;
+    # Its lifetime (claims/domain/expiry.py): the clock starts when the ResourceClaim is created;
     # extensions lengthen it. The portal reclaims the claim at expires_at.
     lifetime = models.DurationField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
@@ -221,8 +220,8 @@ class ClaimRequest(Request):
 
     def labels(self) -> dict[str, str]:
         return managed_labels() | {
-            "gpu-portal.io/namespace-request": str(self.namespace_request_id),
-            "gpu-portal.io/claim-request": str(self.pk),
+            label_keys.NAMESPACE_REQUEST: str(self.namespace_request_id),
+            label_keys.CLAIM_REQUEST: str(self.pk),
         }
 
 
@@ -263,8 +262,13 @@ class VerificationRun(models.Model):
     log_error = models.TextField(blank=True)
     # A finished run whose logs could not be read is read again until then.
     log_retry_until = models.DateTimeField(null=True, blank=True)
+    # Failed log reads in a row, and when the next may be tried: a kubelet the API server
+    # cannot reach is asked again less and less often (run_observations.run_log_read).
+    log_attempts = models.PositiveSmallIntegerField(default=0)
+    next_log_read_at = models.DateTimeField(null=True, blank=True)
     # While its Pod is pending: the latest Warning Events about it, newest first
-    # ([{"reason", "message", "at", "count"}]), read by the sync now and then (claims/sync.py).
+    # ([{"reason", "message", "at", "count"}]), read by the sync now and then
+    # (claims/worker/sync.py).
     pod_warnings = models.JSONField(default=list, blank=True)
     pod_warnings_read_at = models.DateTimeField(null=True, blank=True)
 
@@ -284,7 +288,7 @@ class VerificationRun(models.Model):
         return self.state in self.FINAL_STATES
 
     def labels(self) -> dict[str, str]:
-        return self.claim.labels() | {"gpu-portal.io/verification-run": str(self.pk)}
+        return self.claim.labels() | {label_keys.VERIFICATION_RUN: str(self.pk)}
 
 
 class RunLog(models.Model):

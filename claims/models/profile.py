@@ -13,7 +13,7 @@ class Profile(models.Model):
     )
     # "" = the browser's choice (Accept-Language); otherwise one of settings.LANGUAGES.
     language = models.CharField(max_length=10, blank=True)
-    # Which emails the user gets (claims/notifications.py maps each notice to one of these).
+    # Which emails the user gets (claims/notify/notifications.py maps each notice to one of these).
     notify_decisions = models.BooleanField(
         _("Decisions"),
         default=True,

@@ -174,7 +174,7 @@ APPROVED_TEAMS_CACHE = "_portal_approved_teams"
 
 def approved_team_ids(user: Any) -> list[int]:
     """Ids of the teams the user is a team approver of: looked up once per user object
-    (Django loads it afresh for each request), as claims.selectors.user_is_approver."""
+    (Django loads it afresh for each request), as claims.read.selectors.user_is_approver."""
     if not getattr(user, "is_authenticated", False):
         return []
     if not hasattr(user, APPROVED_TEAMS_CACHE):

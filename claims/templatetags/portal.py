@@ -15,7 +15,9 @@ from django.utils.text import add_truncation_text
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext, pgettext_lazy
 
-from claims import expiry, rules, selectors, state_messages, timewords
+from claims.domain import expiry, state_messages
+from claims.policy import rules
+from claims.read import approval_queue, selectors, timewords
 
 register = template.Library()
 
@@ -57,10 +59,15 @@ BADGE_LABELS = {
 
 
 @register.filter
+def state_label(state: str) -> str:
+    """A state as the pages name it ("waiting" is "ready · not in use"); "" stays ""."""
+    return str(BADGE_LABELS.get(state, state.replace("_", " ")))
+
+
+@register.filter
 def state_badge(state: str) -> SafeString:
     tone = BADGE_TONES.get(state, "idle")
-    label = BADGE_LABELS.get(state, state.replace("_", " "))
-    return format_html('<span class="badge {} state-{}">{}</span>', tone, state, label)
+    return format_html('<span class="badge {} state-{}">{}</span>', tone, state, state_label(state))
 
 
 @register.filter(is_safe=True)
@@ -121,8 +128,8 @@ def _pattern(msgid: str) -> re.Pattern[str]:
     return re.compile("".join([*parts, re.escape(msgid[end:])]) + r"\Z", re.S)
 
 
-# The messages rows keep in English with values in them (claims.expiry, claims.rules,
-# claims.state_messages).
+# The messages rows keep in English with values in them (claims.domain.expiry, claims.policy.rules,
+# claims.domain.state_messages).
 MESSAGES = [
     (msgid, _pattern(msgid))
     for msgid in (*expiry.MESSAGES, *rules.MESSAGES, *state_messages.MESSAGES)
@@ -197,17 +204,19 @@ def simulated_banner(context: template.Context) -> SafeString:
 def pending_approvals(context: template.Context, user: Any) -> int:
     """The menu's count; a page that counted the queue already passes approvals_waiting."""
     waiting = context.get("approvals_waiting")
-    return waiting if waiting is not None else selectors.approval_count(user)
+    return waiting if waiting is not None else approval_queue.approval_count(user)
 
 
 LIVE_PARAMS = ("since", "count", "namespaces", "claims", "shown_ns", "shown_claims")
 
 
 @register.simple_tag(takes_context=True)
-def page_query(context: template.Context, param: str, number: int) -> str:
-    """This page's query string (its filters) with another page number."""
+def page_query(context: template.Context, param: str, position: object) -> str:
+    """This page's query string (its filters, the other kind's page) with `param`
+    (<kind>_after or <kind>_before) at `position`, in place of that kind's page."""
     query = context["request"].GET.copy()
-    for name in LIVE_PARAMS:  # a live update's own parameters are no part of the filters
-        query.pop(name, None)
-    query[param] = str(number)
+    kind = param.rpartition("_")[0]
+    for name in (*LIVE_PARAMS, f"{kind}_after", f"{kind}_before"):
+        query.pop(name, None)  # a live update's own parameters are no part of the filters
+    query[param] = str(position)
     return query.urlencode()

@@ -4,8 +4,8 @@ from typing import Any
 
 from django import template
 
-from claims import quota
 from claims.models import ClaimRequest
+from claims.policy import quota
 
 register = template.Library()
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
-from claims import observations, services
+from claims.domain import observations, run_observations, services
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 from tests.fixtures.portal import register_cluster
 
@@ -119,5 +119,5 @@ def started_run(owner: User, approver: User, cluster: Cluster, suffix: str) -> V
     run = services.verification_run_start(user=owner, claim_request=claim)
     text = (REAL_OUTPUT / "vectorAdd-H200.txt").read_text()
     lines = [(timezone.now(), line) for line in text.splitlines()]
-    observations.run_logs_appended(run=run, container="ctr0", lines=lines)
+    run_observations.run_logs_appended(run=run, container="ctr0", lines=lines)
     return run

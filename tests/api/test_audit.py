@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
-from claims import audit
+from claims.domain import audit
 from claims.models import AuditEvent, Cluster, NamespaceRequest
 from tests.fixtures.portal import granted_namespace
 

@@ -122,7 +122,8 @@ def test_it_answers_a_refusal_of_the_servers_dry_run_with_a_400(
     assert response.status_code == 400
     assert response.json() == {
         "name": [
-            f'{cluster} refuses it: resourceclaims.resource.k8s.io "kubectl-made" already exists'
+            f"A claim named kubectl-made already exists in namespace {ns.name}; "
+            "choose another name."
         ]
     }
     assert not ns.claim_requests.exists()
@@ -143,7 +144,7 @@ def test_a_namespace_request_is_dry_run_too(
 
     assert refused.status_code == 400
     assert refused.json() == {
-        "name": [f'{cluster} refuses it: namespaces "{theirs}" already exists']
+        "name": [f"A namespace named {theirs} already exists on {cluster}; choose another name."]
     }
     assert not NamespaceRequest.objects.filter(name=theirs).exists()
     assert (accepted.status_code, accepted.json()["dry_run_note"]) == (201, "")

@@ -56,7 +56,9 @@ def test_it_previews_a_cluster_by_id_or_the_only_one(api: Api, cluster: Cluster)
     assert by_id.json()["feasibility"]["matching"] == 8
     assert only.json()["cluster"] == cluster.pk
     assert only.json()["feasibility"]["possible"] is False
-    assert only.json()["feasibility"]["summary"].startswith("Cannot be satisfied.")
+    assert only.json()["feasibility"]["summary"].startswith(
+        "Cannot be satisfied with this count: up to 4 devices of class gpu.nvidia.com on one node."
+    )
 
 
 def test_it_answers_bad_fields_with_a_400_per_field(api: Api, cluster: Cluster) -> None:
@@ -82,6 +84,36 @@ def test_it_answers_bad_fields_with_a_400_per_field(api: Api, cluster: Cluster) 
     unknown = api("alice").post(URL, {"device_class": "tpu.google.com"}, format="json")
     assert unknown.status_code == 400
     assert unknown.json()["device_class"][0].startswith("'tpu.google.com' is not a device class")
+
+
+def test_it_answers_cel_that_does_not_compile_with_where_and_what_not_the_parsers_dump(
+    api: Api, cluster: Cluster
+) -> None:
+    body = {"cluster": cluster.pk, "device_class": GPU, "selector": "device.driver == == 'x'"}
+
+    response = api("alice").post(URL, body, format="json")
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "selector": [
+            "Not a valid CEL expression at line 1, column 18: a value is missing before '=='."
+        ]
+    }
+
+
+def test_it_says_plainly_when_no_device_matches(api: Api, cluster: Cluster) -> None:
+    body = {"cluster": cluster.pk, "device_class": GPU, "min_memory": "200Gi"}
+
+    feasible = api("alice").post(URL, body, format="json").json()["feasibility"]
+
+    assert (feasible["possible"], feasible["matching"]) == (False, 0)
+    assert feasible["summary"] == (
+        "Cannot be satisfied: no device of class gpu.nvidia.com matches the model, memory, "
+        "MIG profile or selector."
+    )
+    assert feasible["line"] == (
+        "No device of class gpu.nvidia.com matches the model, memory, MIG profile or selector"
+    )
 
 
 def test_it_needs_a_namespace_of_ones_own_and_a_login(

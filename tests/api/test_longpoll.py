@@ -12,7 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 from rest_framework.test import APIClient
 
-from claims import services
+from claims.domain import services
 from claims.models import ClaimRequest, Cluster
 from tests.api.conftest import started_run
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from claims.api.parsers import json_depth
-from claims.limits import JSON_MAX_DEPTH
 from claims.models import NamespaceRequest
+from claims.policy.limits import JSON_MAX_DEPTH
 
 Api = Any
 

@@ -26,7 +26,7 @@ from schemathesis.checks import (
 )
 from schemathesis.core.result import Ok
 
-from claims.models import ClaimRequest, Cluster, VerificationRun
+from claims.models import ClaimRequest, Cluster, Team, VerificationRun
 from portal.wsgi import application
 from tests.api.conftest import started_run
 
@@ -52,6 +52,15 @@ def test_it_serves_a_valid_openapi_3_schema(client: Client) -> None:
     document = response.json()
     assert document["openapi"].startswith("3.")
     assert "/api/v1/claims/{id}/approve/" in document["paths"]
+
+
+def test_it_describes_list_pages_without_a_count(client: Client) -> None:
+    document = client.get("/api/schema/?format=json").json()
+    ok = document["paths"]["/api/v1/claims/"]["get"]["responses"]["200"]
+    page = ok["content"]["application/json"]["schema"]
+    page = document["components"]["schemas"][page["$ref"].rsplit("/", 1)[-1]]
+    assert set(page["properties"]) == {"next", "previous", "results"}
+    assert page["required"] == ["results"]
 
 
 def test_it_builds_the_schema_without_warnings(tmp_path: Path) -> None:
@@ -117,6 +126,7 @@ def real_ids(run: VerificationRun) -> dict[str, int]:
         "namespace-requests": claim.namespace_request_id,
         "claims": claim.pk,
         "runs": run.pk,
+        "teams": Team.objects.get(members=claim.owner).pk,
     }
 
 
@@ -126,6 +136,7 @@ def test_it_matches_the_schema_with_real_objects(
     """Every GET on alice's own objects answers 200 with a body the schema describes."""
     settings.API_LONG_POLL_MAX_SECONDS = 0
     run = started_run(alice, carol, cluster, "real")
+    Team.objects.create(name="vision").members.add(alice)
     ids = real_ids(run)
     token = AuthToken.objects.create(user=alice, expiry=None)[1]
     for result in schema.get_all_operations():

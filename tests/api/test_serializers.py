@@ -6,7 +6,6 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from rest_framework import serializers
 
-from claims import selectors
 from claims.api.serializers import (
     ClaimRequestOutput,
     NamespaceRequestOutput,
@@ -14,6 +13,7 @@ from claims.api.serializers import (
     claims_page_context,
 )
 from claims.models import ClaimRequest, NamespaceRequest, RunLog, VerificationRun
+from claims.read import selectors
 
 
 def generic(claim: ClaimRequest) -> dict:

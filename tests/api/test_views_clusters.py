@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 import kubesim
-from claims import cluster_ops
+from claims.clusters import gateways
 from claims.models import Cluster
 from tests.api.conftest import GPU, token_client
 
@@ -78,7 +78,7 @@ def test_it_says_who_the_token_belongs_to(api: Api, who: str, approver: bool) ->
 @pytest.fixture
 def as_admin(admin_user: User) -> Iterator[APIClient]:
     yield token_client(admin_user)
-    cluster_ops.forget_gateways()
+    gateways.forget_gateways()
 
 
 def kubeconfig_text(handle: kubesim.Handle) -> str:

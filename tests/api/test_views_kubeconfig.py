@@ -12,7 +12,7 @@ from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 import kubesim
-from claims import cluster_ops
+from claims.clusters import gateways
 from claims.models import AuditEvent, Cluster, NamespaceRequest
 from tests.api.test_schema import (
     RESPONSE_CHECKS,
@@ -95,7 +95,7 @@ def test_it_answers_503_when_the_cluster_does_not_answer(
         kubesim_private.admin("POST", "/_kubesim/faults", json=fault)
         response = api("alice").post(url(ns))
     finally:
-        cluster_ops.forget_gateways()
+        gateways.forget_gateways()
     assert response.status_code == 503
     assert response.json()["detail"] == "The cluster did not answer in time; try again in a minute."
 
@@ -131,4 +131,4 @@ def test_it_answers_what_the_schema_describes(alice: User, ready: NamespaceReque
 @pytest.fixture(autouse=True)
 def forget_gateways() -> Iterator[None]:
     yield
-    cluster_ops.forget_gateways()
+    gateways.forget_gateways()

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from claims import observations
+from claims.domain import run_observations
 from claims.models import ClaimRequest, Cluster, VerificationRun
 from tests.api.conftest import REAL_OUTPUT, applied_claim, started_run
 
@@ -105,7 +105,7 @@ def test_it_reads_logs_incrementally(api: Api, alice: User, carol: User, cluster
     nothing_new = api("alice").get(f"/api/v1/runs/{run.pk}/logs/ctr0/?since={offset}")
     assert nothing_new.content == b""
     later = timezone.now()
-    observations.run_logs_appended(run=run, container="ctr0", lines=[(later, "one more line")])
+    run_observations.run_logs_appended(run=run, container="ctr0", lines=[(later, "one more line")])
     more = api("alice").get(f"/api/v1/runs/{run.pk}/logs/ctr0/?since={offset}")
     assert more.content.decode() == "one more line\n"
     assert first.content.decode() + more.content.decode() == run.logs.get().text
@@ -117,15 +117,36 @@ def test_it_says_when_a_log_is_complete(
     run = started_run(alice, carol, cluster, "a")
     text = (REAL_OUTPUT / "deviceQuery-H200.txt").read_text()
     lines = [(timezone.now(), line) for line in text.splitlines()]
-    observations.run_logs_appended(run=run, container="ctr1", lines=lines)
-    observations.run_creating(run=run)
-    observations.run_pod_created(run=run)
-    observations.run_finished(run=run, phase="Succeeded")
+    run_observations.run_logs_appended(run=run, container="ctr1", lines=lines)
+    run_observations.run_creating(run=run)
+    run_observations.run_pod_created(run=run)
+    run_observations.run_finished(run=run, phase="Succeeded")
     response = api("alice").get(f"/api/v1/runs/{run.pk}/logs/ctr1/")
     assert response["X-Log-Complete"] == "true"
     data = api("alice").get(f"/api/v1/runs/{run.pk}/").json()
     assert (data["state"], data["passed"]) == ("succeeded", True)
     assert "H200" in data["device_name"]
+
+
+def test_a_log_the_cluster_would_not_give_is_not_complete_and_says_why(
+    api: Api, alice: User, carol: User, cluster: Cluster
+) -> None:
+    """Issue 23.2: a script waiting for `succeeded`, then reading the logs, got an empty log
+    marked complete and no verdict, and the reason nowhere."""
+    run = started_run(alice, carol, cluster, "a")
+    run_observations.run_creating(run=run)
+    run_observations.run_pod_created(run=run)
+    problem = "ctr1: 500 InternalError: no preferred addresses found; known addresses: []"
+    run_observations.run_log_read(run=run, problem=problem)
+    run_observations.run_finished(
+        run=run, phase="Succeeded", log_problem=problem, log_retry_until=timezone.now()
+    )
+    response = api("alice").get(f"/api/v1/runs/{run.pk}/logs/ctr1/")
+    assert (response.content, response["X-Log-Complete"]) == (b"", "false")
+    assert response["X-Log-Unreadable"] == problem
+    data = api("alice").get(f"/api/v1/runs/{run.pk}/").json()
+    assert (data["state"], data["passed"]) == ("succeeded", None)
+    assert "logs could not be read" in data["state_message"]
 
 
 def test_it_refuses_a_negative_offset(api: Api, alice: User, carol: User, cluster: Cluster) -> None:
@@ -140,9 +161,9 @@ def test_it_lists_runs_of_the_user(
     api: Api, alice: User, carol: User, cluster: Cluster, who: str, expected: int
 ) -> None:
     started_run(alice, carol, cluster, "a")
-    assert api(who).get("/api/v1/runs/").json()["count"] == expected
-    assert api(who).get("/api/v1/runs/?state=queued").json()["count"] == expected
-    assert api(who).get("/api/v1/runs/?state=succeeded").json()["count"] == 0
+    assert len(api(who).get("/api/v1/runs/").json()["results"]) == expected
+    assert len(api(who).get("/api/v1/runs/?state=queued").json()["results"]) == expected
+    assert api(who).get("/api/v1/runs/?state=succeeded").json()["results"] == []
 
 
 @pytest.mark.parametrize(("who", "expected"), [("anonymous", 401), ("bob", 200)])
@@ -153,7 +174,7 @@ def test_it_keeps_the_audit_trail_private(
     response = api(who).get("/api/v1/events/")
     assert response.status_code == expected
     if expected == 200:
-        assert response.json()["count"] == 0
+        assert response.json()["results"] == []
 
 
 def test_it_shows_the_audit_trail_of_a_claim(
@@ -169,7 +190,7 @@ def test_it_shows_the_audit_trail_of_a_claim(
         ("approved", "applying", "system"),
         ("applying", "waiting", "system"),
     ]
-    assert api("carol").get(f"/api/v1/events/?{query}").json()["count"] == 4
+    assert len(api("carol").get(f"/api/v1/events/?{query}").json()["results"]) == 4
 
 
 @pytest.mark.parametrize(
@@ -188,7 +209,7 @@ def test_it_filters_events_by_time_without_failing(
     response = api("alice").get("/api/v1/events/", {"since": since})
     assert response.status_code == expected
     if since.startswith("2000"):
-        assert response.json()["count"] == 6
+        assert len(response.json()["results"]) == 6
 
 
 @pytest.mark.parametrize(
@@ -224,9 +245,9 @@ def test_it_refuses_to_cancel_a_run_that_ended(
     api: Api, alice: User, carol: User, cluster: Cluster
 ) -> None:
     run = started_run(alice, carol, cluster, "ended")
-    observations.run_creating(run=run)
-    observations.run_pod_created(run=run)
-    observations.run_finished(run=run, phase="Succeeded")
+    run_observations.run_creating(run=run)
+    run_observations.run_pod_created(run=run)
+    run_observations.run_finished(run=run, phase="Succeeded")
     response = api("alice").delete(f"/api/v1/runs/{run.pk}/")
     assert response.status_code == 409
     assert response.json() == {"detail": "The run already ended (succeeded): nothing to cancel."}
@@ -254,7 +275,7 @@ def test_it_says_what_the_cluster_warned_about_a_pending_pod(
         "at": "2026-12-01T10:42:00.123456Z",
         "count": 3,
     }
-    # What the sync keeps on the run while its Pod is pending (claims/sync.py).
+    # What the sync keeps on the run while its Pod is pending (claims/worker/sync.py).
     VerificationRun.objects.filter(pk=run.pk).update(pod_warnings=[warning])
 
     body = api("alice").get(f"/api/v1/runs/{run.pk}/").json()

@@ -63,7 +63,7 @@ def slug(heading: str) -> str:
 
 def test_it_finds_the_variables_the_settings_read() -> None:
     read = variables_read()
-    assert {"SECRET_KEY", "DATABASE_URL", "READYZ_SYNC_STALE_SECONDS", "API_THROTTLE_USER"} <= read
+    assert {"SECRET_KEY", "DATABASE_URL", "READYZ_TIMEOUT_SECONDS", "API_THROTTLE_USER"} <= read
 
 
 def test_it_documents_every_variable_the_settings_read() -> None:

@@ -9,7 +9,7 @@ from django.urls import reverse
 from playwright.sync_api import Browser, Page
 
 import kubesim
-from claims import cluster_ops
+from claims.clusters import gateways
 from claims.models import Cluster
 from tests.fixtures.portal import register_cluster
 
@@ -29,7 +29,7 @@ def e2e_kubesim() -> Iterator[kubesim.Handle]:
 @pytest.fixture
 def e2e_cluster(transactional_db: None, e2e_kubesim: kubesim.Handle) -> Iterator[Cluster]:
     yield register_cluster(e2e_kubesim)
-    cluster_ops.forget_gateways()
+    gateways.forget_gateways()
 
 
 def _new_page(browser: Browser) -> Page:

@@ -18,7 +18,7 @@ from django.urls import reverse
 from knox.models import AuthToken
 from playwright.sync_api import Page, expect
 
-from claims import observations, services
+from claims.domain import run_observations, services
 from claims.models import (
     ApprovalRule,
     Cluster,
@@ -54,8 +54,8 @@ def pages(alice: User, carol: User, e2e_cluster: Cluster) -> dict[str, Any]:
     passed_run(ready_claim(ns, carol, "train-gpu"))
     claim = ready_claim(ns, carol, "cancel-gpu")
     run = services.verification_run_start(user=alice, claim_request=claim)
-    observations.run_creating(run=run)
-    observations.run_pod_created(run=run, uid="pod-uid-1")
+    run_observations.run_creating(run=run)
+    run_observations.run_pod_created(run=run, uid="pod-uid-1")
     run.refresh_from_db()
     assert run.state == VerificationRun.State.PENDING
     ApprovalRule.objects.create(name="one-gpu", team=team, max_devices=1)  # after: it approves

@@ -14,8 +14,9 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
-from claims import services
+from claims.domain import services
 from claims.models import Cluster
+from tests.claims.domain.test_access import restricted
 from tests.e2e.conftest import log_in, screenshot
 from tests.e2e.test_flow import LIVE, assert_not_reloaded, mark_page
 from tests.fixtures.portal import PASSWORD
@@ -63,6 +64,7 @@ def test_it_offers_the_kubeconfig_as_soon_as_access_is_set_up(
     saved = tmp_path / download.value.suggested_filename
     download.value.save_as(saved)
 
-    ran = kubectl(saved, "run", "shell", "--image=busybox", "--restart=Never", "--", "true")
+    flags = restricted("shell")  # the namespace enforces Pod Security "restricted"
+    ran = kubectl(saved, "run", "shell", "--image=busybox", "--restart=Never", *flags, "--", "true")
     assert ran.returncode == 0, ran.stderr
     assert "pod/shell created" in ran.stdout

@@ -16,7 +16,7 @@ from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
 import kubesim
-from claims import cluster_ops
+from claims.clusters import gateways
 from claims.models import Cluster, NamespaceRequest
 from tests.e2e.a11y import assert_accessible
 from tests.e2e.conftest import KUBELET_SPEED, log_in, screenshot
@@ -30,7 +30,7 @@ def second_kubesim() -> Iterator[kubesim.Handle]:
     handle = kubesim.start(speed=KUBELET_SPEED)
     yield handle
     handle.stop()
-    cluster_ops.forget_gateways()
+    gateways.forget_gateways()
 
 
 def namespace_in(handle: kubesim.Handle, name: str) -> bool:

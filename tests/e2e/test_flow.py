@@ -72,9 +72,11 @@ def approve_in_place(page: Page) -> None:
     screenshot(page, "approval-queue")
     mark_page(page)
     claim_row.get_by_role("button", name="Approve").click()
-    # The row follows the claim live: the worker may have applied it already.
-    expect(claim_row).to_contain_text(re.compile("approved|applying|ready · not in use"))
-    expect(claim_row).to_contain_text("by carol")
+    # The row follows the claim live: who decided, then what the claim is now (carol
+    # approved it; she does not use it).
+    expect(claim_row).to_contain_text(re.compile(r"approved\s+by carol"))
+    expect(claim_row).to_contain_text("approved by carol · now ready · not in use", timeout=LIVE)
+    expect(claim_row).not_to_contain_text("not in use by carol")
     expect(namespace_row).to_contain_text(re.compile("approved|active"))
     expect(page.locator("#pending-approvals")).to_have_count(0)
     assert_not_reloaded(page)
@@ -90,7 +92,7 @@ def see_the_claim_applied(page: Page) -> None:
 
 def see_the_gpu_allocated(watcher: Page) -> None:
     allocation = watcher.locator("#allocation")
-    expect(allocation).to_contain_text("Allocated on node", timeout=LIVE)
+    expect(allocation).to_contain_text("1 GPU allocated on node", timeout=LIVE)
     expect(allocation).to_contain_text("gpu.nvidia.com")
     expect(watcher.locator("#claim-live")).to_contain_text("in use")
     assert_not_reloaded(watcher)

@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 from playwright.sync_api import Page, expect
 
-from claims import services
+from claims.domain import services
 from claims.models import Cluster, Profile
 from tests.e2e.a11y import assert_accessible
 from tests.e2e.conftest import log_in, screenshot

@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
-from claims import observations
+from claims.domain import observations, run_observations
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 from tests.e2e.conftest import log_in
 from tests.e2e.test_flow import LIVE, assert_not_reloaded, mark_page
@@ -41,7 +41,7 @@ def running(alice: User, e2e_cluster: Cluster) -> VerificationRun:
 
 def log_line(run: VerificationRun, text: str) -> None:
     now = datetime.now(UTC)
-    observations.run_logs_appended(run=run, container="ctr0", lines=[(now, text + "\n")])
+    run_observations.run_logs_appended(run=run, container="ctr0", lines=[(now, text + "\n")])
 
 
 def focus_and_select(page: Page) -> None:
@@ -107,7 +107,7 @@ def test_it_follows_a_claim_page_to_a_new_state(
     page.goto(f"{live_server.url}/claims/{claim.pk}/")
     expect(page.locator("#claim-status")).to_contain_text("in use")
     mark_page(page)
-    observations.run_finished(run=running, phase="Failed")
+    run_observations.run_finished(run=running, phase="Failed")
     expect(page.locator(f"#run-{running.pk}")).to_contain_text("failed", timeout=LIVE)
     observations.claim_failed(claim_request=claim, message="Deleted outside the portal.")
     expect(page.locator("#claim-status")).to_contain_text("Deleted outside", timeout=LIVE)

@@ -16,7 +16,7 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 from playwright.sync_api import Page, expect
 
-from claims import observations, services
+from claims.domain import observations, run_observations, services
 from claims.kube import manifests
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
 from tests.e2e.a11y import assert_accessible
@@ -84,12 +84,12 @@ def ready_claim(ns: NamespaceRequest, approver: User, name: str) -> ClaimRequest
 def passed_run(claim: ClaimRequest) -> VerificationRun:
     run = services.verification_run_start(user=claim.owner, claim_request=claim)
     now = datetime.now(UTC)
-    observations.run_creating(run=run)
-    observations.run_pod_created(run=run)
-    observations.run_pod_observed(run=run, phase="Running", node="gpu-node-1", devices=[])
-    observations.run_logs_appended(run=run, container="ctr0", lines=[(now, VECTOR_ADD)])
-    observations.run_logs_appended(run=run, container="ctr1", lines=[(now, DEVICE_QUERY)])
-    observations.run_finished(run=run, phase="Succeeded")
+    run_observations.run_creating(run=run)
+    run_observations.run_pod_created(run=run)
+    run_observations.run_pod_observed(run=run, phase="Running", node="gpu-node-1", devices=[])
+    run_observations.run_logs_appended(run=run, container="ctr0", lines=[(now, VECTOR_ADD)])
+    run_observations.run_logs_appended(run=run, container="ctr1", lines=[(now, DEVICE_QUERY)])
+    run_observations.run_finished(run=run, phase="Succeeded")
     VerificationRun.objects.filter(pk=run.pk).update(started_at=now - timedelta(seconds=7))
     run.refresh_from_db()
     return run

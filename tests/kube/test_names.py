@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from claims.kube import names
-from claims.validation import dns_label_problem
+from claims.policy.validation import dns_label_problem
 
 any_text = st.text(max_size=300)
 run_ids = st.integers(min_value=1, max_value=10**12)

@@ -26,7 +26,7 @@ from tests.kubesim.replay_waits import wait_for
 ROOT = Path(__file__).resolve().parents[2]
 # A copy of ../shared/reference/apiserver-1.34 in the repository: CI's clean clone has no ../shared.
 REFERENCE = ROOT / "tests" / "kubesim" / "data" / "apiserver-1.34"
-TOPOLOGY = ROOT / "kubesim" / "topologies" / "reference-1.34.yaml"
+TOPOLOGY = ROOT / "kubesim" / "cluster" / "topologies" / "reference-1.34.yaml"
 USER_AGENT = "reference-client/1.0"
 
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from kubesim import topology
-from kubesim.allocator import ClassMissing, allocate, candidates
+from kubesim.cluster import topology
+from kubesim.controllers.allocator import ClassMissing, allocate, candidates
 
 DEFAULT = topology.load()
 SLICES = [topology.slice_object(DEFAULT, node, "uid") for node in DEFAULT.node_names]

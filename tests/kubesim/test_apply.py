@@ -7,7 +7,7 @@ import json
 import pytest
 from kubernetes import client, dynamic
 
-from kubesim.apply import field_paths, from_fields_v1, to_fields_v1
+from kubesim.registry.apply import field_paths, from_fields_v1, to_fields_v1
 from tests.fixtures.kubesim import api_client, raw_request
 
 APPLY = "application/apply-patch+yaml"

@@ -2,8 +2,14 @@
 
 import pytest
 
-from kubesim import topology
-from kubesim.cel_env import compile_error, device_activation, expand_bind, matches, parse_quantity
+from kubesim.base.cel_env import (
+    compile_error,
+    device_activation,
+    expand_bind,
+    matches,
+    parse_quantity,
+)
+from kubesim.cluster import topology
 
 DEFAULT = topology.load()
 H100 = device_activation(

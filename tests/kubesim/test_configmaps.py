@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 
-from kubesim.kinds_configmaps import DESCRIPTION, ROOT_CA
+from kubesim.registry.kinds.configmaps import DESCRIPTION, ROOT_CA
 from tests.fixtures.kubesim import create_namespace, raw_request, wait_until
 
 

@@ -3,7 +3,7 @@
 from kubernetes import client, config
 
 import kubesim
-from kubesim.kinds import kind_for
+from kubesim.registry.kinds import kind_for
 from tests.fixtures.kubesim import api_client, create_namespace
 
 CLAIMS = kind_for("resource.k8s.io", "resourceclaims")

@@ -3,7 +3,8 @@
 import re
 from pathlib import Path
 
-from kubesim import cuda, topology
+from kubesim.cluster import topology
+from kubesim.kubelet import cuda
 
 REAL_OUTPUT = Path(__file__).parents[1] / "fixtures" / "real-gpu-output"
 REFERENCE = REAL_OUTPUT / "deviceQuery-H200.txt"

@@ -11,7 +11,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 import kubesim
-from kubesim import deadline
+from kubesim.kubelet import deadline
 from tests.fixtures.kubesim import api_client, create_namespace, wait_until
 
 UNKNOWN_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectorad"

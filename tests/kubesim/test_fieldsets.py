@@ -1,8 +1,8 @@
 """Field sets and Update ownership as structured-merge-diff computes them (the shapes are those
 of the recorded kube-apiserver v1.34.9 answers in tests/kubesim/data/apiserver-1.34)."""
 
-from kubesim.apply import record_update, to_fields_v1
-from kubesim.fieldsets import compare
+from kubesim.registry.apply import record_update, to_fields_v1
+from kubesim.registry.fieldsets import compare
 
 CLAIM = {
     "apiVersion": "resource.k8s.io/v1",

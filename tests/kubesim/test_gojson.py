@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubesim import gojson
+from kubesim.base import gojson
 
 
 @pytest.mark.parametrize(

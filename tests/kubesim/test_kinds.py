@@ -1,7 +1,7 @@
 """The kinds registry: names, versions, defaults, field errors as the API server renders them."""
 
-from kubesim.kinds import KINDS, FieldError, find_kind, invalid_message, kind_for
-from kubesim.validation import OMIT
+from kubesim.registry.kinds import KINDS, FieldError, find_kind, invalid_message, kind_for
+from kubesim.registry.validation import OMIT
 
 CLAIMS = kind_for("resource.k8s.io", "resourceclaims")
 

@@ -1,4 +1,4 @@
-"""The portal's own workload kinds in kubesim (kubesim/kinds_apps.py): upstream's defaults
+"""The portal's own workload kinds in kubesim (kubesim/registry/kinds/apps.py): upstream's defaults
 and field errors for Deployments, Jobs, Services, Ingresses and PodDisruptionBudgets."""
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import shutil
 import subprocess
@@ -203,3 +205,52 @@ def test_a_cordoned_node_is_tainted_as_the_node_lifecycle_controller_does(kubesi
     kubectl("uncordon", node)
     wait_until(lambda: len(taints()) == 1)
     assert taints() == [own]
+
+
+# kubectl's typed create commands post protobuf (issue 28): each object must arrive whole.
+CREATE_COMMANDS = {
+    "serviceaccount": ("serviceaccount", "sa1"),
+    "role": ("role", "r1", "--verb=get,list", "--resource=pods,deployments.apps"),
+    "rolebinding": ("rolebinding", "rb1", "--role=r1", "--serviceaccount=proto:sa1", "--user=u"),
+    "clusterrole": ("clusterrole", "proto-cr", "--verb=get", "--non-resource-url=/healthz"),
+    "clusterrolebinding": ("clusterrolebinding", "proto-crb", "--clusterrole=view", "--group=g"),
+    "configmap": ("configmap", "cm1", "--from-literal=a=b", "--from-literal=c=d"),
+    "secret": ("secret", "generic", "s1", "--from-literal=password=s3cret", "--type=Opaque"),
+    "quota": ("quota", "q1", "--hard=pods=3,requests.cpu=500m", "--scopes=BestEffort"),
+    "deployment": ("deployment", "d1", "--image=nginx", "--replicas=0", "--port=80"),
+    "job": ("job", "j1", "--image=busybox", "--", "echo", "hi"),
+    "service": ("service", "nodeport", "svc1", "--tcp=80:8080"),
+    "ingress": ("ingress", "i1", "--rule=foo.com/bar*=svc1:80,tls=cert"),
+    "poddisruptionbudget": ("poddisruptionbudget", "p1", "--selector=app=x", "--min-available=0"),
+}
+
+
+def _subset(sent: object, stored: object) -> bool:
+    if isinstance(sent, dict) and isinstance(stored, dict):
+        return all(_subset(value, stored.get(key)) for key, value in sent.items() if value)
+    if isinstance(sent, list) and isinstance(stored, list):
+        return len(sent) == len(stored) and all(map(_subset, sent, stored))
+    return sent == stored
+
+
+@pytest.mark.parametrize("command", CREATE_COMMANDS)
+def test_it_accepts_the_protobuf_bodies_of_kubectl_create(kubectl, command):
+    kubectl("create", "namespace", "proto")
+    args = ("-n", "proto", "create", *CREATE_COMMANDS[command])
+    rendered = json.loads(kubectl("--dry-run=client", "-o", "json", *args).stdout)
+    created = kubectl("-v=8", *args)
+    assert "Content-Type: application/vnd.kubernetes.protobuf" in created.stderr
+    name = rendered["metadata"]["name"]
+    stored = json.loads(kubectl("get", rendered["kind"], name, "-n", "proto", "-o", "json").stdout)
+    rendered["metadata"].pop("creationTimestamp", None)
+    assert _subset(rendered, stored), (rendered, stored)
+
+
+def test_it_accepts_the_protobuf_token_request_of_kubectl_create_token(kubectl):
+    kubectl("create", "namespace", "proto")
+    kubectl("create", "serviceaccount", "sa1", "-n", "proto")
+    token = kubectl("create", "token", "sa1", "-n", "proto", "--audience=a1", "--duration=1h")
+    claims = token.stdout.split(".")[1]
+    payload = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))
+    assert payload["aud"] == ["a1"]
+    assert payload["exp"] - payload["iat"] == 3600

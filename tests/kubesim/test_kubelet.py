@@ -10,8 +10,8 @@ import pytest
 from kubernetes import client, config
 
 import kubesim
-from kubesim import pod_status
-from kubesim.kubelet import go_duration
+from kubesim.kubelet import pod_status
+from kubesim.kubelet.kubelet import go_duration
 from tests.fixtures.kubesim import create_namespace, wait_until
 
 VECTOR_ADD = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kubesim.errors import ApiError
-from kubesim.selectors import label_matcher
+from kubesim.base.errors import ApiError
+from kubesim.base.selectors import label_matcher
 
 
 def labelled(**labels: str) -> dict:

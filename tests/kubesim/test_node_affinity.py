@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubesim.node_affinity import pod_fits_node
+from kubesim.controllers.node_affinity import pod_fits_node
 
 LABELS = {"gpu": "h100", "memory-gi": "80"}
 

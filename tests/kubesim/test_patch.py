@@ -8,9 +8,9 @@ import threading
 import pytest
 from kubernetes import client
 
-from kubesim.errors import ApiError
-from kubesim.kinds import kind_for
-from kubesim.patch import json_patch, merge_patch, strategic_merge
+from kubesim.base.errors import ApiError
+from kubesim.registry.kinds import kind_for
+from kubesim.registry.patch import json_patch, merge_patch, strategic_merge
 from tests.fixtures.kubesim import api_client, raw_request
 
 

@@ -9,11 +9,11 @@ import pytest
 from kubernetes import client
 
 import kubesim
-from kubesim import images
-from kubesim.topology import TopologyError, from_dict
+from kubesim.cluster.topology import TopologyError, from_dict
+from kubesim.kubelet import images
 from tests.fixtures.kubesim import api_client, create_namespace, wait_until
 
-AIRGAPPED = Path(kubesim.__file__).parent / "topologies" / "airgapped.yaml"
+AIRGAPPED = Path(kubesim.__file__).parent / "cluster" / "topologies" / "airgapped.yaml"
 PRIVATE = "registry.airgap.example/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
 CACHE = "mirror.airgap.example/nvcr/nvidia/k8s/cuda-sample:devicequery"
 PUBLIC = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"

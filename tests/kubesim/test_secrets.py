@@ -9,7 +9,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 import kubesim
-from kubesim.kinds_secrets import go_json_error
+from kubesim.registry.kinds.secrets import go_json_error
 from tests.fixtures.kubesim import api_client, create_namespace, raw_request, wait_until
 
 AUTHS = {"auths": {"registry.airgap.example": {"username": "u", "password": "p", "auth": "dTpw"}}}

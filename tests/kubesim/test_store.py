@@ -6,10 +6,10 @@ import threading
 
 import pytest
 
-from kubesim.errors import ApiError
-from kubesim.kinds import kind_for
-from kubesim.selectors import label_matcher
-from kubesim.store import Store
+from kubesim.base.errors import ApiError
+from kubesim.base.selectors import label_matcher
+from kubesim.registry.kinds import kind_for
+from kubesim.registry.store import Store
 
 PODS = kind_for("", "pods")
 NAMESPACES = kind_for("", "namespaces")

@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 import pytest
 from kubernetes import client
 
-from kubesim.pod_status import node_ip
-from kubesim.tables import human_duration
+from kubesim.apiserver.tables import human_duration
+from kubesim.kubelet.pod_status import node_ip
 from tests.fixtures.kubesim import api_client
 
 TABLE_ACCEPT = (

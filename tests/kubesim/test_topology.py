@@ -6,8 +6,8 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
-from kubesim import topology
-from kubesim.kinds import kind_for
+from kubesim.cluster import topology
+from kubesim.registry.kinds import kind_for
 
 MIG_EXAMPLE = Path(topology.__file__).parent / "topologies" / "mig-example.yaml"
 

@@ -10,7 +10,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 import kubesim
-from kubesim.kinds import kind_for
+from kubesim.registry.kinds import kind_for
 from tests.fixtures.kubesim import create_namespace
 
 CLAIMS = kind_for("resource.k8s.io", "resourceclaims")

@@ -66,7 +66,8 @@ class Provider:
 
 def start_provider(folder: Path, spec: dict[str, Any]) -> Provider:
     """Seed a fresh database from spec (key_pem, users, clients) and serve it; a user's
-    `claims` (e.g. {"email_verified": False}) are added to what the provider says of them."""
+        `claims` (e.g. {"email_verified": False}) are added to what the provider says of them;
+    `no_kid` publishes the keys without a `kid`."""
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
     # What the provider says about a user beyond its standard claims (an unverified email).
@@ -79,6 +80,7 @@ def start_provider(folder: Path, spec: dict[str, Any]) -> Provider:
         "OIDC_PROVIDER_CLAIMS": str(folder / "claims.json"),
         "OIDC_PROVIDER_SITE_URL": f"http://127.0.0.1:{port}",
         "PYTHONPATH": str(ROOT),
+        "OIDC_PROVIDER_NO_KID": "1" if spec.get("no_kid") else "",
     }
     python = [sys.executable, "-m"]
     seeded = subprocess.run(

@@ -20,7 +20,7 @@ import django
 django.setup()
 from portal.celery import app
 for _ in range({TASKS}):
-    app.send_task("claims.tasks.reconcile")
+    app.send_task("claims.worker.tasks.reconcile")
 """
 
 

@@ -10,9 +10,8 @@ import pytest
 from django.test import Client, override_settings
 from django.utils import timezone
 
-from claims import sync
 from claims.models import Cluster
-from tests.claims.test_follower import run_follower
+from tests.claims.worker.test_cluster_loop import run_follower
 from tests.fixtures.portal import wait_until
 
 PROBE = {"HTTP_HOST": "10.1.2.3:8000"}  # what the kubelet sends: the Pod's IP, plain HTTP
@@ -44,27 +43,25 @@ def test_it_is_ready_with_database_broker_and_every_cluster_followed(
     db: None, client: Client, production: Any
 ) -> None:
     followed("east")
-    beat_only = Cluster.objects.create(name="west", polled_at=timezone.now())
     response = client.get("/readyz", **PROBE)
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["status"] == "ok"
     assert body["checks"]["database"] == {"ok": True}
     assert body["checks"]["broker"] == {"ok": True}
-    assert body["checks"]["clusters"]["east"] == {"ok": True, "follower": "host:1:2"}
-    assert body["checks"]["clusters"][beat_only.name]["ok"] is True
+    assert body["checks"]["clusters"] == {"east": {"ok": True, "follower": "host:1:2"}}
 
 
 def test_it_is_not_ready_while_a_cluster_has_no_fresh_follower(
     db: None, client: Client, production: Any
 ) -> None:
     followed("east")
-    long_ago = timezone.now() - timedelta(seconds=production.READYZ_SYNC_STALE_SECONDS + 5)
+    long_ago = timezone.now() - timedelta(seconds=65)
     Cluster.objects.create(
         name="stale",
         follower="gone:1:2",
         follower_lease_until=timezone.now() - timedelta(seconds=1),
-        polled_at=long_ago,
+        last_synced_at=long_ago,
     )
     Cluster.objects.create(name="never")
     response = client.get("/readyz", **PROBE)
@@ -108,13 +105,13 @@ def test_it_answers_only_get_and_head(db: None, client: Client) -> None:
 
 @pytest.mark.django_db(transaction=True)
 @override_settings(FOLLOWER_LEASE_SECONDS=1.5)
-def test_it_follows_a_real_follower_and_beat_of_a_real_cluster(
+def test_it_follows_a_real_loop_of_a_real_cluster(
     client: Client, production: Any, cluster: Cluster
 ) -> None:
     def status() -> int:
         return client.get("/readyz", **PROBE).status_code
 
-    assert status() == 503  # registered, nobody follows it, never synced by beat
+    assert status() == 503  # registered, no loop follows it
     stop = run_follower(cluster, holder="readyz-follower")
     try:
         wait_until(lambda: status() == 200, timeout=30)
@@ -123,5 +120,3 @@ def test_it_follows_a_real_follower_and_beat_of_a_real_cluster(
     finally:
         stop()  # it gives its lease back as it stops
     wait_until(lambda: status() == 503, timeout=30)
-    assert sync.sync_cluster(cluster)  # beat's periodic sync, as without a follower
-    assert status() == 200

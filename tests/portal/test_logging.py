@@ -72,7 +72,7 @@ def test_it_puts_the_request_id_on_the_log_records_of_the_request(
 def test_it_writes_one_json_object_per_record_with_the_request_id() -> None:
     formatter = PortalJsonFormatter()
     record = logging.LogRecord(
-        "claims.sync", logging.WARNING, __file__, 1, "cluster %s slow", ("a",), None
+        "claims.worker.sync", logging.WARNING, __file__, 1, "cluster %s slow", ("a",), None
     )
     token = request_id.set("abc123")
     try:
@@ -80,13 +80,13 @@ def test_it_writes_one_json_object_per_record_with_the_request_id() -> None:
     finally:
         request_id.reset(token)
     line = json.loads(formatter.format(record))
-    assert line["level"] == "WARNING" and line["logger"] == "claims.sync"
+    assert line["level"] == "WARNING" and line["logger"] == "claims.worker.sync"
     assert line["message"] == "cluster a slow" and line["request_id"] == "abc123"
     assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", line["time"])
 
 
 def test_it_marks_records_outside_a_request() -> None:
-    record = logging.LogRecord("claims.tasks", logging.INFO, __file__, 1, "tick", (), None)
+    record = logging.LogRecord("claims.worker.tasks", logging.INFO, __file__, 1, "tick", (), None)
     RequestIdFilter().filter(record)
     assert record.request_id == "-"
 

@@ -24,15 +24,15 @@ from prometheus_client import Counter, Histogram
 from prometheus_client.parser import text_string_to_metric_families
 
 import kubesim
-from claims import gpu_map
 from claims.kube import parsing
 from claims.kube.gateway import ClusterGateway
 from claims.kube.informer import Informer
 from claims.models import NamespaceRequest
+from claims.read import gpu_map
 from portal import metrics
 from portal.request_id import request_id
-from tests.claims.test_gpu_map import *  # noqa: F403 (the map cluster's fixtures)
-from tests.claims.test_gpu_map import held_by_a_stuck_pod
+from tests.claims.read.test_gpu_map import *  # noqa: F403 (the map cluster's fixtures)
+from tests.claims.read.test_gpu_map import held_by_a_stuck_pod
 from tests.fixtures.kubesim import create_namespace
 from tests.fixtures.portal import TEST_REDIS_URL, _celery_env, _start, _stop, wait_until
 from tests.oidc_provider.fixture import free_port
@@ -205,7 +205,7 @@ def test_it_reports_the_length_of_the_celery_queue(
     try:
         assert value(scrape(), "portal_celery_queue_length", queue=queue) == 0
         for _ in range(3):
-            producer.send_task("claims.tasks.reconcile", queue=queue)
+            producer.send_task("claims.worker.tasks.reconcile", queue=queue)
         assert value(scrape(), "portal_celery_queue_length", queue=queue) == 3
     finally:
         producer.close()
@@ -250,12 +250,12 @@ def test_it_times_the_tasks_of_a_real_worker_and_counts_their_failures(
     producer = Celery("metrics-test", broker=TEST_REDIS_URL)
     sent_in = request_id.set("rid-of-the-request-that-sent-it")  # as a web request would
     try:
-        producer.send_task("claims.tasks.reconcile", queue=queue)
-        producer.send_task("claims.tasks.reconcile", args=["unexpected"], queue=queue)
+        producer.send_task("claims.worker.tasks.reconcile", queue=queue)
+        producer.send_task("claims.worker.tasks.reconcile", args=["unexpected"], queue=queue)
     finally:
         request_id.reset(sent_in)
         producer.close()
-    task = "claims.tasks.reconcile"
+    task = "claims.worker.tasks.reconcile"
 
     def reported() -> Samples | None:
         samples = parse(worker_metrics(port).text)

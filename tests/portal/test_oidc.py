@@ -8,15 +8,21 @@ provider's JWKS and reads the userinfo endpoint, all over real HTTP.
 
 from __future__ import annotations
 
+import http.server
+import json
 import re
 import secrets
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+import jwt
+import jwt.algorithms
 import pytest
 import requests
+from cryptography.hazmat.primitives.asymmetric import rsa
 from django.conf import LazySettings as SettingsWrapper
 from django.contrib.auth.models import Group, User
 from django.core.exceptions import SuspiciousOperation
@@ -24,11 +30,11 @@ from playwright.sync_api import Browser
 from pytest_django.live_server_helper import LiveServer
 
 import kubesim
-from claims.access import RBAC_GROUP as RBAC
-from claims.access import cluster_username
+from claims.domain.access import RBAC_GROUP as RBAC
+from claims.domain.access import cluster_username
 from claims.kube import names
 from claims.models import AuditEvent, Cluster
-from claims.selectors import user_is_approver
+from claims.read.selectors import user_is_approver
 from portal.oidc import SSO_GROUP, PortalOIDCBackend
 from tests.fixtures.portal import granted_namespace
 from tests.oidc_provider.fixture import Provider, rsa_key_pem, start_provider
@@ -394,3 +400,82 @@ def test_it_signs_in_through_the_provider_in_a_real_browser(
     finally:
         context.close()
     assert user_is_approver(User.objects.get(username="erin"))
+
+
+def test_it_signs_in_through_a_provider_whose_keys_carry_no_kid(
+    live_server: LiveServer, settings: SettingsWrapper, tmp_path: Path
+) -> None:
+    provider = start_provider(tmp_path / "no-kid", {**spec(live_server.url), "no_kid": True})
+    try:
+        for name, value in provider.portal_settings("gpu-portal").items():
+            setattr(settings, name, value)
+        assert "kid" not in requests.get(provider.endpoint("jwks"), timeout=10).json()["keys"][0]
+        answer = sign_in(live_server.url, "dana")
+    finally:
+        provider.stop()
+    assert answer.url == f"{live_server.url}/", answer.url
+    assert User.objects.filter(username="dana").exists()
+
+
+class _KeysServer:
+    """A JWKS endpoint on this machine serving the keys it is given, as a provider does."""
+
+    def __init__(self, keys: list[dict[str, Any]]) -> None:
+        body = json.dumps({"keys": keys}).encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/jwks"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _public_jwk(private: rsa.RSAPrivateKey) -> dict[str, Any]:
+    """A public key as a JWKS lists it, with no `kid` (it is optional)."""
+    jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(private.public_key()))
+    return {**jwk, "alg": "RS256", "use": "sig"}
+
+
+def _backend_with_keys(settings: SettingsWrapper, keys: list[dict[str, Any]]) -> Iterator[Any]:
+    server = _KeysServer(keys)
+    settings.OIDC_OP_JWKS_ENDPOINT = server.url
+    settings.OIDC_RP_SIGN_ALGO = "RS256"
+    settings.OIDC_RP_CLIENT_ID = "portal"  # single sign-on on
+    try:
+        yield PortalOIDCBackend()
+    finally:
+        server.stop()
+
+
+def test_it_tries_each_key_without_a_kid_until_one_verifies(settings: SettingsWrapper) -> None:
+    signer, other = (rsa.generate_private_key(public_exponent=65537, key_size=2048) for _ in "ab")
+    token = jwt.encode({"sub": "alice"}, signer, algorithm="RS256")
+    keys = [_public_jwk(other), _public_jwk(signer)]  # the right one second
+    for backend in _backend_with_keys(settings, keys):
+        found = backend.retrieve_matching_jwk(token)
+        assert found.key.public_numbers() == signer.public_key().public_numbers()
+
+
+def test_it_names_the_settings_to_check_when_no_key_verifies(
+    settings: SettingsWrapper, caplog: pytest.LogCaptureFixture
+) -> None:
+    signer, other = (rsa.generate_private_key(public_exponent=65537, key_size=2048) for _ in "ab")
+    token = jwt.encode({"sub": "alice"}, signer, algorithm="RS256")
+    for backend in _backend_with_keys(settings, [_public_jwk(other)]):
+        with pytest.raises(SuspiciousOperation):
+            backend.retrieve_matching_jwk(token)
+    said = " ".join(record.getMessage() for record in caplog.records)
+    assert "OIDC_OP_JWKS_ENDPOINT" in said and "OIDC_RP_IDP_SIGN_KEY" in said

@@ -16,7 +16,7 @@ from django.contrib.auth.models import User
 from django.core.management.base import CommandError
 
 from claims.management.commands import rundemo
-from tests.claims.test_commands import start_demo, wait_for_output
+from tests.claims.management.test_commands import start_demo, wait_for_output
 from tests.fixtures.kubesim import wait_until
 
 # A child that stays up until it is stopped (SIGTERM/SIGKILL from the runner or the test).
@@ -98,7 +98,7 @@ def worker_pid(demo: subprocess.Popen) -> int:
 def test_a_running_demo_brings_back_a_killed_worker(tmp_path: Path) -> None:
     demo, _, log = start_demo(tmp_path)
     try:
-        wait_for_output(demo, log, "The portal is at", timeout=60)
+        wait_for_output(demo, log, "The portal is at", timeout=120)
         killed = worker_pid(demo)
         os.kill(killed, signal.SIGKILL)
         wait_for_output(demo, log, "worker restarted", timeout=20)

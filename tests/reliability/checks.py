@@ -7,7 +7,7 @@ from collections import Counter
 from django.contrib.auth.models import User
 
 import kubesim
-from claims import services
+from claims.domain import services
 from claims.models import AuditEvent, ClaimRequest, Cluster, NamespaceRequest
 
 GPU = "gpu.nvidia.com"

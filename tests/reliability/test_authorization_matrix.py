@@ -22,8 +22,18 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
-from claims import expiry, observations, services
-from claims.models import AuditEvent, ClaimRequest, Cluster, NamespaceRequest, VerificationRun
+from claims.domain import expiry, observations, services
+from claims.models import (
+    ApprovalRule,
+    AuditEvent,
+    ClaimRequest,
+    Cluster,
+    NamespaceRequest,
+    Team,
+    TeamMembership,
+    TeamQuota,
+    VerificationRun,
+)
 from tests.fixtures.portal import make_user, register_cluster
 from tests.reliability.conftest import figure
 
@@ -73,6 +83,15 @@ EXPECTED: dict[str, dict[str, str]] = {
     "api-extension-approve": {"GET": "LXXXX", "POST": "LNAAF", "DELETE": "LXXXX"},
     "api-extension-reject": {"GET": "LXXXX", "POST": "LNAAF", "DELETE": "LXXXX"},
     "api-audit": {"GET": "LAAAA", "POST": "LXXXX", "DELETE": "LXXXX"},
+    # The owner is in the team, other is not; staff cannot delete it while it has members.
+    "api-teams": {"GET": "LAAAA", "POST": "LFFAF", "DELETE": "LXXXX"},
+    "api-team": {"GET": "LNAAA", "POST": "LXXXX", "DELETE": "LNFAF"},
+    "api-team-members": {"GET": "LXXXX", "POST": "LNFAF", "DELETE": "LXXXX"},
+    "api-team-member": {"GET": "LXXXX", "POST": "LXXXX", "DELETE": "LNFAF"},
+    "api-team-quotas": {"GET": "LXXXX", "POST": "LNFAF", "DELETE": "LXXXX"},
+    "api-team-quota": {"GET": "LXXXX", "POST": "LXXXX", "DELETE": "LNFAF"},
+    "api-approval-rules": {"GET": "LAAAA", "POST": "LFFAF", "DELETE": "LXXXX"},
+    "api-approval-rule": {"GET": "LXXXX", "POST": "LXXXX", "DELETE": "LFFAF"},
     "api-cluster-device-classes": API_READ,
     "api-cluster-devices": API_READ,
     "api-namespace-requests": API_LIST_CREATE,
@@ -215,6 +234,11 @@ class World:
             user=owner, claim_request=applied, hours=1, reason=SECRET
         )
         self.token, _ = AuthToken.objects.create(user=owner, expiry=None)
+        self.team = Team.objects.create(name=f"team-{SECRET}")
+        self.team.members.add(owner)
+        self.member = TeamMembership.objects.create(team=self.team, user=make_user("member"))
+        self.quota = TeamQuota.objects.create(team=self.team, cluster=cluster, device_class="x")
+        self.rule = ApprovalRule.objects.create(name="matrix-rule")
         self.secrets = {
             role: AuthToken.objects.create(user=user, expiry=None)[1]
             for role, user in self.users.items()
@@ -282,11 +306,15 @@ class World:
             "token": "set-password",
             "content_type_id": 1,
             "claim_pk": self.claim.pk,
+            "member_id": self.member.pk,
+            "quota_id": self.quota.pk,
         }
         return "/" + re.sub(r"<(?:\w+:)?(\w+)>", lambda m: str(values[m.group(1)]), route)
 
     def pk_for(self, route: str) -> int:
         for marker, pk in (
+            ("api/v1/teams/", self.team.pk),
+            ("approval-rules/", self.rule.pk),
             ("clusters/<int:pk>/claims/", self.cluster.pk),
             ("extensions/<int:pk>/", self.extension.pk),
             ("namespace", self.namespace.pk),

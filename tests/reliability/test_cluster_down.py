@@ -17,7 +17,7 @@ import pytest
 from django.contrib.auth.models import User
 
 import kubesim
-from claims import cluster_ops
+from claims.clusters import gateways
 from claims.models import ClaimRequest, Cluster, NamespaceRequest
 from tests.fixtures.portal import register_cluster, state_of, wait_until
 from tests.reliability.checks import (
@@ -68,7 +68,7 @@ def restartable(tmp_path: Path) -> Iterator[RestartableKubesim]:
     cluster = RestartableKubesim(tmp_path)
     yield cluster
     cluster.stop()
-    cluster_ops.forget_gateways()
+    gateways.forget_gateways()
 
 
 def waited_twice_for_the_cluster(claims: list[ClaimRequest]) -> bool:
@@ -115,7 +115,7 @@ def test_an_outage_longer_than_the_retry_budget_fails_nothing(
 @pytest.fixture
 def private_cluster(db: None, kubesim_private: kubesim.Handle) -> Iterator[Cluster]:
     yield register_cluster(kubesim_private, name="private")
-    cluster_ops.forget_gateways()
+    gateways.forget_gateways()
 
 
 FAULTS = {

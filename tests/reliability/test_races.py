@@ -1,5 +1,5 @@
 """Races: approvers deciding one claim at once, a script's retries of one submission at once.
-The quota race (20 parallel submits for a quota of 2) is tests/claims/test_quota_race.py."""
+The quota race (20 parallel submits for a quota of 2) is tests/claims/domain/test_quota_race.py."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 import kubesim
-from claims import cluster_ops
+from claims.clusters import gateways
 from claims.models import ClaimRequest, Cluster
 from tests.fixtures.portal import make_user, register_cluster, state_of, wait_until
 from tests.reliability.checks import APPLIED, GPU, pending_claims, resource_claims, transitions_to
@@ -29,7 +29,7 @@ RACERS = 10
 @pytest.fixture
 def private_cluster(db: None, kubesim_private: kubesim.Handle) -> Iterator[Cluster]:
     yield register_cluster(kubesim_private, name="private")
-    cluster_ops.forget_gateways()
+    gateways.forget_gateways()
 
 
 def token_client(user: User) -> APIClient:

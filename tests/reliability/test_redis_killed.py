@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.models import User
 
 import kubesim
-from claims import cluster_ops
+from claims.clusters import gateways
 from claims.models import Cluster
 from tests.fixtures.portal import _point_celery_at_test_broker, register_cluster, wait_until
 from tests.reliability.checks import applied, approve_all, check_each_applied_once, pending_claims
@@ -38,7 +38,7 @@ WHILE_DOWN = 10  # approvals while the broker is down: each waits out kombu's pu
 @pytest.fixture
 def private_cluster(db: None, kubesim_private: kubesim.Handle) -> Iterator[Cluster]:
     yield register_cluster(kubesim_private, name="private")
-    cluster_ops.forget_gateways()
+    gateways.forget_gateways()
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth.models import User
 
 import kubesim
-from claims import cluster_ops
+from claims.clusters import gateways
 from claims.models import ClaimRequest, Cluster
 from tests.fixtures.portal import register_cluster, wait_until
 from tests.reliability.checks import (
@@ -30,7 +30,7 @@ CLAIMS = 30
 @pytest.fixture
 def private_cluster(db: None, kubesim_private: kubesim.Handle) -> Iterator[Cluster]:
     yield register_cluster(kubesim_private, name="private")
-    cluster_ops.forget_gateways()
+    gateways.forget_gateways()
 
 
 def test_a_killed_worker_loses_nothing_and_does_nothing_twice(

@@ -16,11 +16,11 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from claims import limits
 from claims.api.errors import call_service
 from claims.api.longpoll import BUSY_RETRY_AFTER, wait_for_state_change, wait_params
 from claims.api.permissions import IsApprover
 from claims.api.views.base import ApiView
+from claims.policy import limits
 
 WAIT_PARAMETERS = [
     OpenApiParameter(

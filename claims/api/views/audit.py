@@ -11,9 +11,9 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from claims import audit, selectors
 from claims.api.views.base import ApiView
 from claims.models import AuditEvent
+from claims.read import audit_trail, selectors
 
 EXAMPLE = {
     "id": 41,
@@ -38,7 +38,7 @@ EXAMPLE = {
 
 
 def visible_trail(*, user: Any) -> QuerySet[AuditEvent]:
-    trail = audit.trail()
+    trail = audit_trail.trail()
     return trail if selectors.user_is_approver(user) else trail.filter(owner=user)
 
 
@@ -73,7 +73,7 @@ class AuditTrailOutput(serializers.ModelSerializer):
 class AuditTrailApi(ApiView):
     model = AuditEvent
     list_selector = staticmethod(visible_trail)
-    filterset_class = audit.AuditTrailFilter
+    filterset_class = audit_trail.AuditTrailFilter
     ordering_fields = ["created", "id"]
 
     @extend_schema(tags=["events"], responses=AuditTrailOutput(many=True))

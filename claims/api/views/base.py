@@ -10,7 +10,6 @@ from django.http import HttpRequest, JsonResponse
 from django.utils.translation import gettext
 from django.views.decorators.csrf import csrf_exempt
 from django_filters.rest_framework import DjangoFilterBackend
-from rest_framework.authentication import SessionAuthentication
 from rest_framework.filters import OrderingFilter
 from rest_framework.generics import GenericAPIView
 from rest_framework.metadata import SimpleMetadata
@@ -20,13 +19,13 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import Serializer
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from claims.api.pagination import ListPagination
 from claims.api.parsers import BoundedJSONParser, check_body_size
 from claims.api.schema import ApiSchema
 from claims.api.throttling import AnonThrottle, UserThrottle
-from portal.lockout import TokenAuthentication  # knox's, counted by the login lockout
 
 
 class NoActionsMetadata(SimpleMetadata):
@@ -39,7 +38,9 @@ class NoActionsMetadata(SimpleMetadata):
 class ApiView(GenericAPIView):
     """Set here rather than only in REST_FRAMEWORK, so the API never depends on defaults."""
 
-    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    # REST_FRAMEWORK's (portal/api_settings.py): knox's tokens, failures counted by the login
+    # lockout, then the session.
+    authentication_classes = api_settings.DEFAULT_AUTHENTICATION_CLASSES  # type: ignore[assignment]
     permission_classes = [IsAuthenticated]
     throttle_classes = [UserThrottle, AnonThrottle]
     pagination_class: type[BasePagination] | None = ListPagination

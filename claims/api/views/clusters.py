@@ -1,6 +1,6 @@
 """Clusters as the portal last saw them: versions, device classes, devices; and who am I.
 Admins register a cluster (a kubeconfig, stored encrypted, or in-cluster), check it again and
-remove it (claims.cluster_registry)."""
+remove it (claims.clusters.registry)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,15 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from claims import cluster_registry, inventory, selectors
 from claims.api import examples
 from claims.api.errors import call_service
 from claims.api.filters import StrictFilterSet, TextFilter, TrueFalseFilter
 from claims.api.serializers import ClusterOutput, DeviceClassOutput, DeviceOutput, MeOutput
 from claims.api.views.base import ApiView
+from claims.clusters import credentials
+from claims.clusters import registry as cluster_registry
 from claims.models import Cluster
+from claims.read import inventory, selectors
 
 TAG = ["clusters"]
 
@@ -135,7 +137,7 @@ class ClusterListApi(ApiView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         text = data.get("kubeconfig", "")
-        context = data.get("context") or (cluster_registry.default_context(text) if text else "")
+        context = data.get("context") or (credentials.default_context(text) if text else "")
         given = cluster_registry.ClusterInput(data["name"].strip(), data["source"], text, context)
         cluster = call_service(cluster_registry.save_cluster, data=given)
         return checked(cluster, status=201)

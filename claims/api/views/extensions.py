@@ -8,12 +8,14 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from claims import expiry, limits, selectors
 from claims.api.errors import call_service
 from claims.api.idempotency import idempotent
 from claims.api.views.actions import ObjectApi, ReasonInput
 from claims.api.views.base import ApiView
+from claims.domain import expiry
 from claims.models import ClaimExtension
+from claims.policy import limits
+from claims.read import selectors
 
 TAG = ["claims"]
 EXAMPLE = {

@@ -12,12 +12,13 @@ from rest_framework import status
 from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 
-from claims import access, selectors
 from claims.api import examples
 from claims.api.errors import StateConflict, call_service
 from claims.api.schema import ErrorDetail
 from claims.api.views.actions import ObjectApi
+from claims.domain import access
 from claims.kube.errors import KubeError, TransientKubeError
+from claims.read import selectors
 
 NAMED_ENTRIES = {
     "type": "array",

@@ -12,13 +12,15 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from claims import cluster_registry, device_picker, feasibility, limits, selectors, validation
 from claims.api.errors import call_service
 from claims.api.serializers import FeasibilityOutput
 from claims.api.views.actions import visible_or_field_error
 from claims.api.views.base import ApiView
-from claims.device_picker import Picks
+from claims.clusters import registry as cluster_registry
 from claims.models import ClaimRequest, Cluster
+from claims.policy import device_picker, feasibility, limits, validation
+from claims.policy.device_picker import Picks
+from claims.read import selectors
 
 TAG = ["claims"]
 PICKER_FIELDS = ("gpu_model", "min_memory", "mig_profile")

@@ -8,7 +8,6 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from claims import cluster_registry, dry_run, limits, selectors, services
 from claims.api import examples
 from claims.api.errors import call_service
 from claims.api.filters import ClaimRequestFilter, NamespaceRequestFilter
@@ -26,7 +25,11 @@ from claims.api.views.actions import (
     visible_or_field_error,
 )
 from claims.api.views.base import ApiView
+from claims.clusters import registry as cluster_registry
+from claims.domain import services
 from claims.models import ClaimRequest, Cluster, NamespaceRequest
+from claims.policy import limits
+from claims.read import selectors
 
 NS_TAG = ["namespace requests"]
 CLAIM_TAG = ["claims"]
@@ -77,7 +80,9 @@ class NamespaceRequestListApi(ApiView):
     def post(self, request: Request) -> Response:
         """Ask for a namespace; nothing is created in the cluster before an approver agrees."""
         data = self.parsed(request)
-        ns = call_service(dry_run.namespace_request_submit, user=request.user, **data)
+        ns = call_service(
+            services.namespace_request_submit, user=request.user, ask_cluster=True, **data
+        )
         return Response(NamespaceRequestOutput(ns).data, status=201)
 
     def parsed(self, request: Request) -> dict:
@@ -222,7 +227,9 @@ class ClaimListApi(ApiView):
             data["namespace_request"],
             "namespace_request",
         )
-        claim = call_service(dry_run.claim_request_submit, user=request.user, **data)
+        claim = call_service(
+            services.claim_request_submit, user=request.user, ask_cluster=True, **data
+        )
         return Response(ClaimRequestOutput(claim).data, status=201)
 
 

@@ -10,7 +10,6 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from claims import selectors, services
 from claims.api import examples
 from claims.api.errors import call_service
 from claims.api.filters import AuditEventFilter, VerificationRunFilter
@@ -18,7 +17,9 @@ from claims.api.idempotency import idempotent
 from claims.api.serializers import AuditEventOutput, VerificationRunOutput
 from claims.api.views.actions import WAIT_PARAMETERS, ObjectApi, visible_or_field_error
 from claims.api.views.base import ApiView
+from claims.domain import services
 from claims.models import AuditEvent, RunLog, VerificationRun
+from claims.read import selectors
 
 TAG = ["runs"]
 
@@ -101,8 +102,9 @@ class RunLogApi(ObjectApi):
             (200, "text/plain"): OpenApiResponse(
                 OpenApiTypes.STR,
                 description="The log from `since` on. Headers: X-Next-Since (pass it as "
-                "`since` next time), X-Log-Complete (true once the run ended), "
-                "X-Log-Truncated (true when only the tail is kept).",
+                "`since` next time), X-Log-Complete (true once the run ended and its logs were "
+                "read to the end), X-Log-Unreadable (why the cluster would not give the logs, "
+                "while it would not), X-Log-Truncated (true when only the tail is kept).",
                 examples=[OpenApiExample("vectorAdd", value=examples.VECTOR_ADD_LOG)],
             )
         },
@@ -123,9 +125,19 @@ def _log_response(run: VerificationRun, log: RunLog, since: int) -> HttpResponse
     start = since if since <= len(log.text) else 0
     response = HttpResponse(log.text[start:], content_type="text/plain; charset=utf-8")
     response["X-Next-Since"] = str(len(log.text))
-    response["X-Log-Complete"] = "true" if run.is_final else "false"
+    # Complete once the run ended and its logs were read to the end: a log the cluster would
+    # not give (its kubelet unreachable) is not complete, however final the run; its reason is
+    # said, so a script stops waiting for it.
+    response["X-Log-Complete"] = "true" if run.is_final and not run.log_error else "false"
     response["X-Log-Truncated"] = "true" if log.truncated else "false"
+    if run.log_error:
+        response["X-Log-Unreadable"] = _header_text(run.log_error)
     return response
+
+
+def _header_text(text: str) -> str:
+    """One line of ASCII: a header carries no newline, and the cluster's words may."""
+    return " ".join(text.encode("ascii", "replace").decode().split())[:500]
 
 
 class EventListApi(ApiView):

@@ -11,9 +11,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from claims import sync
 from claims.kube.gateway import KubeError
 from claims.models import Cluster
+from claims.worker import sync
 
 
 def ensure_cluster(

@@ -1,6 +1,7 @@
-"""Watch every registered cluster and write what changes to the database (claims/follower.py).
+"""One loop per registered cluster: watch it and keep the database and the pages current with
+it, and heal drift (claims/worker/cluster_loop.py).
 
-Run one or more copies: each cluster is followed by exactly one of them at a time (a lease in
+Run one or more copies: each cluster is followed by exactly one of them at a time (its lease in
 the database); the others wait and take over when it dies. SIGTERM or Ctrl-C stops it.
 """
 
@@ -10,10 +11,11 @@ import signal
 import threading
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.module_loading import import_string
 
-from claims import follower
-from portal import metrics
+from claims.worker import cluster_loop, lease
 
 
 class Command(BaseCommand):
@@ -28,13 +30,14 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["check"]:
-            unfollowed = follower.unfollowed_clusters()
+            unfollowed = lease.unfollowed_clusters()
             if unfollowed:
                 raise CommandError(f"no live follower for: {', '.join(unfollowed)}")
             return
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
-        metrics.serve_for_process()  # watch restarts and API calls, on METRICS_PORT
-        self.stdout.write(f"Following clusters as {follower.holder_name()}.")
-        follower.follow_all(stop)
+        # Watch restarts and API calls, on METRICS_PORT (the project's metrics server).
+        import_string(settings.PROCESS_METRICS_SERVER)()
+        self.stdout.write(f"Following clusters as {lease.holder_name()}.")
+        cluster_loop.follow_all(stop)

@@ -10,12 +10,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from claims import cluster_registry
+from claims.clusters import credentials
 
 
 class Command(BaseCommand):
     help = "Re-encrypt the stored kubeconfigs with the newest CLUSTER_CREDENTIALS_KEYS key."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        done = cluster_registry.reencrypt_all()
+        done = credentials.reencrypt_all()
         self.stdout.write(f"Re-encrypted {done} kubeconfig(s) with the newest key.")

@@ -167,7 +167,9 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         self.seed_demo_users()
         children = Children(say=self.stdout.write)
-        for signum in (signal.SIGTERM, signal.SIGHUP):
+        # Ctrl-C too, explicitly: started by a process that ignores SIGINT (nohup, a test
+        # runner's worker), Python leaves it ignored, and the demo would not stop.
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, stop_on_signal)
         try:
             self.start_cluster(children, options)
@@ -232,7 +234,7 @@ class Command(BaseCommand):
             ],
         )
         children.start("beat", [*celery, "beat", "-l", "warning"])
-        # Watches the cluster; beat's sync is then only a safety net (SAFETY_NET_SYNC_SECONDS).
+        # One loop per cluster: it alone keeps the database current with the cluster.
         children.start("follower", [PYTHON, "manage.py", "follow_clusters"])
 
     def start_web(self, children: Children, host: str, port: int) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib.auth.models import Group, User
 from django.core.management.base import BaseCommand
 
-from claims.selectors import APPROVERS_GROUP
+from claims.read.selectors import APPROVERS_GROUP
 
 DEMO_USERS = (
     # username, password variable, default password, approver

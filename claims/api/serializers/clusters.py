@@ -1,0 +1,62 @@
+"""What the API shows of clusters, their device classes and devices, and of the user asking."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
+from rest_framework import serializers
+
+from claims.api import examples
+from claims.api.serializers.common import _example
+from claims.models import Cluster
+from claims.read import selectors
+
+
+@extend_schema_serializer(examples=_example("GPUs", examples.CLUSTER["device_classes"][0]))
+class DeviceClassOutput(serializers.Serializer):
+    name = serializers.CharField()
+    selectors = serializers.ListField(child=serializers.CharField())
+    device_count = serializers.IntegerField()
+
+
+@extend_schema_serializer(examples=_example("An H100", examples.INVENTORY_DEVICE))
+class DeviceOutput(serializers.Serializer):
+    node = serializers.CharField(allow_null=True)
+    driver = serializers.CharField()
+    pool = serializers.CharField()
+    name = serializers.CharField()
+    attributes = serializers.DictField(child=serializers.JSONField())
+    capacity = serializers.DictField(child=serializers.CharField())
+
+
+@extend_schema_serializer(examples=_example("A simulated cluster", examples.CLUSTER))
+class ClusterOutput(serializers.ModelSerializer):
+    resource_versions = serializers.ListField(child=serializers.CharField())
+    device_classes = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Cluster
+        fields = [
+            "id",
+            "name",
+            "simulated",
+            "server_version",
+            "resource_versions",
+            "preferred_resource_version",
+            "device_classes",
+            "inventory_synced_at",
+            "last_synced_at",
+            "last_error",
+            "unreachable_since",
+        ]
+
+    @extend_schema_field(DeviceClassOutput(many=True))
+    def get_device_classes(self, cluster: Cluster) -> list[dict[str, Any]]:
+        return selectors.device_classes(cluster=cluster)
+
+
+@extend_schema_serializer(examples=_example("A data scientist", examples.ME))
+class MeOutput(serializers.Serializer):
+    username = serializers.CharField()
+    is_approver = serializers.BooleanField()

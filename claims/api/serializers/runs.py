@@ -1,0 +1,131 @@
+"""What the API shows of verification runs: their Pod, devices, results, warnings and logs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
+from rest_framework import serializers
+
+from claims.api import examples
+from claims.api.serializers.common import _example, _text, _time
+from claims.models import VerificationRun
+
+
+class RunLogOutput(serializers.Serializer):
+    container = serializers.CharField()
+    url = serializers.CharField(help_text="The log as text/plain; add ?since=<offset>.")
+    length = serializers.IntegerField(help_text="Characters kept so far (the next ?since=).")
+    truncated = serializers.BooleanField(help_text="True when only the tail is kept.")
+
+
+class PodWarningOutput(serializers.Serializer):
+    reason = serializers.CharField(help_text="e.g. FailedScheduling, Failed, FailedMount.")
+    message = serializers.CharField(help_text="The cluster's words.")
+    at = serializers.CharField(help_text="When the cluster last saw it (RFC 3339).")
+    count = serializers.IntegerField(help_text="How many times it was seen.")
+
+
+@extend_schema_serializer(examples=_example("A run that passed", examples.VERIFICATION_RUN))
+class VerificationRunOutput(serializers.ModelSerializer):
+    claim_name = serializers.CharField(source="claim.name")
+    namespace = serializers.CharField(source="claim.namespace_request.name")
+    cluster_name = serializers.CharField(source="claim.namespace_request.cluster.name")
+    owner = serializers.CharField(source="owner.username")
+    devices = serializers.ListField(child=serializers.DictField(child=serializers.JSONField()))
+    logs = serializers.SerializerMethodField()
+    pod_warnings = PodWarningOutput(
+        many=True,
+        help_text="While the Pod is pending: the latest Warning Events about it, newest first, "
+        "as last read from the cluster (every few seconds).",
+    )
+
+    class Meta:
+        model = VerificationRun
+        fields = [
+            "id",
+            "claim",
+            "claim_name",
+            "namespace",
+            "cluster_name",
+            "pod_name",
+            "state",
+            "state_message",
+            "pod_warnings",
+            "log_error",
+            "owner",
+            "node",
+            "devices",
+            "passed",
+            "vector_add_passed",
+            "device_query_passed",
+            "device_name",
+            "compute_capability",
+            "memory_mib",
+            "started_at",
+            "finished_at",
+            "logs",
+            "created",
+            "updated",
+        ]
+
+    def to_representation(self, instance: VerificationRun) -> dict[str, Any]:
+        """DRF's field-by-field walk, built directly (as ClaimRequestOutput): a long-polled
+        run is answered many times, and building the fields took most of each answer."""
+        run, claim = instance, instance.claim
+        ns = claim.namespace_request
+        return {
+            "id": run.pk,
+            "claim": run.claim_id,
+            "claim_name": claim.name,
+            "namespace": ns.name,
+            "cluster_name": ns.cluster.name,
+            "pod_name": run.pod_name,
+            "state": run.state,
+            "state_message": run.state_message,
+            "pod_warnings": [_pod_warning(warning) for warning in run.pod_warnings],
+            "log_error": run.log_error,
+            "owner": run.owner.username,
+            "node": run.node,
+            "devices": [{str(k): v for k, v in device.items()} for device in run.devices],
+            "passed": run.passed,
+            "vector_add_passed": run.vector_add_passed,
+            "device_query_passed": run.device_query_passed,
+            "device_name": run.device_name,
+            "compute_capability": run.compute_capability,
+            "memory_mib": None if run.memory_mib is None else int(run.memory_mib),
+            "started_at": _time(run.started_at),
+            "finished_at": _time(run.finished_at),
+            "logs": self.get_logs(run),
+            "created": _time(run.created),
+            "updated": _time(run.updated),
+        }
+
+    @extend_schema_field(RunLogOutput(many=True))
+    def get_logs(self, run: VerificationRun) -> list[dict[str, Any]]:
+        kept = {log.container: log for log in run.logs.all()}
+        return [
+            {
+                "container": container,
+                "url": f"/api/v1/runs/{run.pk}/logs/{container}/",
+                "length": _length(kept[container]) if container in kept else 0,
+                "truncated": kept[container].truncated if container in kept else False,
+            }
+            for container in VerificationRun.CONTAINERS
+        ]
+
+
+def _pod_warning(warning: dict[str, Any]) -> dict[str, Any]:
+    count = warning["count"]
+    return {
+        "reason": _text(warning["reason"]),
+        "message": _text(warning["message"]),
+        "at": _text(warning["at"]),
+        "count": None if count is None else int(count),
+    }
+
+
+def _length(log: Any) -> int:
+    """The log's length, as the query counted it (selectors.verification_run_api_rows)."""
+    counted = getattr(log, "text_length", None)
+    return len(log.text) if counted is None else int(counted)

@@ -1,0 +1,3 @@
+"""The clusters an admin registers: registration and reachability, credentials
+(encrypted kubeconfigs, contexts), and one gateway per cluster connection.
+"""

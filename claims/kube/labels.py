@@ -1,0 +1,17 @@
+"""Every label key the portal writes on what it creates, in one place: its own objects are
+told from everyone else's by these (claims.kube.ownership), so a key spelled twice is a bug."""
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-portal"}
+# Which installation of the portal made it (two may share a cluster: staging, production).
+INSTANCE = "gpu-portal.io/instance"
+# The request row an object belongs to (its primary key; empty in a dry-run's manifest).
+NAMESPACE_REQUEST = "gpu-portal.io/namespace-request"
+CLAIM_REQUEST = "gpu-portal.io/claim-request"
+VERIFICATION_RUN = "gpu-portal.io/verification-run"
+# Pod Security admission's, on the namespaces the portal creates (NAMESPACE_POD_SECURITY).
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+POD_SECURITY_WARN = "pod-security.kubernetes.io/warn"
+
+
+def is_portal_label(key: str) -> bool:
+    return key in MANAGED_BY or key.startswith("gpu-portal.io/")

@@ -1,0 +1,42 @@
+"""The kinds the gateway handles, their API paths, and the resource.k8s.io versions it prefers."""
+
+from typing import Any
+from urllib.parse import quote
+
+RESOURCE_GROUP = "resource.k8s.io"
+RESOURCE_VERSION_PREFERENCE = ("v1", "v1beta2", "v1beta1")
+
+# kind -> (plural, namespaced)
+KINDS = {
+    "Namespace": ("namespaces", False),
+    "Pod": ("pods", True),
+    "ResourceClaim": ("resourceclaims", True),
+    "DeviceClass": ("deviceclasses", False),
+    "ResourceSlice": ("resourceslices", False),
+    "ServiceAccount": ("serviceaccounts", True),
+    "RoleBinding": ("rolebindings", True),
+    "ResourceQuota": ("resourcequotas", True),
+}
+RESOURCE_KINDS = ("ResourceClaim", "DeviceClass", "ResourceSlice")
+# The apiVersion of the kinds outside resource.k8s.io and the core group (v1).
+GROUP_VERSIONS = {"RoleBinding": "rbac.authorization.k8s.io/v1"}
+
+Obj = dict[str, Any]
+
+
+def _full_api_version(api_version: str, kind: str) -> str:
+    if kind in RESOURCE_KINDS and "/" not in api_version:
+        return f"{RESOURCE_GROUP}/{api_version}"
+    return api_version
+
+
+def _object_path(api_version: str, kind: str, namespace: str | None, name: str = "") -> str:
+    if kind not in KINDS:
+        raise ValueError(f"the gateway does not handle kind {kind!r}")
+    plural, namespaced = KINDS[kind]
+    api_version = _full_api_version(api_version, kind)
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    if namespaced and namespace:
+        base += f"/namespaces/{quote(namespace, safe='')}"
+    path = f"{base}/{plural}"
+    return f"{path}/{quote(name, safe='')}" if name else path

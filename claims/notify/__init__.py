@@ -1,0 +1,1 @@
+"""What people are told: emails to owners and approvers, and team webhooks."""

@@ -1,0 +1,287 @@
+"""Can a claim ever be satisfied, and how much of it is free now: per node, as DRA allocates.
+
+DRA gives one claim devices that are all reachable from the one node its Pod runs on: the
+devices a node publishes plus those published for every node (no node name). So a claim for
+3 GPUs cannot be met on a cluster of 2-GPU nodes, however many nodes it has.
+
+"Free now" counts the devices no claim the portal follows has allocated (from the last sync);
+claims made outside the portal are not seen, so the cluster may have fewer free.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.utils.text import capfirst
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
+
+import dracel
+from claims.models import ClaimRequest, Cluster
+from claims.policy import device_picker
+
+FREE_NOW_COUNTS = gettext_lazy(
+    "free = not allocated to a claim the portal follows; claims made outside it are not seen"
+)
+
+
+@dataclass(frozen=True)
+class Feasibility:
+    """What the cluster can give a claim. `summary` is its one statement for people, the same
+    on the form, the approval queue and the API; `count_problem` what is wrong with the count
+    alone, for the count field."""
+
+    device_class: str
+    matching: int  # devices of the class (and selector) in the cluster
+    max_on_one_node: int
+    best_node: str
+    free_on_best_node: int  # the most free matching devices on one node now
+    free_in_cluster: int
+    selector: str
+    selector_evaluated: bool  # False: counted by class only (the selector could not run here)
+    asked: int | None  # None for "all matching devices"
+    selector_valid: bool = True  # False: it does not compile, the cluster would refuse it
+
+    @property
+    def possible(self) -> bool:
+        if not (self.selector_valid and self.matching):
+            return False
+        return self.asked is None or 1 <= self.asked <= self.max_on_one_node
+
+    @property
+    def fits_now(self) -> bool:
+        wanted = self.asked if self.asked is not None else 1
+        return wanted <= self.free_on_best_node
+
+    @property
+    def what(self) -> str:
+        if self.selector and self.selector_evaluated:
+            return _("devices of class %(class)s matching the selector") % {
+                "class": self.device_class
+            }
+        return _("devices of class %(class)s") % {"class": self.device_class}
+
+    def refusal(self) -> str:
+        return _(
+            "At most %(max)d %(what)s sit on one node; this cluster cannot give %(asked)s to "
+            "one claim."
+        ) % {"max": self.max_on_one_node, "what": self.what, "asked": self.asked}
+
+    def count_problem(self) -> str | None:
+        """Why the count itself cannot be met; None when it can or the fault lies elsewhere
+        (no device matches, the selector does not compile)."""
+        if self.asked is None:
+            return None
+        if self.asked < 1:
+            return _("Ask for at least 1 device.")
+        if self.selector_valid and self.matching and self.asked > self.max_on_one_node:
+            return self.refusal()
+        return None
+
+    def line(self) -> str:
+        """The short line: "N devices match, M free now, at most K on one node"."""
+        if not (self.selector_valid and self.matching):
+            return capfirst(self._nothing_matches())
+        return ngettext(
+            "%(matching)d device matches, %(free)d free now, at most %(max)d on one node",
+            "%(matching)d devices match, %(free)d free now, at most %(max)d on one node",
+            self.matching,
+        ) % {"matching": self.matching, "free": self.free_in_cluster, "max": self.max_on_one_node}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "possible": self.possible,
+            "matching": self.matching,
+            "max_on_one_node": self.max_on_one_node,
+            "free_now_on_one_node": self.free_on_best_node,
+            "free_now_in_cluster": self.free_in_cluster,
+            "node": self.best_node,
+            "selector_evaluated": self.selector_evaluated,
+            "summary": self.summary(),
+        }
+
+    def summary(self) -> str:
+        """The one statement: can it ever be met, and what is free now. A count that cannot
+        be met is named here, and explained by count_problem next to the count."""
+        if not (self.selector_valid and self.matching):
+            return _("Cannot be satisfied: %(reason)s.") % {"reason": self._nothing_matches()}
+        numbers = {"max": self.max_on_one_node, "what": self.what}
+        if self.possible:
+            parts = [_("Can be satisfied: up to %(max)d %(what)s on one node.") % numbers]
+        else:
+            parts = [
+                _("Cannot be satisfied with this count: up to %(max)d %(what)s on one node.")
+                % numbers
+            ]
+        parts.append(self._free_now())
+        if self.selector and not self.selector_evaluated:
+            parts.append(_("The selector could not be evaluated here."))
+        return " ".join(parts)
+
+    def _nothing_matches(self) -> str:
+        named = {"class": self.device_class}
+        if not self.selector_valid:
+            return _("the selector is not valid CEL, so no device can match it")
+        if self.selector and self.selector_evaluated:
+            return (
+                _("no device of class %(class)s matches the model, memory, MIG profile or selector")
+                % named
+            )
+        return _("this cluster has no device of class %(class)s") % named
+
+    def _free_now(self) -> str:
+        numbers = {
+            "free": self.free_on_best_node,
+            "node": self.best_node,
+            "in_cluster": self.free_in_cluster,
+            "counts": FREE_NOW_COUNTS,
+        }
+        if self.best_node:
+            return (
+                _("Free now: %(free)d on %(node)s, %(in_cluster)d in the cluster (%(counts)s).")
+                % numbers
+            )
+        return _("Free now: %(free)d, %(in_cluster)d in the cluster (%(counts)s).") % numbers
+
+
+Taken = dict[int, set[tuple[str, str, str]]]
+
+
+Known = dict[tuple[int, str, int | None, str], Feasibility]
+
+
+def of_claim(
+    claim: ClaimRequest, taken: Taken | None = None, known: Known | None = None
+) -> Feasibility:
+    """Feasibility of a claim, saved or not (the form's preview), on its namespace's cluster.
+
+    `taken` caches the allocated devices per cluster across the rows of one page (one query
+    per cluster, not one per claim); `known` the answers for claims asking the same (CEL
+    runs once per device for each: a page of alike claims would run it thousands of times)."""
+    cluster = claim.namespace_request.cluster
+    taken = {} if taken is None else taken
+    known = {} if known is None else known
+    if cluster.pk not in taken:
+        taken[cluster.pk] = _allocated(cluster)
+    # A count of 0 stays 0: it is the count field's error, not a claim for 1.
+    count = None if claim.all_devices else (1 if claim.count is None else claim.count)
+    key = (cluster.pk, claim.device_class, count, claim.selector)
+    if key not in known:
+        known[key] = assess(
+            cluster=cluster,
+            device_class=claim.device_class,
+            count=count,
+            selector=claim.selector,
+            allocated=taken[cluster.pk],
+        )
+    return known[key]
+
+
+def assess(
+    *,
+    cluster: Cluster,
+    device_class: str,
+    count: int | None,
+    selector: str,
+    allocated: set[tuple[str, str, str]] | None = None,
+) -> Feasibility:
+    valid = not (selector and dracel.compile_error(selector))
+    found = _matching_devices(cluster.inventory, device_class, selector) if valid else ([], False)
+    devices, evaluated = found
+    per_node = _per_node(devices)
+    taken = _allocated(cluster) if allocated is None else allocated
+    free_devices = [d for d in devices if (d["driver"], d["pool"], d["name"]) not in taken]
+    free = _per_node(free_devices)
+    best_node, most = per_node.most_common(1)[0] if per_node else ("", 0)
+    free_node, most_free = free.most_common(1)[0] if free else ("", 0)
+    return Feasibility(
+        device_class=device_class,
+        matching=len(devices),
+        max_on_one_node=most,
+        best_node=free_node or best_node,
+        free_on_best_node=most_free,
+        free_in_cluster=len(free_devices),
+        selector=selector,
+        selector_evaluated=evaluated,
+        asked=count,
+        selector_valid=valid,
+    )
+
+
+def check_count(*, cluster: Cluster, device_class: str, count: int | None, selector: str) -> None:
+    """A field error on count when no single node has that many devices for the claim."""
+    if count is None or not cluster.inventory.get("devices"):
+        return
+    # Whether it can ever be met does not depend on what is taken now: no allocations read.
+    found = assess(
+        cluster=cluster, device_class=device_class, count=count, selector=selector, allocated=set()
+    )
+    problem = found.count_problem()
+    if problem:
+        raise ValidationError({"count": [problem]})
+
+
+def _matching_devices(
+    inv: dict[str, Any], device_class: str, selector: str
+) -> tuple[list[dict[str, Any]], bool]:
+    """Devices of the class, and of the selector (which compiles in the DRA CEL environment:
+    quantity(), semver(), ... as the scheduler has them)."""
+    of_class = device_picker.devices_of_class(inv, device_class)
+    if not selector:
+        return of_class, True
+    outcomes = [(d, _holds(selector, d)) for d in of_class]
+    if of_class and all(held is None for _, held in outcomes):
+        return of_class, False
+    # Where it fails on one device only, the scheduler would not allocate that device either.
+    return [d for d, held in outcomes if held], True
+
+
+def _holds(selector: str, device: dict[str, Any]) -> bool | None:
+    """Whether the selector holds for the device; None when evaluating it fails (an
+    attribute the device lacks): then neither it nor its negation holds."""
+    activation = dracel.device_activation(device["driver"], device)
+    if dracel.matches(selector, activation):
+        return True
+    return False if dracel.matches(f"!({selector})", activation) else None
+
+
+def _per_node(devices: list[dict[str, Any]]) -> Counter[str]:
+    """Devices reachable from each node: its own plus those published for every node."""
+    own = Counter(d["node"] for d in devices if d.get("node"))
+    everywhere = sum(1 for d in devices if not d.get("node"))
+    if not own:
+        return Counter({"": everywhere}) if everywhere else Counter()
+    return Counter({node: count + everywhere for node, count in own.items()})
+
+
+def allocated_on(cluster_ids: set[int]) -> Taken:
+    """The `taken` of of_claim for several clusters at once: one query for a page of claims."""
+    taken: Taken = {cluster_id: set() for cluster_id in cluster_ids}
+    allocations = ClaimRequest.objects.filter(
+        namespace_request__cluster_id__in=cluster_ids, allocation__isnull=False
+    ).values_list("namespace_request__cluster_id", "allocation")
+    for cluster_id, allocation in allocations:
+        taken[cluster_id] |= _devices_of(allocation)
+    return taken
+
+
+def _devices_of(allocation: dict[str, Any] | None) -> set[tuple[str, str, str]]:
+    return {
+        (d.get("driver", ""), d.get("pool", ""), d.get("device", ""))
+        for d in (allocation or {}).get("devices", [])
+    }
+
+
+def _allocated(cluster: Cluster) -> set[tuple[str, str, str]]:
+    """Devices the claims the portal follows hold, as the last sync saw them."""
+    allocations = ClaimRequest.objects.filter(
+        namespace_request__cluster=cluster, allocation__isnull=False
+    ).values_list("allocation", flat=True)
+    return {
+        (d.get("driver", ""), d.get("pool", ""), d.get("device", ""))
+        for allocation in allocations
+        for d in (allocation or {}).get("devices", [])
+    }

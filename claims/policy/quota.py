@@ -1,0 +1,331 @@
+"""Team quotas per cluster and device class: what a team holds, and whether one more fits.
+
+A request belongs to its owner's team; a user in several teams is charged to the team they
+joined first. A user in no team has no quota (and no rule approves for them: an approver
+decides). Checks run under the team's row lock (`locked_team_of`), so parallel submits or
+approvals of one team are decided one after the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db.models import QuerySet
+from django.utils.translation import gettext as _
+
+from claims.kube.manifests import ALL_DEVICES_QUOTA_CHARGE, device_class_quota_key
+from claims.models import ClaimRequest, Cluster, NamespaceRequest, Team, TeamMembership, TeamQuota
+from claims.models.teams import (
+    first_team_id,
+    first_team_members,
+    first_teams_of_members,
+    lifetime_words,
+)
+
+# Claims that hold, or will hold, devices; DECIDED leaves out those still waiting for a yes.
+LIVE_CLAIM_STATES = ("pending", "approved", "applying", "waiting", "in_use")
+DECIDED_CLAIM_STATES = LIVE_CLAIM_STATES[1:]
+
+
+def team_of(user: Any) -> Team | None:
+    if not getattr(user, "is_authenticated", False):
+        return None
+    memberships = TeamMembership.objects.filter(user=user).select_related("team")
+    first = memberships.order_by("joined", "id").first()
+    return first.team if first else None
+
+
+def locked_team_of(user: Any) -> Team | None:
+    """The user's team, its row locked until the transaction ends (call inside atomic)."""
+    if not getattr(user, "is_authenticated", False):
+        return None
+    teams = Team.objects.select_for_update(of=("self",)).filter(memberships__user=user)
+    return teams.order_by("memberships__joined", "memberships__id").first()
+
+
+def quota_row(team: Team | None, cluster: Cluster, device_class: str) -> TeamQuota | None:
+    if team is None:
+        return None
+    return TeamQuota.objects.filter(team=team, cluster=cluster, device_class=device_class).first()
+
+
+def owner_quota_row(owner_id: int, cluster: Cluster, device_class: str) -> TeamQuota | None:
+    """quota_row of the owner's (first) team, in one query."""
+    rows = TeamQuota.objects.filter(cluster=cluster, device_class=device_class)
+    return rows.filter(team_id=first_team_id(owner_id)).first()
+
+
+def max_lifetime(team: Team | None, cluster: Cluster, device_class: str) -> timedelta | None:
+    """The longest a claim of this team, cluster and class may live; None: no cap."""
+    row = quota_row(team, cluster, device_class)
+    return row.max_lifetime if row else None
+
+
+def default_lifetime(team: Team | None, cluster: Cluster, device_class: str) -> timedelta | None:
+    """The team's default lifetime for such a claim, capped by its max lifetime (the max
+    when it sets no default); None when it sets neither."""
+    return default_lifetime_of(quota_row(team, cluster, device_class))
+
+
+def default_lifetime_of(row: TeamQuota | None) -> timedelta | None:
+    if row is None or row.default_lifetime is None:
+        return row.max_lifetime if row else None
+    return min(row.default_lifetime, row.max_lifetime or row.default_lifetime)
+
+
+def devices_asked(
+    *, cluster: Cluster, device_class: str, count: int | None, all_devices: bool
+) -> int:
+    """An "all devices" claim holds every device of its class on the cluster."""
+    return cluster.device_count(device_class) if all_devices else int(count or 0)
+
+
+def devices_of(claim: ClaimRequest) -> int:
+    return devices_asked(
+        cluster=claim.cluster,
+        device_class=claim.device_class,
+        count=claim.count,
+        all_devices=claim.all_devices,
+    )
+
+
+def charged_users(team: Team) -> list[int]:
+    """Members whose first team is this one: their claims count here."""
+    return first_team_members([team.pk])
+
+
+def _claims_of(team: Team, cluster: Cluster, device_class: str, states: tuple) -> QuerySet:
+    return ClaimRequest.objects.filter(
+        owner_id__in=charged_users(team),
+        namespace_request__cluster=cluster,
+        device_class=device_class,
+        state__in=states,
+    )
+
+
+def devices_held(team: Team, cluster: Cluster, device_class: str, *, decided: bool = False) -> int:
+    """Devices the team's live claims of the class ask for on the cluster ("all" claims at
+    their class's size); `decided`: only those an approver (or a rule) said yes to."""
+    states = DECIDED_CLAIM_STATES if decided else LIVE_CLAIM_STATES
+    # Two columns per claim: a team may hold hundreds, and each is on this cluster.
+    rows = _claims_of(team, cluster, device_class, states).values_list("count", "all_devices")
+    return sum(
+        devices_asked(cluster=cluster, device_class=device_class, count=count, all_devices=every)
+        for count, every in rows
+    )
+
+
+@dataclass(frozen=True)
+class Use:
+    """A team's use of one class on one cluster, before and after a request."""
+
+    team: Team
+    cluster: Cluster
+    device_class: str
+    held: int
+    asked: int
+    limit: int | None
+
+    @property
+    def after(self) -> int:
+        return self.held + self.asked
+
+    @property
+    def fits(self) -> bool:
+        return self.limit is None or self.after <= self.limit
+
+    def problem(self) -> str:
+        room = max((self.limit or 0) - self.held, 0)
+        message = _(
+            "Team %(team)s may hold %(limit)s %(device_class)s device(s) on %(cluster)s; "
+            "%(held)s are already held or asked for, so at most %(room)s more."
+        )
+        return message % {
+            "team": self.team.name,
+            "limit": self.limit,
+            "device_class": self.device_class,
+            "cluster": self.cluster.name,
+            "held": self.held,
+            "room": room,
+        }
+
+
+def team_use(
+    team: Team, cluster: Cluster, device_class: str, *, asked: int, decided: bool = False
+) -> Use:
+    limit = _limit(team, cluster, device_class)
+    return _use(team, cluster, device_class, asked=asked, decided=decided, limit=limit)
+
+
+def _use(
+    team: Team, cluster: Cluster, device_class: str, *, asked: int, decided: bool, limit: int | None
+) -> Use:
+    held = devices_held(team, cluster, device_class, decided=decided)
+    return Use(team, cluster, device_class, held, asked, limit)
+
+
+def with_team_use(claims: list[ClaimRequest]) -> list[ClaimRequest]:
+    """A page of claims, each pending one with `team_use` (its approval_use, or None for an
+    owner in no team), in a few queries whatever the page's size; for the approval queue,
+    whose claims come with their clusters (approval_queue.with_clusters)."""
+    pending = [claim for claim in claims if claim.state == ClaimRequest.State.PENDING]
+    teams = _first_teams_of(pending)
+    charged = first_teams_of_members({team.pk for team in teams.values()})
+    rows = TeamQuota.objects.filter(team_id__in=set(charged.values()))
+    limits = {(q.team_id, q.cluster_id, q.device_class): q.max_devices for q in rows}
+    held = _decided_devices(charged, {claim.cluster.pk: claim.cluster for claim in pending})
+    for claim in pending:
+        team = teams.get(claim.owner_id)
+        claim.team_use = _page_use(team, claim, held, limits) if team else None  # type: ignore[attr-defined]
+    return claims
+
+
+def _page_use(team: Team, claim: ClaimRequest, held: dict, limits: dict) -> Use:
+    key = (team.pk, claim.cluster.pk, claim.device_class)
+    cluster, asked = claim.cluster, devices_of(claim)
+    return Use(team, cluster, claim.device_class, held.get(key, 0), asked, limits.get(key))
+
+
+def _first_teams_of(claims: list[ClaimRequest]) -> dict[int, Team]:
+    """Each owner's first team: from the rows' owner_team_id (approval_queue.approval_queue reads
+    it with the page, so a queue without teams asks nothing more), else looked up."""
+    if not all(hasattr(claim, "owner_team_id") for claim in claims):
+        return _first_teams({claim.owner_id for claim in claims})
+    team_ids = {claim.owner_team_id for claim in claims}  # type: ignore[attr-defined]
+    by_id = {team.pk: team for team in Team.objects.filter(pk__in=team_ids - {None})}
+    return {c.owner_id: by_id[c.owner_team_id] for c in claims if c.owner_team_id in by_id}  # type: ignore[attr-defined]
+
+
+def _first_teams(user_ids: set[int]) -> dict[int, Team]:
+    rows = TeamMembership.objects.filter(user_id__in=user_ids).select_related("team")
+    firsts: dict[int, Team] = {}
+    for membership in rows.order_by("joined", "id"):
+        firsts.setdefault(membership.user_id, membership.team)
+    return firsts
+
+
+def _decided_devices(charged: dict[int, int], clusters: dict[int, Cluster]) -> dict[tuple, int]:
+    """Devices the decided live claims of the charged users hold, by (team, cluster, class)."""
+    claims = ClaimRequest.objects.filter(owner_id__in=charged, state__in=DECIDED_CLAIM_STATES)
+    fields = ("owner_id", "namespace_request__cluster_id", "device_class", "count", "all_devices")
+    rows = list(claims.values_list(*fields))
+    missing = {row[1] for row in rows if row[4] and row[1] not in clusters}
+    clusters = clusters | {c.pk: c for c in Cluster.objects.filter(pk__in=missing)}
+    held: dict[tuple, int] = {}
+    for owner_id, cluster_id, device_class, count, all_devices in rows:
+        key = (charged[owner_id], cluster_id, device_class)
+        devices = clusters[cluster_id].device_count(device_class) if all_devices else count or 0
+        held[key] = held.get(key, 0) + devices
+    return held
+
+
+def submit_problem(
+    team: Team | None,
+    *,
+    namespace_request: NamespaceRequest,
+    device_class: str,
+    count: int | None,
+    all_devices: bool,
+) -> str | None:
+    """Why a new claim does not fit the team's quota (pending claims count), else None."""
+    cluster = namespace_request.cluster
+    limit = _limit(team, cluster, device_class)
+    if team is None or limit is None:
+        return None
+    asked = devices_asked(
+        cluster=cluster, device_class=device_class, count=count, all_devices=all_devices
+    )
+    use = _use(team, cluster, device_class, asked=asked, decided=False, limit=limit)
+    if not use.fits:
+        return use.problem()
+    charge = ALL_DEVICES_QUOTA_CHARGE if all_devices else int(count or 0)
+    return _namespace_charge_problem(use, namespace_request, charge, LIVE_CLAIM_STATES)
+
+
+def approval_problem(team: Team | None, claim: ClaimRequest) -> str | None:
+    """Why approving the claim now would go over its team's quota, else None: claims decided
+    since (or a quota lowered since) count, other pending ones do not."""
+    limit = _limit(team, claim.cluster, claim.device_class)
+    if team is None or limit is None:
+        return None
+    use = _approval_use(team, claim, limit)
+    if not use.fits:
+        return use.problem()
+    charge = ALL_DEVICES_QUOTA_CHARGE if claim.all_devices else int(claim.count or 0)
+    return _namespace_charge_problem(use, claim.namespace_request, charge, DECIDED_CLAIM_STATES)
+
+
+def _limit(team: Team | None, cluster: Cluster, device_class: str) -> int | None:
+    """The team's device limit for the class there; None: nothing is over it, and its claims
+    need not be counted."""
+    row = quota_row(team, cluster, device_class)
+    return row.max_devices if row else None
+
+
+def approval_use(team: Team, claim: ClaimRequest) -> Use:
+    """The team's use of the claim's class before and after approving it."""
+    return _approval_use(team, claim, _limit(team, claim.cluster, claim.device_class))
+
+
+def _approval_use(team: Team, claim: ClaimRequest, limit: int | None) -> Use:
+    asked = devices_of(claim)
+    return _use(team, claim.cluster, claim.device_class, asked=asked, decided=True, limit=limit)
+
+
+def _namespace_charge_problem(
+    use: Use, ns: NamespaceRequest, charge: int, states: tuple
+) -> str | None:
+    """The namespace's ResourceQuota charges an "all devices" claim the most one claim can
+    get (32, as the API server's quota evaluator does), not the class's size: refuse here
+    what the cluster would refuse after approval."""
+    if use.limit is None:
+        return None
+    claims = ns.claim_requests.filter(device_class=use.device_class, state__in=states)
+    charged = sum(ALL_DEVICES_QUOTA_CHARGE if c.all_devices else int(c.count or 0) for c in claims)
+    if charged + charge <= use.limit:
+        return None
+    message = _(
+        "The cluster's quota on namespace %(namespace)s counts an 'all devices' claim as "
+        "%(charge)s %(device_class)s devices, over team %(team)s's %(limit)s: ask for an "
+        "exact number of devices."
+    )
+    return message % {
+        "namespace": ns.name,
+        "charge": ALL_DEVICES_QUOTA_CHARGE,
+        "device_class": use.device_class,
+        "team": use.team.name,
+        "limit": use.limit,
+    }
+
+
+def namespace_quota_hard(team: Team | None, cluster: Cluster) -> dict[str, str]:
+    """The `spec.hard` of a team's namespaces on a cluster: one entry per limited class."""
+    if team is None:
+        return {}
+    rows = TeamQuota.objects.filter(team=team, cluster=cluster, max_devices__isnull=False)
+    return {device_class_quota_key(row.device_class): str(row.max_devices) for row in rows}
+
+
+@dataclass(frozen=True)
+class QuotaLine:
+    """One of a team's quotas and what the team holds of it now."""
+
+    quota: TeamQuota
+    held: int
+
+    @property
+    def max_lifetime(self) -> str:
+        return lifetime_words(self.quota.max_lifetime) or _("no cap")
+
+    @property
+    def default_lifetime(self) -> str:
+        return lifetime_words(self.quota.default_lifetime) or "—"
+
+
+def quota_lines(team: Team) -> list[QuotaLine]:
+    return [
+        QuotaLine(row, devices_held(team, row.cluster, row.device_class))
+        for row in team.quotas.all()
+    ]

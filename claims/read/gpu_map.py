@@ -1,0 +1,276 @@
+"""The GPU map of a cluster: its nodes, the cards on each, and who holds which device.
+
+A pure function of what the portal stored (Cluster.inventory from the ResourceSlices and the
+allocations of the claims it follows), so the page is drawn without asking the cluster.
+A GPU cut into MIG devices is one card with its partitions; a whole GPU is one device.
+Devices held by claims made outside the portal are not seen and show as free, and the
+inventory carries no device taints, so the map has no "tainted" state yet.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.utils.translation import gettext, gettext_lazy, pgettext_lazy
+
+from claims.read import inventory
+
+DeviceId = tuple[str, str, str]  # driver, pool, device
+MIG_SEPARATOR = "-mig-"
+# What a tile of the map shows, with the mark that says it without colour (the legend's order).
+FREE, MINE, TEAM, OTHER = "free", "mine", "team", "other"
+LEGEND = (
+    (FREE, "○", pgettext_lazy("device", "free")),
+    (MINE, "●", gettext_lazy("held by you")),
+    (TEAM, "◐", gettext_lazy("held by your team")),
+    (OTHER, "■", gettext_lazy("held by others")),
+)
+MARKS = {status: (mark, label) for status, mark, label in LEGEND}
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A claim the portal follows and the devices it has allocated."""
+
+    claim_id: int
+    claim_name: str
+    namespace: str
+    owner: str
+    devices: frozenset[DeviceId]
+    shown: bool = False  # the viewer may see whose claim it is (an approver, or its owner)
+    whose: str = OTHER  # MINE, TEAM or OTHER, as the viewer sees it (see `whose`)
+
+
+@dataclass(frozen=True)
+class DeviceCell:
+    driver: str
+    pool: str
+    name: str
+    kind: str  # "gpu" or "mig"
+    model: str
+    memory: str
+    profile: str
+    holder: Hold | None
+    highlighted: bool
+    matching: bool
+
+    @property
+    def id(self) -> DeviceId:
+        return (self.driver, self.pool, self.name)
+
+    @property
+    def state(self) -> str:
+        return "held" if self.holder else "free"
+
+    @property
+    def status(self) -> str:
+        """The tile's state: whose claim holds it, or free."""
+        return self.holder.whose if self.holder else FREE
+
+    @property
+    def mark(self) -> str:
+        return MARKS[self.status][0]
+
+    @property
+    def status_label(self) -> str:
+        return str(MARKS[self.status][1])
+
+    @property
+    def description(self) -> str:
+        """The tile's text label: the device, its model and memory, and its state."""
+        parts = [f"{self.name}: {' '.join(filter(None, [self.model, self.profile]))}"]
+        parts += [self.memory, self.status_label]
+        if self.holder and self.holder.shown:
+            who = f"{self.holder.owner}/{self.holder.claim_name}"
+            parts.append(gettext("claim %(claim)s") % {"claim": who})
+        return ", ".join(part for part in parts if part)
+
+    @property
+    def slices(self) -> int:
+        """A MIG device's memory slices (…-<start>-<size>), which its tile's width follows."""
+        size = self.name.rpartition("-")[2]
+        return min(int(size), 8) if self.kind == "mig" and size.isdigit() else 1
+
+
+@dataclass(frozen=True)
+class Card:
+    """One physical GPU: a single device, or the MIG devices it is cut into."""
+
+    label: str
+    model: str
+    memory: str
+    devices: list[DeviceCell]
+
+    @property
+    def is_mig(self) -> bool:
+        return any(cell.kind == "mig" for cell in self.devices)
+
+
+@dataclass(frozen=True)
+class NodeMap:
+    name: str
+    cards: list[Card]
+
+    @property
+    def devices(self) -> list[DeviceCell]:
+        return [cell for card in self.cards for cell in card.devices]
+
+    @property
+    def free(self) -> int:
+        return sum(1 for cell in self.devices if not cell.holder)
+
+    @property
+    def highlighted(self) -> bool:
+        return any(cell.highlighted for cell in self.devices)
+
+
+@dataclass(frozen=True)
+class ModelCount:
+    model: str
+    kind: str
+    free: int
+    total: int
+
+
+@dataclass(frozen=True)
+class GpuMap:
+    nodes: list[NodeMap]
+    models: list[ModelCount] = field(default_factory=list)
+    filtered: bool = False  # cells carry `matching` for a claim's class and selector
+
+    @property
+    def total(self) -> int:
+        return sum(len(node.devices) for node in self.nodes)
+
+    @property
+    def legend(self) -> tuple[tuple[str, str, Any], ...]:
+        return LEGEND
+
+    @property
+    def free(self) -> int:
+        return sum(node.free for node in self.nodes)
+
+    def node(self, name: str) -> NodeMap | None:
+        return next((node for node in self.nodes if node.name == name), None)
+
+
+def whose(*, owner_id: int, owner_team_id: int | None, viewer: Any, viewer_teams: set[int]) -> str:
+    """A claim as the viewer sees it: theirs, their team's (the team charged for it, its
+    owner's first) or someone else's."""
+    if owner_id == viewer.pk:
+        return MINE
+    return TEAM if owner_team_id is not None and owner_team_id in viewer_teams else OTHER
+
+
+def device_id(device: dict[str, Any]) -> DeviceId:
+    return (device["driver"], device["pool"], device["name"])
+
+
+def allocated_ids(allocation: dict[str, Any] | None) -> frozenset[DeviceId]:
+    """The devices of a stored allocation (ClaimRequest.allocation)."""
+    return frozenset(
+        (d.get("driver", ""), d.get("pool", ""), d.get("device", ""))
+        for d in (allocation or {}).get("devices", [])
+    )
+
+
+def matching_ids(inv: dict[str, Any], device_class: str, selector: str) -> set[DeviceId]:
+    """Devices of the class whose selectors, and the claim's own, hold (as the scheduler
+    evaluates them: an error is no match)."""
+    classes = {dc["name"]: dc["selectors"] for dc in inv.get("device_classes", [])}
+    if device_class not in classes:
+        return set()
+    expressions = [*classes[device_class], *([selector] if selector else [])]
+    return {
+        device_id(device)
+        for device in inv.get("devices", [])
+        if inventory.matches(expressions, device)
+    }
+
+
+def build(
+    inv: dict[str, Any],
+    holds: Iterable[Hold],
+    *,
+    highlight: Iterable[DeviceId] = (),
+    matching: set[DeviceId] | None = None,
+    nodes: Iterable[str] | None = None,
+) -> GpuMap:
+    """The map of the inventory's devices; `nodes` limits it to those nodes."""
+    holder = {device: hold for hold in holds for device in hold.devices}
+    marked = set(highlight)
+    wanted = set(nodes) if nodes is not None else None
+    by_node: dict[str, list[DeviceCell]] = {}
+    for device in inv.get("devices", []):
+        node = device.get("node") or device["pool"]
+        if wanted is not None and node not in wanted:
+            continue
+        key = device_id(device)
+        cell = _cell(device, holder.get(key), key in marked, matching is None or key in matching)
+        by_node.setdefault(node, []).append(cell)
+    node_maps = [NodeMap(name, _cards(cells)) for name, cells in sorted(by_node.items())]
+    return GpuMap(node_maps, _model_counts(node_maps), filtered=matching is not None)
+
+
+def _cell(
+    device: dict[str, Any], hold: Hold | None, highlighted: bool, matching: bool
+) -> DeviceCell:
+    attributes, capacity = device.get("attributes", {}), device.get("capacity", {})
+    return DeviceCell(
+        driver=device["driver"],
+        pool=device["pool"],
+        name=device["name"],
+        kind="mig" if attributes.get("type") == "mig" else "gpu",
+        model=str(attributes.get("productName") or device["name"]),
+        memory=str(capacity.get("memory", "")),
+        profile=str(attributes.get("profile", "")),
+        holder=hold,
+        highlighted=highlighted,
+        matching=matching,
+    )
+
+
+def _card_label(cell: DeviceCell) -> str:
+    # The driver names a MIG device after its GPU: gpu-<minor>-mig-<profile>-<start>-<size>.
+    return cell.name.split(MIG_SEPARATOR)[0] if cell.kind == "mig" else cell.name
+
+
+def _cards(cells: list[DeviceCell]) -> list[Card]:
+    grouped: dict[str, list[DeviceCell]] = {}
+    for cell in cells:
+        grouped.setdefault(_card_label(cell), []).append(cell)
+    cards = []
+    for label, members in grouped.items():
+        memory = members[0].memory if len(members) == 1 and members[0].kind == "gpu" else ""
+        in_place = sorted(members, key=lambda cell: _placement(cell.name))
+        cards.append(Card(label, members[0].model, memory, in_place))
+    return sorted(cards, key=lambda card: _natural(card.label))
+
+
+def _placement(name: str) -> tuple[int, str]:
+    """A MIG device's first memory slice (…-<profile>-<start>-<size>): the card's order."""
+    parts = name.split("-")
+    return (int(parts[-2]), name) if len(parts) > 2 and parts[-2].isdigit() else (-1, name)
+
+
+def _natural(label: str) -> tuple[Any, ...]:
+    """gpu-2 before gpu-10."""
+    head, _, tail = label.rpartition("-")
+    return (head, int(tail)) if tail.isdigit() else (label, -1)
+
+
+def _model_counts(node_maps: list[NodeMap]) -> list[ModelCount]:
+    totals: Counter[tuple[str, str]] = Counter()
+    free: Counter[tuple[str, str]] = Counter()
+    for node in node_maps:
+        for cell in node.devices:
+            key = (cell.model, cell.profile or gettext("whole GPU"))
+            totals[key] += 1
+            free[key] += 0 if cell.holder else 1
+    return [
+        ModelCount(model, kind, free[(model, kind)], total)
+        for (model, kind), total in sorted(totals.items())
+    ]

@@ -1,0 +1,382 @@
+"""The simulated cluster's hardware: nodes, their GPUs, and the objects that publish them.
+
+`load(path)` reads a YAML topology (docs/kubesim-topology.md); `load(None)` is the default:
+two nodes, 4 x H100 80GB HBM3 and 4 x A100-SXM4-40GB, as the NVIDIA DRA driver (v25.8
+style) publishes them.
+"""
+
+import copy
+import hashlib
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubesim.kubelet.cuda import MIG_PROFILES, MODELS, GpuModel, MigProfile
+from kubesim.kubelet.images import Registry
+from kubesim.kubelet.pod_status import node_ip
+
+DRIVER = "gpu.nvidia.com"
+DEFAULT_PATH = Path(__file__).parent / "topologies" / "default.yaml"
+DEFAULT_K8S_VERSION = "1.34.1"
+DEFAULT_IMAGES = (
+    "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
+    "nvcr.io/nvidia/k8s/cuda-sample:devicequery",
+    "nvcr.io/nvidia/k8s/cuda-sample:devicequery-cuda12.5.0",
+)
+DEVICE_CLASS_CEL = (
+    "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == '{}'"
+)
+
+
+class TopologyError(ValueError):
+    """A topology file that cannot describe a cluster."""
+
+
+@dataclass(frozen=True)
+class Device:
+    node: str
+    name: str
+    minor: int
+    uuid: str
+    model: GpuModel
+    pci_bus_id: str
+    driver_version: str
+    cuda_driver_version: str
+    mig: MigProfile | None = None
+    parent_uuid: str = ""
+    mig_start: int = 0
+
+    @property
+    def product_name(self) -> str:
+        return self.model.product_name
+
+    @property
+    def multiprocessors(self) -> int:
+        return self.mig.multiprocessors if self.mig else self.model.multiprocessors
+
+    @property
+    def cuda_memory_bytes(self) -> int:
+        if self.mig:
+            return self.mig.memory_mib * 2**20 - 2**29
+        return self.model.cuda_memory_bytes
+
+    def attributes(self) -> dict[str, dict]:
+        attributes = {
+            "architecture": {"string": self.model.architecture},
+            "brand": {"string": self.model.brand},
+            "cudaComputeCapability": {"version": self.model.compute_capability},
+            "cudaDriverVersion": {"version": self.cuda_driver_version},
+            "driverVersion": {"version": self.driver_version},
+            "pcieBusID": {"string": self.pci_bus_id},
+            "productName": {"string": self.product_name},
+            "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{self.pci_bus_id[5:7]}"},
+            "type": {"string": "mig" if self.mig else "gpu"},
+            "uuid": {"string": self.uuid},
+        }
+        if self.mig:
+            attributes["parentUUID"] = {"string": self.parent_uuid}
+            attributes["profile"] = {"string": self.mig.name}
+        return attributes
+
+    def capacity(self) -> dict[str, dict]:
+        if not self.mig:
+            return {"memory": {"value": self.model.memory}}
+        capacity = {
+            "multiprocessors": {"value": str(self.mig.multiprocessors)},
+            "copyEngines": {"value": str(max(1, self.mig.slices - 1))},
+            "decoders": {"value": str(self.mig.slices // 2)},
+            "encoders": {"value": "0"},
+            "jpegEngines": {"value": str(min(1, self.mig.slices // 4))},
+            "ofaEngines": {"value": str(min(1, self.mig.slices // 8))},
+            "memory": {"value": f"{self.mig.memory_mib}Mi"},
+        }
+        for index in range(self.mig_start, self.mig_start + self.mig.slices):
+            capacity[f"memorySlice{index}"] = {"value": "1"}
+        return capacity
+
+    def as_slice_device(self) -> dict:
+        return {"name": self.name, "attributes": self.attributes(), "capacity": self.capacity()}
+
+
+@dataclass
+class Topology:
+    devices_by_node: dict[str, list[Device]]
+    images: tuple[str, ...] = DEFAULT_IMAGES
+    node_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    registries: dict[str, Registry] = field(default_factory=dict)
+    offline: bool = False  # only the `registries` can be reached
+    objects: list[dict] = field(default_factory=list)  # verbatim Nodes, slices, classes
+    # Pod Security's level where a namespace has no enforce label (`pod_security: {enforce:}`;
+    # upstream's default, without an AdmissionConfiguration, is privileged).
+    pod_security_enforce: str = "privileged"
+
+    @property
+    def node_names(self) -> list[str]:
+        return list(self.devices_by_node)
+
+    def devices(self) -> list[Device]:
+        return [device for devices in self.devices_by_node.values() for device in devices]
+
+    def device(self, pool: str, name: str) -> Device | None:
+        for device in self.devices_by_node.get(pool, []):
+            if device.name == name:
+                return device
+        return None
+
+    def has_mig(self) -> bool:
+        return any(device.mig for device in self.devices())
+
+
+def _stable_uuid(*parts: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "kubesim/" + "/".join(parts)))
+
+
+def _gpu_devices(
+    node: str, spec: dict, first_minor: int, versions: tuple[str, str]
+) -> list[Device]:
+    model_name = spec.get("model", "")
+    if model_name not in MODELS:
+        raise TopologyError(
+            f"node {node}: unknown GPU model {model_name!r}; known: {sorted(MODELS)}"
+        )
+    model = MODELS[model_name]
+    devices = []
+    for offset in range(int(spec.get("count", 1))):
+        minor = first_minor + offset
+        gpu_uuid = "GPU-" + _stable_uuid(node, str(minor), model.product_name)
+        bus = f"0000:{0x18 + 0x10 * minor:02x}:00.0"
+        profiles = spec.get("mig") or []
+        if not profiles:
+            devices.append(Device(node, f"gpu-{minor}", minor, gpu_uuid, model, bus, *versions))
+            continue
+        devices += _mig_devices(node, minor, gpu_uuid, model, bus, profiles, versions)
+    return devices
+
+
+def _mig_devices(
+    node: str,
+    minor: int,
+    parent_uuid: str,
+    model: GpuModel,
+    bus: str,
+    profiles: list[str],
+    versions: tuple[str, str],
+) -> list[Device]:
+    devices, start = [], 0
+    for profile_name in profiles:
+        profile = MIG_PROFILES.get((model.memory, profile_name))
+        if profile is None:
+            raise TopologyError(
+                f"node {node}: MIG profile {profile_name!r} unknown for {model.product_name}"
+            )
+        name = f"gpu-{minor}-mig-{profile.gi_profile_id}-{start}-{profile.slices}"
+        mig_uuid = "MIG-" + _stable_uuid(node, name)
+        devices.append(
+            Device(node, name, minor, mig_uuid, model, bus, *versions, profile, parent_uuid, start)
+        )
+        start += profile.slices
+    if start > 8:
+        raise TopologyError(f"node {node}: MIG profiles of gpu-{minor} need {start} of 8 slices")
+    return devices
+
+
+def _node_devices(node: dict, versions: tuple[str, str]) -> list[Device]:
+    devices: list[Device] = []
+    for spec in node.get("gpus") or []:
+        devices += _gpu_devices(node["name"], spec, len({d.minor for d in devices}), versions)
+    return devices
+
+
+def _objects(data: dict) -> list[dict]:
+    """The `objects:` section: Nodes, ResourceSlices and DeviceClasses created as written
+    (instead of the generated ones); without `nodes:`, its Nodes are the nodes."""
+    objects = data.get("objects") or []
+    kinds = {"Node", "ResourceSlice", "DeviceClass"}
+    if not isinstance(objects, list) or any(
+        not isinstance(obj, dict) or obj.get("kind") not in kinds for obj in objects
+    ):
+        raise TopologyError("`objects:` must list Nodes, ResourceSlices and DeviceClasses")
+    if "nodes" not in data:
+        data["nodes"] = [{"name": o["metadata"]["name"]} for o in objects if o["kind"] == "Node"]
+    return objects
+
+
+def from_dict(data: dict) -> Topology:
+    """A Topology from the parsed YAML document."""
+    objects = _objects(data) if isinstance(data, dict) else []
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list) or not data["nodes"]:
+        raise TopologyError("a topology needs a non-empty `nodes:` list")
+    versions = (
+        str(data.get("driverVersion", "580.95.5")),
+        str(data.get("cudaDriverVersion", "13.0.0")),
+    )
+    devices_by_node, labels = {}, {}
+    for node in data["nodes"]:
+        if not isinstance(node, dict) or not node.get("name"):
+            raise TopologyError("every node needs a `name`")
+        devices_by_node[node["name"]] = _node_devices(node, versions)
+        labels[node["name"]] = {str(k): str(v) for k, v in (node.get("labels") or {}).items()}
+    images = tuple(data.get("images") or DEFAULT_IMAGES)
+    offline = data.get("offline", False)
+    if not isinstance(offline, bool):
+        raise TopologyError("`offline:` must be true or false")
+    enforce = (data.get("pod_security") or {}).get("enforce", "privileged")
+    if enforce not in ("privileged", "baseline", "restricted"):
+        raise TopologyError("`pod_security: {enforce:}` is privileged, baseline or restricted")
+    return Topology(devices_by_node, images, labels, _registries(data), offline, objects, enforce)
+
+
+def _registries(data: dict) -> dict[str, Registry]:
+    """The `registries:` section: prefix -> {mirrors, requires_auth} (both optional)."""
+    section = data.get("registries") or {}
+    if not isinstance(section, dict):
+        raise TopologyError("`registries:` must map registry hosts to their settings")
+    registries = {}
+    for prefix, settings in section.items():
+        settings = settings or {}
+        unknown = set(settings) - {"mirrors", "requires_auth"} if isinstance(settings, dict) else {}
+        if not isinstance(settings, dict) or unknown or not str(prefix).strip("/"):
+            raise TopologyError(
+                f"registry {prefix!r}: settings may be `mirrors:` (a host or host/path) "
+                "and `requires_auth:` (true or false)"
+            )
+        if not isinstance(settings.get("requires_auth", False), bool):
+            raise TopologyError(f"registry {prefix!r}: `requires_auth:` must be true or false")
+        key = str(prefix).strip("/")
+        mirrors = str(settings.get("mirrors") or "").strip("/")
+        registries[key] = Registry(key, mirrors, settings.get("requires_auth", False))
+    return registries
+
+
+def load(path: str | Path | None = None) -> Topology:
+    """The topology in the YAML file at `path`, or the default one."""
+    text = Path(path or DEFAULT_PATH).read_text()
+    try:
+        return from_dict(yaml.safe_load(text))
+    except yaml.YAMLError as error:
+        raise TopologyError(f"{path}: {error}") from None
+
+
+def _node_info(name: str, k8s_version: str) -> dict:
+    machine = hashlib.sha256(name.encode()).hexdigest()
+    return {
+        "machineID": machine[:32],
+        "systemUUID": _stable_uuid("system", name),
+        "bootID": _stable_uuid("boot", name),
+        "kernelVersion": "5.15.0-139-generic",
+        "osImage": "Ubuntu 22.04.5 LTS",
+        "containerRuntimeVersion": "containerd://1.7.27",
+        "kubeletVersion": f"v{k8s_version.lstrip('v')}",
+        "kubeProxyVersion": "",
+        "operatingSystem": "linux",
+        "architecture": "amd64",
+    }
+
+
+def node_object(topology: Topology, name: str, k8s_version: str = DEFAULT_K8S_VERSION) -> dict:
+    labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "nvidia.com/gpu.present": "true",
+        **topology.node_labels.get(name, {}),
+    }
+    status = {
+        "capacity": {"cpu": "64", "memory": "528280508Ki", "pods": "110"},
+        "allocatable": {"cpu": "63", "memory": "527178108Ki", "pods": "110"},
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "kubelet is posting ready status",
+            }
+        ],
+        "addresses": [
+            {"type": "InternalIP", "address": node_ip(name)},
+            {"type": "Hostname", "address": name},
+        ],
+        "nodeInfo": _node_info(name, k8s_version),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {},
+        "status": status,
+    }
+
+
+def slice_object(topology: Topology, node: str, node_uid: str) -> dict:
+    """The node's one ResourceSlice (storage form), named as the kubelet plugin names it."""
+    suffix = hashlib.sha256(node.encode()).hexdigest()[:5]
+    owner = {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid, "controller": True}
+    metadata = {
+        "name": f"{node}-{DRIVER}-{suffix}",
+        "generateName": f"{node}-{DRIVER}-",
+        "ownerReferences": [owner],
+    }
+    spec = {
+        "driver": DRIVER,
+        "nodeName": node,
+        "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+        "devices": [device.as_slice_device() for device in topology.devices_by_node[node]],
+    }
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": metadata,
+        "spec": spec,
+    }
+
+
+def device_class_objects(topology: Topology) -> list[dict]:
+    types = ["gpu", "mig"] if topology.has_mig() else ["gpu"]
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": f"{device_type}.nvidia.com"},
+            "spec": {"selectors": [{"cel": {"expression": DEVICE_CLASS_CEL.format(device_type)}}]},
+        }
+        for device_type in types
+    ]
+
+
+def _as_created(obj: dict) -> dict:
+    """An `objects:` entry as `kubectl create` leaves it: the API server's Node defaults
+    (spec, daemonEndpoints) and the managedFields of manager kubectl-create."""
+    from kubesim.registry.apply import record_update
+
+    obj = copy.deepcopy(obj)
+    record_update(
+        None, obj, manager="kubectl-create", api_version=obj["apiVersion"], reset=("f:status",)
+    )
+    if obj["kind"] == "Node":
+        obj.setdefault("spec", {})
+        endpoints = obj.setdefault("status", {}).setdefault("daemonEndpoints", {})
+        endpoints.setdefault("kubeletEndpoint", {"Port": 0})
+    return obj
+
+
+def seed(store: Any, topology: Topology, *, k8s_version: str = DEFAULT_K8S_VERSION) -> None:
+    """Create the Nodes, ResourceSlices and DeviceClasses of `topology` in an empty store;
+    the kubelets report `k8s_version`."""
+    from kubesim.registry.kinds import kind_for
+
+    nodes, slices = kind_for("", "nodes"), kind_for("resource.k8s.io", "resourceslices")
+    if topology.objects:
+        for obj in topology.objects:
+            resource = {"Node": "nodes", "ResourceSlice": "resourceslices"}.get(obj["kind"])
+            group = "" if obj["kind"] == "Node" else "resource.k8s.io"
+            store.create(kind_for(group, resource or "deviceclasses"), _as_created(obj))
+        return
+    for name in topology.node_names:
+        node = store.create(nodes, node_object(topology, name, k8s_version))
+        if topology.devices_by_node[name]:  # the driver runs on GPU nodes only
+            store.create(slices, slice_object(topology, name, node["metadata"]["uid"]))
+    for device_class in device_class_objects(topology):
+        store.create(kind_for("resource.k8s.io", "deviceclasses"), device_class)

@@ -1,0 +1,170 @@
+"""Structured-parameters allocation: choose devices on one node for a Pod's claims.
+
+Pure functions over plain dicts (storage form), as the scheduler's DRA plugin does it:
+DeviceClass selectors and request selectors (CEL) must all hold, ExactCount or All,
+firstAvailable subrequests in order, matchAttribute constraints, no device used twice.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kubesim.base.cel_env import device_activation, matches
+
+DeviceId = tuple[str, str, str]  # driver, pool, device
+
+
+class ClassMissing(Exception):
+    """A request names a DeviceClass that does not exist (rejected for the whole Pod)."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    driver: str
+    pool: str
+    name: str
+    node: str
+    device: dict
+
+    @property
+    def id(self) -> DeviceId:
+        return (self.driver, self.pool, self.name)
+
+    def attribute(self, qualified: str) -> object:
+        domain, _, name = qualified.rpartition("/")
+        attributes = self.device.get("attributes") or {}
+        value = attributes.get(name if domain == self.driver else qualified)
+        if value is None and domain == self.driver:
+            value = attributes.get(qualified)
+        return None if value is None else tuple(sorted(value.items()))
+
+
+def candidates(slices: Iterable[dict], node: str) -> list[Candidate]:
+    """The devices that ResourceSlices publish for `node` (node-local or all nodes)."""
+    found = []
+    for resource_slice in slices:
+        spec = resource_slice.get("spec") or {}
+        if spec.get("nodeName") != node and not spec.get("allNodes"):
+            continue
+        pool = (spec.get("pool") or {}).get("name", "")
+        for device in spec.get("devices") or []:
+            found.append(Candidate(spec.get("driver", ""), pool, device["name"], node, device))
+    return found
+
+
+def _selectors_hold(selectors: list[dict] | None, candidate: Candidate) -> bool:
+    activation = device_activation(candidate.driver, candidate.device)
+    expressions = [((s or {}).get("cel") or {}).get("expression", "") for s in selectors or []]
+    return all(matches(expression, activation) for expression in expressions)
+
+
+def matching(
+    exact: dict, request_name: str, classes: dict[str, dict], devices: list[Candidate]
+) -> list[Candidate]:
+    """Devices that satisfy the request's class and its own selectors."""
+    class_name = exact.get("deviceClassName", "")
+    device_class = classes.get(class_name)
+    if device_class is None:
+        raise ClassMissing(f"request {request_name}: device class {class_name} does not exist")
+    class_selectors = (device_class.get("spec") or {}).get("selectors") or []
+    return [
+        d
+        for d in devices
+        if _selectors_hold(class_selectors, d) and _selectors_hold(exact.get("selectors"), d)
+    ]
+
+
+@dataclass
+class Slot:
+    """One device to choose: which request it serves and which devices may fill it."""
+
+    request: str
+    options: list[Candidate]
+
+
+def _slots_for(
+    exact: dict, name: str, options: list[Candidate], free: set[DeviceId]
+) -> list[Slot] | None:
+    if exact.get("allocationMode") == "All":
+        if not options or any(option.id not in free for option in options):
+            return None
+        return [Slot(name, [option]) for option in options]
+    count = int(exact.get("count") or 1)
+    available = [option for option in options if option.id in free]
+    if len(available) < count:
+        return None
+    return [Slot(name, available) for _ in range(count)]
+
+
+def _constraints_hold(constraints: list[dict], chosen: list[tuple[str, Candidate]]) -> bool:
+    for constraint in constraints or []:
+        attribute = constraint.get("matchAttribute")
+        if not attribute:
+            continue
+        scope = set(constraint.get("requests") or [])
+        values = {
+            candidate.attribute(attribute)
+            for request, candidate in chosen
+            if not scope or request in scope or request.split("/")[0] in scope
+        }
+        if len(values) > 1 or None in values:
+            return False
+    return True
+
+
+def _search(
+    slots: list[Slot], constraints: list[dict], chosen: list[tuple[str, Candidate]]
+) -> list[tuple[str, Candidate]] | None:
+    """Depth-first choice of one distinct device per slot that keeps the constraints."""
+    if not _constraints_hold(constraints, chosen):
+        return None
+    if len(chosen) == len(slots):
+        return chosen
+    slot = slots[len(chosen)]
+    taken = {candidate.id for _, candidate in chosen}
+    for option in slot.options:
+        if option.id not in taken:
+            found = _search(slots, constraints, [*chosen, (slot.request, option)])
+            if found is not None:
+                return found
+    return None
+
+
+def _request_variants(request: dict) -> list[tuple[str, dict]]:
+    if request.get("exactly") is not None:
+        return [(request["name"], request["exactly"])]
+    return [
+        (f"{request['name']}/{sub['name']}", sub) for sub in request.get("firstAvailable") or []
+    ]
+
+
+def _claim_slots(
+    claim: dict, classes: dict[str, dict], devices: list[Candidate], free: set[DeviceId]
+) -> list[list[Slot]]:
+    """Every combination of slots (one per firstAvailable choice), in preference order."""
+    combinations: list[list[Slot]] = [[]]
+    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        extended = []
+        for slots in combinations:
+            for name, exact in _request_variants(request):
+                options = matching(exact, request["name"], classes, devices)
+                request_slots = _slots_for(exact, name, options, free)
+                if request_slots is not None:
+                    extended.append(slots + request_slots)
+        combinations = extended
+    return combinations
+
+
+def allocate(
+    claim: dict, classes: dict[str, dict], devices: list[Candidate], in_use: set[DeviceId]
+) -> list[dict] | None:
+    """Allocation results for `claim` from the free `devices`, or None if it does not fit."""
+    free = {d.id for d in devices} - in_use
+    constraints = ((claim.get("spec") or {}).get("devices") or {}).get("constraints") or []
+    for slots in _claim_slots(claim, classes, devices, free):
+        chosen = _search(slots, constraints, [])
+        if chosen is not None:
+            return [
+                {"request": request, "driver": c.driver, "pool": c.pool, "device": c.name}
+                for request, c in chosen
+            ]
+    return None

@@ -1,0 +1,368 @@
+"""kube-scheduler's DRA part and the resourceclaim controller, as one thread over the Store.
+
+Store events are queued by the subscriber callback (the writer never waits) and handled in
+the scheduler's own thread: pods waiting for a node are tried, claims are allocated and
+reserved, pods bound; finished or deleted pods leave `reservedFor`, and a claim without
+consumers is deallocated.
+"""
+
+import logging
+import queue
+import threading
+from typing import Any, NamedTuple
+
+from kubesim.base.errors import ApiError
+from kubesim.controllers.allocator import Candidate, ClassMissing, DeviceId, allocate, candidates
+from kubesim.controllers.node_affinity import pod_fits_node
+from kubesim.registry.kinds import kind_for
+from kubesim.registry.reservations import (
+    ClaimNotReady,
+    allocation_results,
+    bind,
+    claims_for_pod,
+    delete_generated_claims,
+    mark_unschedulable,
+    object_key,
+    pod_claims,
+    release_claim,
+    reserve,
+    unreserve,
+)
+
+log = logging.getLogger(__name__)
+
+PODS, CLAIMS = kind_for("", "pods"), kind_for("resource.k8s.io", "resourceclaims")
+SLICES, CLASSES = (
+    kind_for("resource.k8s.io", "resourceslices"),
+    kind_for("resource.k8s.io", "deviceclasses"),
+)
+NODES = kind_for("", "nodes")
+CANNOT_ALLOCATE = "cannot allocate all claims"
+NOT_ON_NODE = "resourceclaim not available on the node"
+SELECTOR_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
+# The NodeUnschedulable plugin's (a cordoned node), which runs before the others.
+CORDONED = "node(s) were unschedulable"
+# TaintToleration's, next (upstream no longer names the taint: its value may be private).
+UNTOLERATED = "node(s) had untolerated taint(s)"
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+STILL_NOT_SCHEDULABLE = "still not schedulable"
+NO_CLAIMS_TO_DEALLOCATE = "no new claims to deallocate"
+TERMINAL = ("Succeeded", "Failed")
+
+
+class Unschedulable(Exception):
+    """The pod fits no node now; str() is the reason the scheduler reports."""
+
+
+class Inventory(NamedTuple):
+    """Nodes, their published devices and the device classes, read once per scheduling pass."""
+
+    nodes: list[str]
+    devices: dict[str, list[Candidate]]
+    classes: dict[str, dict]
+    labels: dict[str, dict[str, str]]
+    cordoned: frozenset[str] = frozenset()
+    taints: dict[str, list[dict]] = {}
+
+
+def read_inventory(store: Any) -> Inventory:
+    listed = store.list(NODES, copy=False)[0]
+    metas = [node["metadata"] for node in listed]
+    nodes = [meta["name"] for meta in metas]
+    labels = {meta["name"]: meta.get("labels") or {} for meta in metas}
+    cordoned = frozenset(
+        node["metadata"]["name"] for node in listed if (node.get("spec") or {}).get("unschedulable")
+    )
+    taints = {
+        node["metadata"]["name"]: (node.get("spec") or {}).get("taints") or [] for node in listed
+    }
+    slices, _ = store.list(SLICES, copy=False)
+    classes = {c["metadata"]["name"]: c for c in store.list(CLASSES, copy=False)[0]}
+    devices = {node: candidates(slices, node) for node in nodes}
+    return Inventory(nodes, devices, classes, labels, cordoned, taints)
+
+
+def tolerates(pod: dict, taint: dict) -> bool:
+    """Whether one of the Pod's tolerations tolerates the taint (upstream's
+    Toleration.ToleratesTaint: an empty effect or key matches any; Equal compares values)."""
+    for toleration in (pod.get("spec") or {}).get("tolerations") or []:
+        if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+            continue
+        if toleration.get("key") and toleration["key"] != taint.get("key"):
+            continue
+        operator = toleration.get("operator") or "Equal"
+        if operator == "Exists":
+            return True
+        if operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def tolerates_cordon(pod: dict) -> bool:
+    """As DaemonSet Pods do: the NodeUnschedulable plugin lets such a Pod onto a cordoned node."""
+    return tolerates(pod, {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"})
+
+
+def has_untolerated_taint(pod: dict, taints: list[dict]) -> bool:
+    """The TaintToleration plugin's filter: a NoSchedule or NoExecute taint the Pod does not
+    tolerate (PreferNoSchedule only scores)."""
+    return any(
+        taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(pod, taint)
+        for taint in taints
+    )
+
+
+def fit_error(
+    node_count: int,
+    reasons: dict[str, int] | None = None,
+    prefilter: str = "",
+    postfilter: str = STILL_NOT_SCHEDULABLE,
+) -> str:
+    """The FailedScheduling message, built as the real scheduler's FitError.Error();
+    `postfilter` is what the DRA plugin's PostFilter says (it has nothing to deallocate
+    for a Pod without claims)."""
+    message = f"0/{node_count} nodes are available:"
+    if prefilter:
+        message += f" {prefilter}."
+    else:
+        histogram = sorted(f"{count} {reason}" for reason, count in (reasons or {}).items())
+        message += " " + ", ".join(histogram) + "."
+    preemption = (
+        f"0/{node_count} nodes are available: {node_count} Preemption is not helpful for scheduling"
+    )
+    return f"{message} {postfilter}, preemption: {preemption}."
+
+
+def _device_ids(results: list[dict]) -> set[DeviceId]:
+    return {(r["driver"], r["pool"], r["device"]) for r in results}
+
+
+def _allocated_devices(claim: dict) -> set[DeviceId]:
+    return _device_ids(allocation_results(claim))
+
+
+def allocated_node(claim: dict) -> str | None:
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    for term in (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or []:
+        for field in term.get("matchFields") or []:
+            if field.get("key") == "metadata.name" and field.get("values"):
+                return field["values"][0]
+    return None
+
+
+class Scheduler:
+    def __init__(
+        self, store: Any, topology: Any = None, *, allocation_timestamp: bool = True
+    ) -> None:
+        self.store = store
+        self.topology = topology
+        self.allocation_timestamp = allocation_timestamp
+        self._events: queue.SimpleQueue = queue.SimpleQueue()
+        self._in_use: dict[tuple[str, str], set[DeviceId]] = {}
+        # Pods waiting for a node, tried oldest first as the scheduler's queue does.
+        self._waiting: dict[tuple[str, str], str] = {}
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kubesim-scheduler", daemon=True)
+        store.subscribe(self._on_event)
+
+    def start(self) -> "Scheduler":
+        self._events.put(("RESYNC", "", {}))
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._events.put(None)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _on_event(self, event: str, ref: Any, obj: dict) -> None:
+        # A Node changing (cordoned, tainted, relabelled) moves waiting Pods back to the
+        # active queue at once, as upstream's NodeUpdate event hints do.
+        if ref.plural in ("pods", "resourceclaims", "resourceslices", "deviceclasses", "nodes"):
+            self._events.put((event, ref.plural, obj))
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                batch = [self._events.get(timeout=2.0)]
+            except queue.Empty:
+                batch = [("RETRY", "", {})]  # a periodic retry, like the scheduler's backoff queue
+            while not self._events.empty():
+                batch.append(self._events.get())
+            try:
+                self._handle_batch([item for item in batch if item is not None])
+            except Exception:
+                log.exception("scheduler pass failed; retrying on the next event")
+
+    def _handle_batch(self, batch: list[tuple[str, str, dict]]) -> None:
+        retry = False
+        for event, plural, obj in batch:
+            retry |= self._handle(event, plural, obj)
+        if not retry:
+            return
+        self._waiting.update(self._unscheduled_pods())
+        if not self._waiting:
+            return
+        inventory = read_inventory(self.store)
+        for key in sorted(self._waiting, key=lambda k: (self._waiting[k], k)):
+            self._try_schedule(key, inventory)
+
+    def _handle(self, event: str, plural: str, obj: dict) -> bool:
+        """Record one event; True if waiting pods deserve another try."""
+        if event == "RESYNC":
+            self._resync()
+            return True
+        if plural == "pods":
+            return self._pod_changed(event, obj)
+        if plural == "resourceclaims":
+            self._claim_changed(event, obj)
+        return True
+
+    def _resync(self) -> None:
+        claims, _ = self.store.list(CLAIMS)
+        self._in_use = {object_key(claim): _allocated_devices(claim) for claim in claims}
+        pods, _ = self.store.list(PODS, copy=False)
+        live = _live_uids(pods)
+        for claim in claims:
+            release_claim(self.store, claim, live)
+        for pod in pods:
+            if (pod.get("status") or {}).get("phase") in TERMINAL:
+                self._release(pod)
+
+    def _live_pod_uids(self) -> set[str]:
+        return _live_uids(self.store.list(PODS, copy=False)[0])
+
+    def _pod_changed(self, event: str, pod: dict) -> bool:
+        key = object_key(pod)
+        phase = (pod.get("status") or {}).get("phase")
+        if event == "DELETED" or phase in TERMINAL:
+            self._waiting.pop(key, None)
+            return self._release(pod)
+        if (pod.get("spec") or {}).get("nodeName"):
+            return False  # a running pod's status changes free nothing
+        self._waiting[key] = pod["metadata"].get("creationTimestamp", "")
+        return True
+
+    def _claim_changed(self, event: str, claim: dict) -> None:
+        if event == "DELETED":
+            self._in_use.pop(object_key(claim), None)
+            return
+        self._in_use[object_key(claim)] = _allocated_devices(claim)
+        if claim["metadata"].get("deletionTimestamp"):
+            release_claim(self.store, claim, self._live_pod_uids())
+
+    def _release(self, pod: dict) -> bool:
+        """Take a finished or deleted pod out of its claims; True if devices were freed."""
+        freed = False
+        for claim in pod_claims(self.store, pod):
+            released = unreserve(self.store, claim, pod)
+            if released is not None and not _allocated_devices(released):
+                self._in_use[object_key(released)] = set()
+                freed = True
+        delete_generated_claims(self.store, pod)
+        return freed
+
+    def _unscheduled_pods(self) -> dict[tuple[str, str], str]:
+        pods, _ = self.store.list(PODS, copy=False)
+        return {
+            object_key(pod): pod["metadata"].get("creationTimestamp", "")
+            for pod in pods
+            if not (pod.get("spec") or {}).get("nodeName")
+            and (pod.get("status") or {}).get("phase") not in TERMINAL
+            and not pod["metadata"].get("deletionTimestamp")
+        }
+
+    def _try_schedule(self, key: tuple[str, str], inventory: Inventory) -> None:
+        try:
+            self._schedule(key, inventory)
+        except ApiError as error:  # a conflict or a vanished object: the next pass retries
+            log.info("retrying %s/%s later: %s", *key, error)
+
+    def _schedule(self, key: tuple[str, str], inventory: Inventory) -> None:
+        try:
+            pod = self.store.get(PODS, *key)
+        except ApiError:
+            self._waiting.pop(key, None)
+            return
+        if (pod.get("spec") or {}).get("nodeName") or pod["metadata"].get("deletionTimestamp"):
+            self._waiting.pop(key, None)
+            return
+        try:
+            claims = claims_for_pod(self.store, pod)
+        except ClaimNotReady:
+            return  # PreEnqueue: the pod is not tried until its claims exist
+        pod = self.store.get(PODS, *key)  # template claims may have been recorded on it
+        try:
+            node, allocations = self._choose_node(pod, claims, inventory)
+        except Unschedulable as reason:
+            mark_unschedulable(self.store, pod, str(reason))
+            return
+        self._commit(pod, node, claims, allocations)
+
+    def _choose_node(
+        self, pod: dict, claims: list[dict], inventory: Inventory
+    ) -> tuple[str, dict[tuple[str, str], list[dict]]]:
+        nodes = inventory.nodes
+        postfilter = STILL_NOT_SCHEDULABLE if claims else NO_CLAIMS_TO_DEALLOCATE
+        for claim in claims:
+            if claim["metadata"].get("deletionTimestamp"):
+                deleting = f'resourceclaim "{claim["metadata"]["name"]}" is being deleted'
+                raise Unschedulable(fit_error(len(nodes), prefilter=deleting))
+        in_use = set().union(*self._in_use.values())
+        reasons: dict[str, int] = {}
+        for node in nodes:
+            if node in inventory.cordoned and not tolerates_cordon(pod):
+                reasons[CORDONED] = reasons.get(CORDONED, 0) + 1
+                continue
+            if has_untolerated_taint(pod, inventory.taints.get(node, [])):
+                reasons[UNTOLERATED] = reasons.get(UNTOLERATED, 0) + 1
+                continue
+            if not pod_fits_node(pod, node, inventory.labels.get(node, {})):
+                reasons[SELECTOR_MISMATCH] = reasons.get(SELECTOR_MISMATCH, 0) + 1
+                continue
+            devices = inventory.devices[node]
+            try:
+                return node, _fit_on_node(node, claims, devices, inventory.classes, in_use)
+            except Unschedulable as reason:
+                reasons[str(reason)] = reasons.get(str(reason), 0) + 1
+            except ClassMissing as missing:
+                raise Unschedulable(fit_error(len(nodes), prefilter=str(missing))) from None
+        raise Unschedulable(fit_error(len(nodes), reasons, postfilter=postfilter))
+
+    def _commit(self, pod: dict, node: str, claims: list[dict], allocations: dict) -> None:
+        try:
+            for claim in claims:
+                results = allocations.get(object_key(claim))
+                stored = reserve(self.store, claim, pod, node, results, self.allocation_timestamp)
+                self._in_use[object_key(stored)] = _allocated_devices(stored)
+            bind(self.store, pod, node)
+        except ApiError as error:
+            log.info("binding %s/%s failed, retrying: %s", *object_key(pod), error)
+            return
+        self._waiting.pop(object_key(pod), None)
+
+
+def _live_uids(pods: list[dict]) -> set[str]:
+    return {
+        p["metadata"]["uid"] for p in pods if (p.get("status") or {}).get("phase") not in TERMINAL
+    }
+
+
+def _fit_on_node(
+    node: str, claims: list[dict], devices: list[Candidate], classes: dict, in_use: set[DeviceId]
+) -> dict:
+    """The new allocations of the pod's claims on `node`; `in_use` is not changed."""
+    in_use = set(in_use)
+    allocations: dict[tuple[str, str], list[dict]] = {}
+    for claim in claims:
+        if (claim.get("status") or {}).get("allocation"):
+            if allocated_node(claim) not in (None, node):
+                raise Unschedulable(NOT_ON_NODE)
+            continue
+        results = allocate(claim, classes, devices, in_use)
+        if results is None:
+            raise Unschedulable(CANNOT_ALLOCATE)
+        in_use |= _device_ids(results)
+        allocations[object_key(claim)] = results
+    return allocations

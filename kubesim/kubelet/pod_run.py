@@ -1,0 +1,288 @@
+"""One pod's life on its node, as the kubelet's SyncPod runs it, container by container.
+
+Pulls go through `images.pull` (registries, mirrors, pull secrets); a failed pull is retried
+after the image back-off (10 s doubling to 300 s) until it succeeds, the pod is deleted, or
+the active deadline (`deadline.py`) ends the pod. Every duration is simulated: wall-clock
+seconds divided by the kubelet's `speed`.
+"""
+
+import hashlib
+import math
+import time
+from typing import Any
+
+from kubesim.base.errors import ApiError
+from kubesim.kubelet import cuda, deadline, images, pod_status, pod_termination
+from kubesim.registry.kinds import kind_for
+from kubesim.registry.ownership import KUBELET, record_write
+from kubesim.registry.reservations import (
+    allocation_results,
+    claim_names_by_pod_claim,
+    pod_claims,
+    record_event,
+)
+
+PODS, SECRETS = kind_for("", "pods"), kind_for("", "secrets")
+PULL_SECONDS, RUN_SECONDS = 2.0, 3.0
+BACKOFF_SECONDS, MAX_BACKOFF_SECONDS = 10.0, 300.0  # crash-loop and image pull back-off
+POLL_SECONDS = 0.1  # wall time between looks at the pod's deadline while sleeping
+
+
+class PodGone(Exception):
+    """The pod was deleted (or replaced by a new one with the same name)."""
+
+
+class PodRun:
+    """The life of one pod on its node, container by container, in lockstep."""
+
+    def __init__(self, kubelet: Any, key: tuple[str, str], uid: str) -> None:
+        self.kubelet, self.key, self.uid = kubelet, key, uid
+        self.store = kubelet.store
+        pod = self._pod()
+        self.containers = [c for c in pod["spec"].get("containers") or []]
+        self.restart_policy = pod["spec"].get("restartPolicy", "Always")
+        self.devices = container_devices(self.store, kubelet.topology, pod)
+        self.states = {c["name"]: pod_status.waiting("ContainerCreating") for c in self.containers}
+        self.last_states: dict[str, dict] = {}
+        self.restarts = {c["name"]: 0 for c in self.containers}
+        self.start_time = pod_status.now()
+        self.started = time.monotonic()  # status.startTime, on the clock the deadline uses
+        self.results: dict[str, cuda.SampleRun] = {}
+        self.ends: dict[str, float] = {}  # when each running container's process exits
+        self.pull_errors: dict[str, str] = {}
+        self.runnable: list[dict] = []
+        self.failure: tuple[str, str] | None = None  # the pod's status reason and message
+
+    def _pod(self, copy: bool = True) -> dict:
+        try:
+            pod = self.store.get(PODS, *self.key, copy=copy)
+        except ApiError:
+            raise PodGone from None
+        if pod["metadata"]["uid"] != self.uid:
+            raise PodGone
+        return pod
+
+    def write(self) -> dict:
+        for _ in range(5):
+            pod = self._pod()
+            status = pod_status.build(pod, self)
+            updated = {**pod, "metadata": dict(pod["metadata"]), "status": status}
+            record_write(PODS, pod, updated, KUBELET, "status")
+            try:
+                return self.store.update(PODS, updated)
+            except ApiError as error:
+                if error.code != 409:
+                    raise PodGone from None
+        raise PodGone
+
+    def event(self, event_type: str, reason: str, message: str) -> None:
+        try:
+            record_event(self.store, self._pod(), event_type, reason, message, component="kubelet")
+        except ApiError:
+            return
+
+    def sleep(self, seconds: float) -> None:
+        """Simulated time passing; past the pod's active deadline it raises deadline.Exceeded,
+        once the pod is deleted pod_termination.Deleted."""
+        end = time.monotonic() + seconds / self.kubelet.speed
+        while True:
+            pod = self._pod(copy=False)
+            pod_termination.check(pod)
+            due = deadline.due(pod, self.started, self.kubelet.speed)
+            now = time.monotonic()
+            if due is not None and now >= due:
+                raise deadline.Exceeded
+            if now >= end:
+                return
+            self.kubelet.wait(min(end, due or end, now + POLL_SECONDS) - now)
+
+    def run(self) -> None:
+        """Like the kubelet's SyncPod: pull, create and start each container in order."""
+        try:
+            self._wait_for_reserved_claims()
+            self.write()
+            self._sync()
+        except deadline.Exceeded:
+            deadline.end(self)
+        except pod_termination.Deleted:
+            pod_termination.end(self)
+
+    def _sync(self) -> None:
+        failed = self._pull_round(self.containers)
+        self.write()
+        backoff = BACKOFF_SECONDS
+        while True:
+            self._run_rounds()
+            if not failed:
+                return
+            failed = self._retry_pulls(failed, backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+
+    def _pull_round(self, containers: list[dict]) -> list[dict]:
+        """Pull and start `containers` in order; the ones whose pull failed come back."""
+        auths = self._pull_credentials()
+        seconds = PULL_SECONDS / max(len(self.containers), 1)
+        failed = []
+        for container in containers:
+            if self._pull(container, seconds, auths):
+                self._start(container)
+                self.runnable.append(container)
+            else:
+                failed.append(container)
+        return failed
+
+    def _retry_pulls(self, failed: list[dict], backoff: float) -> list[dict]:
+        self.sleep(PULL_SECONDS)  # the next sync finds the image in back-off
+        self._back_off_pulls(failed)
+        self.sleep(max(backoff - PULL_SECONDS, 0.0))
+        still = self._pull_round(failed)
+        self.write()
+        return still
+
+    def _run_rounds(self) -> None:
+        while self.runnable:
+            self.runnable = self._end_round(self.runnable)
+            for container in self.runnable:
+                self._start(container)
+            self.write()
+
+    def _pull_credentials(self) -> list[str]:
+        """The pod's pull secrets' registry locations (getPullSecretsForPod + keyring)."""
+        pod = self._pod()
+        names = [
+            reference["name"]
+            for reference in pod["spec"].get("imagePullSecrets") or []
+            if isinstance(reference, dict) and reference.get("name")
+        ]
+        found, missing = [], []
+        for name in names:
+            try:
+                found.append(self.store.get(SECRETS, self.key[0], name))
+            except ApiError:
+                missing.append(name)
+        if missing:
+            message = (
+                f"Unable to retrieve some image pull secrets ({', '.join(missing)}); "
+                "attempting to pull the image may not succeed."
+            )
+            self.event("Warning", "FailedToRetrieveImagePullSecret", message)
+        return images.auth_locations(found)
+
+    def _pull(self, container: dict, seconds: float, auths: list[str]) -> bool:
+        image = container.get("image", "")
+        self.event("Normal", "Pulling", f'Pulling image "{image}"')
+        started = time.monotonic()
+        self.sleep(seconds)
+        result = images.pull(self.kubelet.topology, image, auths)
+        if not result.ok:
+            self._fail_pull(container, result.error)
+            return False
+        took = go_duration(math.floor((time.monotonic() - started) * 1000) / 1000)
+        message = f'Successfully pulled image "{image}" in {took} ({took} including waiting).'
+        self.event("Normal", "Pulled", f"{message} Image size: {image_size(image)} bytes.")
+        return True
+
+    def _fail_pull(self, container: dict, error: str) -> None:
+        image, name = container.get("image", ""), container["name"]
+        self.pull_errors[name] = error
+        self.states[name] = pod_status.waiting("ErrImagePull", error)
+        self.event("Warning", "Failed", f'Failed to pull image "{image}": {error}')
+        self.event("Warning", "Failed", "Error: ErrImagePull")
+
+    def _back_off_pulls(self, failed: list[dict]) -> None:
+        for container in failed:
+            name = container["name"]
+            message = f'Back-off pulling image "{container.get("image", "")}"'
+            self.event("Normal", "BackOff", message)
+            self.event("Warning", "Failed", "Error: ImagePullBackOff")
+            detail = f"{message}: ErrImagePull: {self.pull_errors[name]}"
+            self.states[name] = pod_status.waiting("ImagePullBackOff", detail)
+        self.write()
+
+    def _start(self, container: dict) -> None:
+        """Create and start one container; its output is in the log at once."""
+        name, image = container["name"], container["image"]
+        if self.restarts[name]:
+            self.event("Normal", "Pulled", f'Container image "{image}" already present on machine')
+        self.event("Normal", "Created", f"Created container: {name}")
+        self.event("Normal", "Started", f"Started container {name}")
+        self.states[name] = pod_status.running()
+        registries = self.kubelet.topology.registries
+        result = cuda.run_image(image, self.devices.get(name, []), registries)
+        self.results[name] = result
+        self.ends[name] = time.monotonic() + RUN_SECONDS / self.kubelet.speed
+        self.kubelet.append_logs((*self.key, name), result.lines)
+
+    def _wait_for_reserved_claims(self) -> None:
+        """A pod starts only once every claim it uses is reserved for it (as the kubelet checks)."""
+        pod = self._pod()
+        wanted = len(pod["spec"].get("resourceClaims") or [])
+        while True:
+            claims = pod_claims(self.store, pod)
+            reserved = [
+                c
+                for c in claims
+                if any(
+                    r.get("uid") == self.uid
+                    for r in (c.get("status") or {}).get("reservedFor") or []
+                )
+            ]
+            if len(reserved) == wanted:
+                self.devices = container_devices(self.store, self.kubelet.topology, pod)
+                return
+            self.sleep(0.05 * self.kubelet.speed)
+            pod = self._pod()
+
+    def _end_round(self, runnable: list[dict]) -> list[dict]:
+        """Let the started containers run and end; the ones to restart come back."""
+        self.sleep(RUN_SECONDS)
+        for container in runnable:
+            name = container["name"]
+            started = self.states[name]["running"]["startedAt"]
+            self.states[name] = pod_status.terminated(self.results[name].exit_code, started)
+        self.write()
+        again = [c for c in runnable if self._restarts(self.results[c["name"]].exit_code)]
+        if again:
+            restarts = max(self.restarts[c["name"]] for c in again)
+            self.sleep(min(BACKOFF_SECONDS * 2**restarts, MAX_BACKOFF_SECONDS))
+            for container in again:
+                self.last_states[container["name"]] = self.states[container["name"]]
+                self.restarts[container["name"]] += 1
+        return again
+
+    def _restarts(self, exit_code: int) -> bool:
+        return self.restart_policy == "Always" or (
+            self.restart_policy == "OnFailure" and exit_code != 0
+        )
+
+
+def go_duration(seconds: float) -> str:
+    """`seconds` as Go prints a time.Duration: 1.503261452s, 51.084512ms."""
+    if seconds >= 1:
+        return f"{seconds:.9f}".rstrip("0").rstrip(".") + "s"
+    return f"{seconds * 1000:.6f}".rstrip("0").rstrip(".") + "ms"
+
+
+def image_size(image: str) -> int:
+    """A stable size for the image, as the kubelet's Pulled event reports one."""
+    return 80_000_000 + int(hashlib.sha256(image.encode()).hexdigest()[:7], 16)
+
+
+def container_devices(store: Any, topology: Any, pod: dict) -> dict[str, list]:
+    """The topology devices each container sees, from its claims' allocation results."""
+    claim_names = claim_names_by_pod_claim(pod)
+    claims = {claim["metadata"]["name"]: claim for claim in pod_claims(store, pod)}
+    seen: dict[str, list] = {}
+    for container in pod["spec"].get("containers") or []:
+        devices: list = []
+        for reference in (container.get("resources") or {}).get("claims") or []:
+            claim = claims.get(claim_names.get(reference.get("name"), ""))
+            wanted = reference.get("request")
+            for result in allocation_results(claim):
+                if wanted and result["request"].split("/")[0] != wanted:
+                    continue
+                device = topology.device(result["pool"], result["device"])
+                if device is not None and device not in devices:
+                    devices.append(device)
+        seen[container["name"]] = devices
+    return seen

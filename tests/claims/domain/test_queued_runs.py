@@ -1,0 +1,69 @@
+"""A run may be asked for as soon as its claim is: it waits, queued, and starts the moment
+the claim is applied (as `kubectl apply` of a Pod right after its claim), or ends failed when
+the claim never will be. A real Celery worker and kubesim."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+
+from claims.domain import services
+from claims.models import AuditEvent, Cluster, VerificationRun
+from tests.fixtures.portal import state_of, wait_until
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("celery_beat_process"),
+]
+CLAIM = {"name": "train", "device_class": "gpu.nvidia.com", "count": 1}
+
+
+def claim_of(user: User, cluster: Cluster):  # type: ignore[no-untyped-def]
+    ns = services.namespace_request_submit(
+        user=user, cluster=cluster, name=f"q-{uuid.uuid4().hex[:6]}"
+    )
+    return services.claim_request_submit(user=user, namespace_request=ns, **CLAIM)
+
+
+def test_it_starts_a_run_queued_before_approval_once_the_claim_is_applied(
+    alice: User, carol: User, cluster: Cluster
+) -> None:
+    claim = claim_of(alice, cluster)
+    run = services.verification_run_start(user=alice, claim_request=claim)
+    assert run.state == "queued"
+    assert "starts as soon as the claim is applied" in run.state_message
+
+    services.claim_request_approve(user=carol, claim_request=claim)
+    wait_until(lambda: state_of(run) == "succeeded", timeout=60)
+    states = list(
+        AuditEvent.objects.filter(object_kind="verification_run", object_id=run.pk).values_list(
+            "to_state", flat=True
+        )
+    )
+    assert states[:3] == ["queued", "creating", "pending"]
+    assert VerificationRun.objects.get(pk=run.pk).passed is True
+
+
+def test_it_fails_a_queued_run_when_the_claim_is_rejected(
+    alice: User, carol: User, cluster: Cluster
+) -> None:
+    claim = claim_of(alice, cluster)
+    run = services.verification_run_start(user=alice, claim_request=claim)
+
+    services.claim_request_reject(user=carol, claim_request=claim, reason="Use team-a's GPUs.")
+    run.refresh_from_db()
+    assert run.state == "failed"
+    assert run.state_message == "The claim was rejected: Use team-a's GPUs."
+    assert run.finished_at is not None
+
+
+def test_it_refuses_a_run_on_a_released_claim(alice: User, cluster: Cluster) -> None:
+    claim = claim_of(alice, cluster)
+    services.claim_request_release(user=alice, claim_request=claim)
+    with pytest.raises(ValidationError) as excinfo:
+        services.verification_run_start(user=alice, claim_request=claim)
+    assert "released" in excinfo.value.message_dict[NON_FIELD_ERRORS][0]
+    assert not VerificationRun.objects.filter(claim=claim).exists()
