@@ -242,7 +242,7 @@ def start(
     )
     api.authenticator = Authenticator(store, KINDS, token, static_users, anonymous=anonymous_auth)
     api.quota = QuotaController(store, KINDS)
-    api.pod_security_default = cluster.pod_security_enforce
+    api.pod_security_defaults = cluster.pod_security
     Aggregator(store, KINDS)
     bundle = certs.generate((host,))
     server = ApiServer((host, port), api, api.authenticator, bundle)

@@ -72,7 +72,7 @@ def create(api: Any, request: Request, target: Any) -> Response:
     sent = without_status(target, obj)
     storage = to_valid_storage(target, sent, None)
     _record_creator(target, sent, storage, manager_name(request))
-    api.admit_write(request, target, storage)
+    warnings += api.admit_write(request, target, storage)
     with api.admitting(target.kind, storage):  # the quota admission, last as upstream
         if dry_run(request):
             would_be = would_create(api, target, storage)
@@ -219,7 +219,7 @@ def _apply(
     if live is None:
         namespace_must_accept(api, target, target.name)
         storage = to_valid_storage(target, without_status(target, result), None)
-        api.admit_write(request, target, storage)
+        headers = warning_headers(warnings + api.admit_write(request, target, storage))
         with api.admitting(target.kind, storage):
             if dry_run(request):
                 stored = would_create(api, target, storage)

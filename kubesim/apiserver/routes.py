@@ -75,8 +75,10 @@ class Api:
         self.authenticator: Any = None  # kubesim.auth.authentication.Authenticator, set by start()
         self.authorizer = Authorizer(store, kinds)
         self.quota: Any = None  # kubesim.registry.quota.QuotaController, set by start()
-        # Pod Security's level for namespaces without an enforce label (the topology's).
-        self.pod_security_default = "privileged"
+        # Pod Security's levels for namespaces without its labels (the topology's), and the
+        # annotations its audit mode adds to audit events.
+        self.pod_security_defaults: dict[str, str] = {}
+        self.pod_security_audit = pod_security.AuditLog()
 
     def terminate_namespace(self, name: str) -> dict[str, Any]:
         return terminate(self.store, self.namespace_kind, name)
@@ -119,14 +121,21 @@ class Api:
         """Around a create: ResourceQuota admission (registry.quota), atomic with the create."""
         return quota.guarded_create(self.quota)(kind, obj)
 
-    def admit_write(self, request: Request, target: Target, obj: dict[str, Any]) -> None:
+    def admit_write(self, request: Request, target: Target, obj: dict[str, Any]) -> list[str]:
         """RBAC escalation prevention before a Role or binding is stored, and Pod Security
-        admission before a Pod is created (403)."""
+        admission before a Pod or workload is created (403, or warnings to send back)."""
         escalation.check_write(self.authorizer, request.user, target, obj)
         creating = not obj.get("metadata", {}).get("resourceVersion")
-        if target.kind.plural == "pods" and not target.subresource and creating:
-            namespace = self.store.get(self.namespace_kind, None, target.namespace or "")
-            pod_security.admit_pod(namespace, obj, self.pod_security_default)
+        if not creating or target.subresource or not target.namespace:
+            return []
+        namespace = self.store.get(self.namespace_kind, None, target.namespace)
+        return pod_security.admit(
+            namespace,
+            target.kind.plural,
+            obj,
+            self.pod_security_defaults,
+            self.pod_security_audit,
+        )
 
     def _authorize(self, request: Request) -> None:
         """Impersonation, then RBAC on the request's attributes (403 Forbidden)."""

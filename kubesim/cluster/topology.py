@@ -109,9 +109,10 @@ class Topology:
     registries: dict[str, Registry] = field(default_factory=dict)
     offline: bool = False  # only the `registries` can be reached
     objects: list[dict] = field(default_factory=list)  # verbatim Nodes, slices, classes
-    # Pod Security's level where a namespace has no enforce label (`pod_security: {enforce:}`;
-    # upstream's default, without an AdmissionConfiguration, is privileged).
-    pod_security_enforce: str = "privileged"
+    # Pod Security's levels where a namespace has no label of its own (`pod_security:
+    # {enforce:, warn:, audit:}`; upstream's default, without an AdmissionConfiguration, is
+    # privileged for each mode).
+    pod_security: dict[str, str] = field(default_factory=dict)
 
     @property
     def node_names(self) -> list[str]:
@@ -223,10 +224,21 @@ def from_dict(data: dict) -> Topology:
     offline = data.get("offline", False)
     if not isinstance(offline, bool):
         raise TopologyError("`offline:` must be true or false")
-    enforce = (data.get("pod_security") or {}).get("enforce", "privileged")
-    if enforce not in ("privileged", "baseline", "restricted"):
-        raise TopologyError("`pod_security: {enforce:}` is privileged, baseline or restricted")
-    return Topology(devices_by_node, images, labels, _registries(data), offline, objects, enforce)
+    return Topology(
+        devices_by_node, images, labels, _registries(data), offline, objects, _pod_security(data)
+    )
+
+
+def _pod_security(data: dict) -> dict[str, str]:
+    section = data.get("pod_security") or {}
+    if not isinstance(section, dict) or set(section) - {"enforce", "warn", "audit"}:
+        raise TopologyError("`pod_security:` takes enforce, warn and audit")
+    for mode, level in section.items():
+        if level not in ("privileged", "baseline", "restricted"):
+            raise TopologyError(
+                f"`pod_security: {{{mode}:}}` is privileged, baseline or restricted"
+            )
+    return {str(mode): str(level) for mode, level in section.items()}
 
 
 def _registries(data: dict) -> dict[str, Registry]:

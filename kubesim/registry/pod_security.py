@@ -1,28 +1,55 @@
-"""Pod Security admission (k8s.io/pod-security-admission), for Pod creates: the namespace's
-`pod-security.kubernetes.io/enforce` label (else the cluster's default, privileged unless the
-topology says `pod_security: {enforce: ...}`) decides the level, and a Pod that violates it is
-refused with the upstream message:
+"""Pod Security admission (k8s.io/pod-security-admission), for Pod and workload creates. Each
+of its three modes takes its level from the namespace's `pod-security.kubernetes.io/<mode>`
+label, else from the cluster's default (privileged unless the topology says
+`pod_security: {enforce: ..., warn: ..., audit: ...}`), as upstream's admission.go does:
+
+- enforce (Pods only): a Pod that violates the level is refused with upstream's message,
 
     pods "x" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation
     != false (container "c" must set securityContext.allowPrivilegeEscalation=false), ...
+
+- warn: an admitted Pod, or a workload whose Pod template violates the level, comes back with a
+  `Warning: 299 - "would violate PodSecurity \"restricted:latest\": ..."` header (none on a
+  refused request);
+- audit: the request's audit event gets `pod-security.kubernetes.io/audit-violations` with the
+  same words (and Pods `pod-security.kubernetes.io/enforce-policy`), kept in an AuditLog.
 
 The checks are upstream's (policy/check_*.go) for what a Pod like the portal's can carry:
 baseline's privileged, host namespaces, hostPath volumes and host ports; restricted's
 allowPrivilegeEscalation, capabilities, runAsNonRoot, runAsUser and seccompProfile. Upstream's
 other baseline checks (AppArmor, SELinux, /proc mount, sysctls, Windows host process) and the
-restricted volume types are not modelled; nor are the warn and audit modes.
+restricted volume types are not modelled, nor are the exemptions of an AdmissionConfiguration.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubesim.base import errors
 
 LEVELS = ("privileged", "baseline", "restricted")
-ENFORCE = "pod-security.kubernetes.io/enforce"
-ENFORCE_VERSION = "pod-security.kubernetes.io/enforce-version"
+MODES = ("enforce", "warn", "audit")
+PREFIX = "pod-security.kubernetes.io/"
+ENFORCE = PREFIX + "enforce"
+ENFORCE_VERSION = PREFIX + "enforce-version"
+AUDIT_VIOLATIONS = PREFIX + "audit-violations"
+ENFORCE_POLICY = PREFIX + "enforce-policy"
+# Where a workload kind keeps the Pod it makes (upstream's DefaultPodSpecExtractor).
+TEMPLATE_PATHS = {
+    "deployments": ("spec", "template"),
+    "replicasets": ("spec", "template"),
+    "statefulsets": ("spec", "template"),
+    "daemonsets": ("spec", "template"),
+    "jobs": ("spec", "template"),
+    "replicationcontrollers": ("spec", "template"),
+    "cronjobs": ("spec", "jobTemplate", "spec", "template"),
+    "podtemplates": ("template",),
+}
+KEPT_AUDIT_EVENTS = 10_000
 ALLOWED_ADDED_CAPABILITIES = ("NET_BIND_SERVICE",)
 Obj = dict[str, Any]
 
@@ -176,18 +203,83 @@ def violations(level: str, spec: Obj) -> list[str]:
     return [found for check in checks[level] if (found := check(spec))]
 
 
-def admit_pod(namespace: Obj, pod: Obj, default_level: str) -> None:
-    """403 when the Pod violates its namespace's enforced level (pods/create only)."""
+@dataclass(frozen=True)
+class AuditEvent:
+    """What a request's audit event carries from Pod Security: its object and annotations."""
+
+    resource: str
+    namespace: str
+    name: str
+    annotations: dict[str, str]
+
+
+@dataclass
+class AuditLog:
+    events: deque[AuditEvent] = field(default_factory=lambda: deque(maxlen=KEPT_AUDIT_EVENTS))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, event: AuditEvent) -> None:
+        with self.lock:
+            self.events.append(event)
+
+    def of(self, namespace: str) -> list[AuditEvent]:
+        with self.lock:
+            return [event for event in self.events if event.namespace == namespace]
+
+
+def policy(labels: dict[str, str], defaults: dict[str, str]) -> dict[str, str]:
+    """Each mode's `level:version`; an invalid level counts as the strictest, as upstream's
+    PolicyToEvaluate does."""
+    found = {}
+    for mode in MODES:
+        level = labels.get(PREFIX + mode, defaults.get(mode, "privileged"))
+        if level not in LEVELS:
+            level = "restricted"
+        found[mode] = f"{level}:{labels.get(f'{PREFIX}{mode}-version', 'latest')}"
+    return found
+
+
+def pod_spec_of(resource: str, obj: Obj) -> Obj | None:
+    """The Pod spec a create of this kind runs through admission, or None for other kinds."""
+    if resource == "pods":
+        return obj.get("spec") or {}
+    path = TEMPLATE_PATHS.get(resource)
+    if path is None:
+        return None
+    found: Any = obj
+    for key in path:
+        found = found.get(key) if isinstance(found, dict) else None
+    return (found.get("spec") or {}) if isinstance(found, dict) else {}
+
+
+def admit(
+    namespace: Obj, resource: str, obj: Obj, defaults: dict[str, str], audit: AuditLog
+) -> list[str]:
+    """Pod Security for one create: the warnings to send back; 403 when a Pod violates its
+    namespace's enforced level. Workloads are only warned about and audited, as upstream."""
+    spec = pod_spec_of(resource, obj)
+    if spec is None:
+        return []
     labels = (namespace.get("metadata") or {}).get("labels") or {}
-    level = labels.get(ENFORCE, default_level)
-    if level not in LEVELS:
-        level = "restricted"  # upstream: an invalid level is enforced as the strictest
-    found = violations(level, pod.get("spec") or {})
-    if not found:
-        return
-    version = labels.get(ENFORCE_VERSION, "latest")
-    name = pod["metadata"].get("name", "")
-    message = f'pods "{name}" is forbidden: violates PodSecurity "{level}:{version}": ' + ", ".join(
-        found
-    )
-    raise errors.ApiError(403, "Forbidden", message, {"name": name, "kind": "pods"})
+    modes = policy(labels, defaults)
+    name = (obj.get("metadata") or {}).get("name", "")
+    annotations = {}
+    if resource == "pods":
+        annotations[ENFORCE_POLICY] = modes["enforce"]
+    audit_found = violations(modes["audit"].split(":")[0], spec)
+    if audit_found:
+        annotations[AUDIT_VIOLATIONS] = _would_violate(modes["audit"], audit_found)
+    audit.record(AuditEvent(resource, namespace["metadata"]["name"], name, annotations))
+    if resource == "pods":
+        enforced = violations(modes["enforce"].split(":")[0], spec)
+        if enforced:
+            message = f'pods "{name}" is forbidden: violates PodSecurity "{modes["enforce"]}": '
+            raise errors.ApiError(
+                403, "Forbidden", message + ", ".join(enforced), {"name": name, "kind": "pods"}
+            )
+    warned = violations(modes["warn"].split(":")[0], spec)
+    return [_would_violate(modes["warn"], warned)] if warned else []
+
+
+def _would_violate(level_version: str, found: list[str]) -> str:
+    return f'would violate PodSecurity "{level_version}": ' + ", ".join(found)

@@ -1,5 +1,5 @@
-"""Pod Security admission: the namespace's enforce label, or the cluster's default, and
-upstream's words for what a Pod violates (k8s.io/pod-security-admission)."""
+"""Pod Security admission: the namespace's enforce, warn and audit labels, or the cluster's
+defaults, and upstream's words for what a Pod violates (k8s.io/pod-security-admission)."""
 
 from __future__ import annotations
 
@@ -81,16 +81,102 @@ def test_several_containers_are_named_together() -> None:
     assert not any(v.startswith("runAsNonRoot") for v in found)  # the Pod's setting covers all
 
 
-@pytest.fixture
-def restricted_by_default(tmp_path: Path) -> Iterator[kubesim.Handle]:
-    topology = yaml.safe_load(DEFAULT_PATH.read_text()) | {
-        "pod_security": {"enforce": "restricted"}
+RESTRICTED_WORDS = (
+    'would violate PodSecurity "restricted:latest": allowPrivilegeEscalation != false '
+    '(container "app" must set securityContext.allowPrivilegeEscalation=false)'
+)
+
+
+def warnings_of(response: Any) -> list[str]:
+    return response.headers.get_all("Warning") or []
+
+
+def test_warn_admits_the_pod_and_says_what_it_would_violate(
+    kubesim_private: kubesim.Handle,
+) -> None:
+    ns = namespace(
+        kubesim_private,
+        {
+            "pod-security.kubernetes.io/enforce": "baseline",
+            "pod-security.kubernetes.io/warn": "restricted",
+        },
+    )
+    response = create_pod(kubesim_private, ns, {"containers": [PLAIN]})
+    assert response.status == 201
+    [warning] = warnings_of(response)
+    assert warning.startswith('299 - "' + RESTRICTED_WORDS.replace('"', '\\"'))
+    refused = create_pod(
+        kubesim_private, ns, {"containers": [PLAIN], "hostNetwork": True}
+    )  # refused by enforce: upstream adds no warning to a request it rejects
+    assert refused.status == 403
+    assert warnings_of(refused) == []
+
+
+def test_audit_annotates_the_request_without_refusing_it(kubesim_private: kubesim.Handle) -> None:
+    ns = namespace(kubesim_private, {"pod-security.kubernetes.io/audit": "restricted"})
+    response = create_pod(kubesim_private, ns, {"containers": [PLAIN]})
+    assert response.status == 201
+    assert warnings_of(response) == []
+    [event] = kubesim_private.api.pod_security_audit.of(ns)
+    assert (event.resource, event.name) == ("pods", "p")
+    assert event.annotations["pod-security.kubernetes.io/enforce-policy"] == "privileged:latest"
+    assert event.annotations["pod-security.kubernetes.io/audit-violations"].startswith(
+        RESTRICTED_WORDS
+    )
+
+
+def test_a_workload_is_warned_about_but_never_refused(kubesim_private: kubesim.Handle) -> None:
+    ns = namespace(
+        kubesim_private,
+        {
+            "pod-security.kubernetes.io/enforce": "restricted",
+            "pod-security.kubernetes.io/warn": "restricted",
+        },
+    )
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train"},
+        "spec": {"template": {"spec": {"containers": [PLAIN], "restartPolicy": "Never"}}},
     }
+    response = raw_request(kubesim_private, "POST", f"/apis/batch/v1/namespaces/{ns}/jobs", job)
+    assert response.status == 201, response.body
+    [warning] = warnings_of(response)
+    assert RESTRICTED_WORDS.replace('"', '\\"') in warning
+
+
+def restricted_topology(tmp_path: Path, modes: dict[str, str]) -> Path:
+    topology = yaml.safe_load(DEFAULT_PATH.read_text()) | {"pod_security": modes}
     path = tmp_path / "restricted.yaml"
     path.write_text(yaml.safe_dump(topology))
+    return path
+
+
+@pytest.fixture
+def restricted_by_default(tmp_path: Path) -> Iterator[kubesim.Handle]:
+    path = restricted_topology(tmp_path, {"enforce": "restricted"})
     handle = kubesim.start(topology=str(path), speed=20)
     yield handle
     handle.stop()
+
+
+def test_a_topology_sets_the_default_of_each_mode(tmp_path: Path) -> None:
+    handle = kubesim.start(
+        topology=str(restricted_topology(tmp_path, {"warn": "baseline", "audit": "restricted"})),
+        speed=20,
+    )
+    try:
+        ns = namespace(handle)
+        privileged = {**PLAIN, "securityContext": {"privileged": True}}
+        response = create_pod(handle, ns, {"containers": [privileged]})
+        assert response.status == 201  # enforce stays privileged
+        assert 'baseline:latest\\": privileged (container' in warnings_of(response)[0]
+        [event] = handle.api.pod_security_audit.of(ns)
+        assert (
+            "restricted:latest" in event.annotations["pod-security.kubernetes.io/audit-violations"]
+        )
+    finally:
+        handle.stop()
 
 
 def test_a_cluster_may_enforce_restricted_everywhere_and_the_portals_pod_passes(
