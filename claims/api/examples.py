@@ -13,7 +13,7 @@ DEVICE: dict[str, Any] = {
     "pool": "gpu-node-1",
     "device": "gpu-0",
     "attributes": {"productName": "NVIDIA H100 80GB HBM3", "architecture": "Hopper"},
-    "capacity": {"memory": "80Gi"},
+    "capacity": {"memory": "81559Mi"},
 }
 
 INVENTORY_DEVICE: dict[str, Any] = {
@@ -22,7 +22,7 @@ INVENTORY_DEVICE: dict[str, Any] = {
     "pool": "gpu-node-1",
     "name": "gpu-0",
     "attributes": {"type": "gpu", "productName": "NVIDIA H100 80GB HBM3"},
-    "capacity": {"memory": "80Gi"},
+    "capacity": {"memory": "81559Mi"},
 }
 
 CLUSTER: dict[str, Any] = {

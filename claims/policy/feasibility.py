@@ -41,13 +41,23 @@ class Feasibility:
     free_on_best_node: int  # the most free matching devices on one node now
     free_in_cluster: int
     selector: str
-    selector_evaluated: bool  # False: counted by class only (the selector could not run here)
+    # False: the selector fails to evaluate on `unevaluated` of the `of_class` devices (an
+    # attribute they do not publish, a comparison CEL has no overload for). The scheduler
+    # stops the allocation on such a device ("CEL runtime error"), so nothing is promised:
+    # `matching` counts only the devices it holds for, and `possible` is None (not known).
+    selector_evaluated: bool
     asked: int | None  # None for "all matching devices"
     selector_valid: bool = True  # False: it does not compile, the cluster would refuse it
+    unevaluated: int = 0
+    of_class: int = 0
 
     @property
-    def possible(self) -> bool:
-        if not (self.selector_valid and self.matching):
+    def possible(self) -> bool | None:
+        if not self.selector_valid:
+            return False
+        if not self.selector_evaluated:
+            return None
+        if not self.matching:
             return False
         return self.asked is None or 1 <= self.asked <= self.max_on_one_node
 
@@ -77,12 +87,14 @@ class Feasibility:
             return None
         if self.asked < 1:
             return _("Ask for at least 1 device.")
-        if self.selector_valid and self.matching and self.asked > self.max_on_one_node:
+        if self.possible is not None and self.matching and self.asked > self.max_on_one_node:
             return self.refusal()
         return None
 
     def line(self) -> str:
         """The short line: "N devices match, M free now, at most K on one node"."""
+        if not self.selector_evaluated:
+            return capfirst(self._cannot_check())
         if not (self.selector_valid and self.matching):
             return capfirst(self._nothing_matches())
         return ngettext(
@@ -106,6 +118,10 @@ class Feasibility:
     def summary(self) -> str:
         """The one statement: can it ever be met, and what is free now. A count that cannot
         be met is named here, and explained by count_problem next to the count."""
+        if self.selector_valid and not self.selector_evaluated:
+            return _("Cannot be checked before the cluster tries it: %(reason)s.") % {
+                "reason": self._cannot_check()
+            }
         if not (self.selector_valid and self.matching):
             return _("Cannot be satisfied: %(reason)s.") % {"reason": self._nothing_matches()}
         numbers = {"max": self.max_on_one_node, "what": self.what}
@@ -117,9 +133,18 @@ class Feasibility:
                 % numbers
             ]
         parts.append(self._free_now())
-        if self.selector and not self.selector_evaluated:
-            parts.append(_("The selector could not be evaluated here."))
         return " ".join(parts)
+
+    def _cannot_check(self) -> str:
+        return ngettext(
+            "the selector fails to evaluate on %(failed)d of %(total)d device of class "
+            "%(class)s (an attribute it does not publish, or a comparison CEL cannot make); "
+            "the scheduler stops the allocation on such a device with a CEL runtime error",
+            "the selector fails to evaluate on %(failed)d of %(total)d devices of class "
+            "%(class)s (an attribute they do not publish, or a comparison CEL cannot make); "
+            "the scheduler stops the allocation on such a device with a CEL runtime error",
+            self.of_class,
+        ) % {"failed": self.unevaluated, "total": self.of_class, "class": self.device_class}
 
     def _nothing_matches(self) -> str:
         named = {"class": self.device_class}
@@ -189,8 +214,8 @@ def assess(
     allocated: set[tuple[str, str, str]] | None = None,
 ) -> Feasibility:
     valid = not (selector and dracel.compile_error(selector))
-    found = _matching_devices(cluster.inventory, device_class, selector) if valid else ([], False)
-    devices, evaluated = found
+    found = _matching_devices(cluster.inventory, device_class, selector) if valid else ([], 0, 0)
+    devices, unevaluated, of_class = found
     per_node = _per_node(devices)
     taken = _allocated(cluster) if allocated is None else allocated
     free_devices = [d for d in devices if (d["driver"], d["pool"], d["name"]) not in taken]
@@ -205,9 +230,11 @@ def assess(
         free_on_best_node=most_free,
         free_in_cluster=len(free_devices),
         selector=selector,
-        selector_evaluated=evaluated,
+        selector_evaluated=not unevaluated,
         asked=count,
         selector_valid=valid,
+        unevaluated=unevaluated,
+        of_class=of_class,
     )
 
 
@@ -226,17 +253,17 @@ def check_count(*, cluster: Cluster, device_class: str, count: int | None, selec
 
 def _matching_devices(
     inv: dict[str, Any], device_class: str, selector: str
-) -> tuple[list[dict[str, Any]], bool]:
-    """Devices of the class, and of the selector (which compiles in the DRA CEL environment:
-    quantity(), semver(), ... as the scheduler has them)."""
+) -> tuple[list[dict[str, Any]], int, int]:
+    """The devices of the class the selector holds for (it compiles in the DRA CEL
+    environment: quantity(), semver(), ... as the scheduler has them), how many of the class
+    it fails to evaluate on, and how many the class has. A device it fails on never counts
+    as a match."""
     of_class = device_picker.devices_of_class(inv, device_class)
     if not selector:
-        return of_class, True
+        return of_class, 0, len(of_class)
     outcomes = [(d, _holds(selector, d)) for d in of_class]
-    if of_class and all(held is None for _, held in outcomes):
-        return of_class, False
-    # Where it fails on one device only, the scheduler would not allocate that device either.
-    return [d for d, held in outcomes if held], True
+    failed = sum(1 for _, held in outcomes if held is None)
+    return [d for d, held in outcomes if held], failed, len(of_class)
 
 
 def _holds(selector: str, device: dict[str, Any]) -> bool | None:

@@ -168,7 +168,7 @@ def _mig_devices(
 ) -> list[Device]:
     devices, start = [], 0
     for profile_name in profiles:
-        profile = MIG_PROFILES.get((model.memory, profile_name))
+        profile = MIG_PROFILES.get((model.product_name, profile_name))
         if profile is None:
             raise TopologyError(
                 f"node {node}: MIG profile {profile_name!r} unknown for {model.product_name}"

@@ -40,11 +40,51 @@ def test_it_publishes_the_attributes_of_the_real_driver() -> None:
     assert attributes["cudaComputeCapability"] == {"version": "9.0.0"}
     assert attributes["type"] == {"string": "gpu"}
     assert attributes["uuid"]["string"].startswith("GPU-")
-    assert device.capacity() == {"memory": {"value": "80Gi"}}
+    assert device.capacity() == {"memory": {"value": "81559Mi"}}
     a100 = topology.load().devices_by_node["gpu-node-2"][0]
     assert a100.attributes()["cudaComputeCapability"] == {"version": "8.0.0"}
     assert a100.attributes()["architecture"] == {"string": "Ampere"}
     assert a100.capacity() == {"memory": {"value": "40Gi"}}
+
+
+TOPOLOGIES = sorted((Path(topology.__file__).parent / "topologies").glob("*.yaml"))
+
+
+@pytest.mark.parametrize(
+    ("model", "memory"),
+    [
+        # nvidia-smi's memory.total (NVML), serialized as the API server prints the quantity.
+        ("H100-80GB-HBM3", "81559Mi"),
+        ("A100-SXM4-40GB", "40Gi"),  # 40960 MiB
+        ("A100-SXM4-80GB", "80Gi"),  # 81920 MiB
+        ("H200", "143771Mi"),  # ../shared/reference/real-gpu-output/nvidia-smi-H200.csv
+    ],
+)
+def test_gpus_publish_the_memory_nvml_reports(tmp_path: Path, model: str, memory: str) -> None:
+    path = tmp_path / "one.yaml"
+    path.write_text(f"nodes:\n  - name: n\n    gpus:\n      - model: {model}\n")
+    (device,) = topology.load(path).devices_by_node["n"]
+    assert device.capacity() == {"memory": {"value": memory}}
+
+
+@pytest.mark.parametrize("path", [p for p in TOPOLOGIES if p.name != "reference-1.34.yaml"])
+def test_no_topology_publishes_what_driver_v25_8_dropped(path: Path) -> None:
+    """index and minor went with driver v25.3 (../shared/reference/dra.md 4.3); only the
+    reference topology keeps them, as the recordings of the real cluster hold them."""
+    published = topology.load(path).devices()
+    assert published
+    for device in published:
+        assert not {"index", "minor"} & set(device.attributes())
+        if not device.mig:
+            assert device.capacity()["memory"]["value"] != "80Gi" or "A100" in device.product_name
+
+
+def test_the_reference_topology_keeps_what_the_recordings_hold() -> None:
+    reference = topology.load(Path(topology.__file__).parent / "topologies" / "reference-1.34.yaml")
+    slices = [obj for obj in reference.objects if obj["kind"] == "ResourceSlice"]
+    devices = [device for piece in slices for device in piece["spec"]["devices"]]
+    assert {d["capacity"]["memory"]["value"] for d in devices} == {"81559Mi"}
+    assert [d["attributes"]["index"] for d in devices] == [{"int": 0}, {"int": 1}] * 2
 
 
 def test_it_keeps_uuids_stable_and_distinct() -> None:

@@ -103,7 +103,7 @@ EXAMPLE_OUT = {
     "options": {
         "domain": "gpu.nvidia.com",
         "models": ["NVIDIA A100-SXM4-40GB", "NVIDIA H100 80GB HBM3"],
-        "memories": ["80Gi", "40Gi"],
+        "memories": ["81559Mi", "40Gi"],
         "profiles": [],
     },
 }
