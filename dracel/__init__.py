@@ -23,6 +23,7 @@ from dracel.evaluate import (
     CelError,
     device_activation,
     expand_bind,
+    holds,
     matches,
     parse_quantity,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "device_activation",
     "expand_bind",
     "first_problem",
+    "holds",
     "matches",
     "parse_quantity",
 ]

@@ -277,10 +277,26 @@ def device_activation(driver: str, device: dict) -> dict:
     }
 
 
+def holds(expression: str, activation: dict) -> bool:
+    """Whether the selector holds for the device, as the scheduler evaluates it: an error
+    (a missing attribute, no such overload) raises CelError, which stops the allocation, as
+    the structured allocator's "CEL runtime error"; it is not a mismatch."""
+    try:
+        result = _compiled(expression).evaluate(activation)
+    except (celpy.CELEvalError, TypeError, ValueError, KeyError) as error:
+        raise CelError(_words(error)) from error
+    if isinstance(result, celpy.CELEvalError):
+        raise CelError(_words(result))
+    return result is True or (isinstance(result, celtypes.BoolType) and bool(result))
+
+
+def _words(error: Exception) -> str:
+    return str(error.args[0]) if error.args else type(error).__name__
+
+
 def matches(expression: str, activation: dict) -> bool:
     """True if the selector holds for the device; an evaluation error means no match."""
     try:
-        result = _compiled(expression).evaluate(activation)
-    except (CelError, celpy.CELEvalError, TypeError, ValueError, KeyError):
+        return holds(expression, activation)
+    except CelError:
         return False
-    return result is True or (isinstance(result, celtypes.BoolType) and bool(result))

@@ -70,3 +70,22 @@ def test_a_string_attribute_equal_to_a_number_matches_no_device(
     condition = wait_until(lambda: scheduled_condition(get_pod(reference, namespace, "none")))
     assert condition["message"] == FIT_ERROR
     assert get_claim(reference, namespace, "none").get("status", {}) == {}
+
+
+def test_a_selector_that_fails_to_evaluate_stops_the_scheduling_cycle(
+    reference: kubesim.Handle,
+) -> None:
+    """Ordering a string against a number is a runtime error ("no such overload"): the real
+    allocator stops with "CEL runtime error" and the scheduler fails the Pod's cycle with
+    reason SchedulerError, rather than trying the next device as a mismatch."""
+    namespace = create_namespace(reference, "mixed")
+    create_claim(reference, namespace, "broken", selectors=cel(f"{GPU}.productName > 1"))
+    create_pod(reference, namespace, "broken", "broken")
+
+    condition = wait_until(lambda: scheduled_condition(get_pod(reference, namespace, "broken")))
+    assert condition["reason"] == "SchedulerError"
+    assert condition["message"].startswith(
+        f'running "DynamicResources" filter plugin: claim {namespace}/broken: selector #0: '
+        "CEL runtime error: "
+    )
+    assert get_claim(reference, namespace, "broken").get("status", {}) == {}
