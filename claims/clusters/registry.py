@@ -212,7 +212,7 @@ def refusal_words(error: PermanentKubeError, missing: list[permissions.Permissio
 def ask_missing(gateway: ClusterGateway) -> list[permissions.Permission]:
     """The needed permissions the identity lacks; none known when it may not even ask."""
     try:
-        return gateway.missing_permissions()
+        return gateway.missing_permissions(settings.ACCESS_CLUSTER_ROLE)
     except KubeError:
         return []
 

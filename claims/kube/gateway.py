@@ -379,12 +379,12 @@ class ClusterGateway:
 
     # --- what this identity may do -------------------------------------------------------
 
-    def missing_permissions(self) -> list[permissions.Permission]:
+    def missing_permissions(self, access_role: str) -> list[permissions.Permission]:
         """The permissions the portal needs that the cluster says this identity lacks, one
         SelfSubjectAccessReview each (any authenticated identity may ask: system:basic-user)."""
         path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
         missing = []
-        for permission in permissions.NEEDED:
+        for permission in permissions.needed(access_role):
             body = {
                 "apiVersion": "authorization.k8s.io/v1",
                 "kind": "SelfSubjectAccessReview",

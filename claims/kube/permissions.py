@@ -41,7 +41,7 @@ ALL = ("get", "list", "watch", "create", "patch", "delete")
 RBAC = "rbac.authorization.k8s.io"
 
 # deploy/base/clusterrole.yaml, rule by rule (a test compares the two).
-NEEDED: tuple[Permission, ...] = (
+NEEDED_WITHOUT_BIND: tuple[Permission, ...] = (
     *_rule("", ("namespaces", "pods", "resourcequotas"), ALL),
     *_rule("", ("pods/log",), ("get",)),
     *_rule("", ("events",), ("list",)),
@@ -51,8 +51,13 @@ NEEDED: tuple[Permission, ...] = (
     *_rule("resource.k8s.io", ("resourceclaims",), ALL),
     *_rule("resource.k8s.io", ("deviceclasses", "resourceslices"), ("list", "watch")),
     *_rule(RBAC, ("rolebindings",), ("get", "list", "watch", "create", "patch")),
-    Permission("bind", RBAC, "clusterroles", "edit"),
 )  # fmt: skip
+
+
+def needed(access_role: str = "edit") -> tuple[Permission, ...]:
+    """Every permission the portal needs; it binds users to `access_role` (the setting
+    ACCESS_CLUSTER_ROLE) without holding all of that role."""
+    return (*NEEDED_WITHOUT_BIND, Permission("bind", RBAC, "clusterroles", access_role))
 
 
 def missing_words(missing: list[Permission]) -> str:
