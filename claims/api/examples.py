@@ -42,6 +42,10 @@ CLUSTER: dict[str, Any] = {
     "inventory_synced_at": WHEN,
     "last_synced_at": WHEN,
     "last_error": "",
+    "reachable": True,
+    "unreachable_since": None,
+    "refused_since": None,
+    "missing_permissions": [],
 }
 
 NAMESPACE_REQUEST: dict[str, Any] = {

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-from claims.kube import parsing, preflight
+from claims.kube import parsing, permissions, preflight
 from claims.kube.connection import SERVICE_ACCOUNT_DIR, Connection, json_object
 from claims.kube.discovery import ResourceDiscovery
 from claims.kube.errors import (
@@ -376,6 +376,24 @@ class ClusterGateway:
             "contexts": [{"name": context_name, "context": context}],
             "current-context": context_name,
         }
+
+    # --- what this identity may do -------------------------------------------------------
+
+    def missing_permissions(self, access_role: str) -> list[permissions.Permission]:
+        """The permissions the portal needs that the cluster says this identity lacks, one
+        SelfSubjectAccessReview each (any authenticated identity may ask: system:basic-user)."""
+        path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+        missing = []
+        for permission in permissions.needed(access_role):
+            body = {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": permission.review_attributes()},
+            }
+            status = json_object(self._call("POST", path, body=body)).get("status") or {}
+            if not status.get("allowed"):
+                missing.append(permission)
+        return missing
 
     def _node_names(self) -> list[str]:
         return [n["metadata"]["name"] for n in self._list("/api/v1/nodes")]

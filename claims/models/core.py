@@ -35,6 +35,10 @@ class Cluster(models.Model):
     last_error = models.TextField(blank=True)
     # Set at the first failed contact after a good one, cleared by the next good one.
     unreachable_since = models.DateTimeField(null=True, blank=True)
+    # The cluster answers but refuses the portal's identity (401/403) what it needs, since
+    # when; the needed permissions it lacks, as "list resourceslices.resource.k8s.io".
+    refused_since = models.DateTimeField(null=True, blank=True)
+    missing_permissions = models.JSONField(default=list, blank=True)
     # Name of a docker-registry Secret in each namespace, for clusters pulling from a
     # private mirror (air-gapped); the portal references it, it does not create it.
     image_pull_secret = models.CharField(max_length=253, blank=True)

@@ -11,7 +11,8 @@ of the ResourceSlices and DeviceClasses) and feeds from those caches, with no li
   (the server's versions) once the caches are current again after a watch broke (an
   upgraded control plane breaks them all) and every DISCOVERY_SECONDS;
 - reachability: unreachable from the first watch or list that could not reach the cluster,
-  reachable again when every cache is current.
+  refused from the first one it refused (401/403: the permissions it lacks are asked once per
+  change), reachable again when every cache is current.
 
 A loop runs while it holds the cluster's one lease (claims/worker/lease.py); a second copy
 (another process, another machine) waits and takes over within a lease when the holder dies.
@@ -32,7 +33,13 @@ from django.db import close_old_connections, connections
 from claims.clusters import registry as cluster_registry
 from claims.clusters.gateways import gateway_for
 from claims.kube import parsing
-from claims.kube.gateway import ClaimState, ClusterGateway, DeviceClassInfo, KubeError, PodState
+from claims.kube.gateway import (
+    ClaimState,
+    ClusterGateway,
+    DeviceClassInfo,
+    KubeError,
+    PodState,
+)
 from claims.kube.informer import Informer
 from claims.models import Cluster, managed_selector
 from claims.worker import reconciler, sync
@@ -108,6 +115,8 @@ class ClusterLoop:
         self.allocations = AllocationsSeen()
         self.connection: tuple[Any, ...] = ()
         self.unreachable = False
+        # The kinds the cluster refuses to list (None: not known yet).
+        self.refused: frozenset[str] | None = None
         self.rediscover = False  # a watch broke: discover again once the caches are current
 
     def run(self) -> None:
@@ -164,6 +173,7 @@ class ClusterLoop:
         allow each: tests/claims/worker/test_least_privilege.py starts these)."""
         selector = managed_selector()
         seconds = settings.FOLLOWER_WATCH_SECONDS
+        refused = settings.FOLLOWER_REFUSED_RETRY_SECONDS
         ours = self._signal(self.changed)
         drift = self._signal(self.drift_changed)
         inventory = self._signal(self.inventory_changed)
@@ -175,13 +185,37 @@ class ClusterLoop:
                 self.allocations.parse,
                 ours,
                 watch_seconds=seconds,
+                refused_retry_seconds=refused,
             ),
-            Informer(gateway, "Pod", selector, parsing.pod_state, ours, watch_seconds=seconds),
-            Informer(gateway, "ResourceSlice", "", _as_is, inventory),
-            Informer(gateway, "DeviceClass", "", parsing.device_class_info, inventory),
+            Informer(
+                gateway,
+                "Pod",
+                selector,
+                parsing.pod_state,
+                ours,
+                watch_seconds=seconds,
+                refused_retry_seconds=refused,
+            ),
+            Informer(
+                gateway, "ResourceSlice", "", _as_is, inventory, refused_retry_seconds=refused
+            ),
+            Informer(
+                gateway,
+                "DeviceClass",
+                "",
+                parsing.device_class_info,
+                inventory,
+                refused_retry_seconds=refused,
+            ),
             {
                 kind: Informer(
-                    gateway, kind, selector, parsing.metadata_only, drift, watch_seconds=seconds
+                    gateway,
+                    kind,
+                    selector,
+                    parsing.metadata_only,
+                    drift,
+                    watch_seconds=seconds,
+                    refused_retry_seconds=refused,
                 )
                 for kind in CHECKED_KINDS
             },
@@ -208,6 +242,7 @@ class ClusterLoop:
                 streams.flush()
             self._refresh_inventory(cluster)
             self._note_reachability(cluster)
+            self._note_refusals(gateway)
             due = False
             if renewal.due():
                 if not take_lease(self.cluster_id, self.holder):
@@ -280,6 +315,26 @@ class ClusterLoop:
         elif not errors and self.unreachable:
             cluster_registry.mark_reachable(self.cluster_id)
         self.unreachable = bool(unreachable) or (self.unreachable and bool(errors))
+
+    def _note_refusals(self, gateway: ClusterGateway) -> None:
+        """Refused from the first list or watch the cluster refused (401/403), with the
+        needed permissions the identity lacks, asked again only when what is refused changes;
+        no longer once every cache is current (the permissions were granted)."""
+        informers = self.watched.all() if self.watched else []
+        refused = frozenset(i.kind for i in informers if i.refused)
+        if refused == self.refused or (not refused and not self._current()):
+            return
+        self.refused = refused
+        if not refused:
+            log.info("cluster %s lets the portal list and watch what it needs", self.cluster_id)
+            if not self.unreachable:
+                cluster_registry.mark_reachable(self.cluster_id)
+            return
+        refusal = next(i.refusal for i in informers if i.refusal is not None)
+        missing = cluster_registry.ask_missing(gateway) if refusal.status == 403 else []
+        problem = cluster_registry.refusal_words(refusal, missing)
+        log.warning("cluster %s refuses the portal: %s", self.cluster_id, problem)
+        cluster_registry.mark_refused(self.cluster_id, problem, [str(p) for p in missing])
 
     def _connection_changed(self) -> bool:
         cluster = Cluster.objects.filter(pk=self.cluster_id).first()
