@@ -41,16 +41,8 @@ class VerificationRunOutput(serializers.ModelSerializer):
         "as last read from the cluster (every few seconds).",
     )
 
-    verdict = serializers.ChoiceField(
-        choices=VERDICTS,
-        help_text="What the run says of its GPU: passed, failed, pending (the samples or the "
-        "reading of their logs are not done), or unknown (it will never say: verdict_reason "
-        "tells why, e.g. the log could not be read). `passed` is null for pending and unknown.",
-    )
-    verdict_reason = serializers.CharField(
-        help_text="Why the verdict is unknown or still pending, in the cluster's words where "
-        'they are the reason; "" otherwise.'
-    )
+    verdict = serializers.SerializerMethodField()
+    verdict_reason = serializers.SerializerMethodField()
 
     class Meta:
         model = VerificationRun
@@ -117,6 +109,27 @@ class VerificationRunOutput(serializers.ModelSerializer):
             "created": _time(run.created),
             "updated": _time(run.updated),
         }
+
+    @extend_schema_field(
+        serializers.ChoiceField(
+            choices=VERDICTS,
+            help_text="What the run says of its GPU: passed, failed, pending (the samples or "
+            "the reading of their logs are not done), or unknown (it never will: "
+            "verdict_reason says why, e.g. the log could not be read). `passed` is null for "
+            "pending and unknown.",
+        )
+    )
+    def get_verdict(self, run: VerificationRun) -> str:
+        return run_verdict(run).code
+
+    @extend_schema_field(
+        serializers.CharField(
+            help_text="Why the verdict is unknown or still pending, in the cluster's words "
+            'where they are the reason; "" otherwise.'
+        )
+    )
+    def get_verdict_reason(self, run: VerificationRun) -> str:
+        return run_verdict(run).reason
 
     @extend_schema_field(RunLogOutput(many=True))
     def get_logs(self, run: VerificationRun) -> list[dict[str, Any]]:
