@@ -116,13 +116,13 @@ def writes_allocation_timestamp(k8s_version: str) -> bool:
 
 
 def _controllers(
-    store: Store, cluster: Topology, speed: float, k8s_version: str, kubelet: bool
+    store: Store, cluster: Topology, speed: float, k8s_version: str, kubelet: bool, faults: Faults
 ) -> tuple[Scheduler, Kubelet | None]:
     """The scheduler, and the kubelet of every node unless `kubelet` is False (then Pods are
     scheduled but never start, as on the recordings' control plane without kubelets)."""
     timestamp = writes_allocation_timestamp(k8s_version)
     scheduler = Scheduler(store, cluster, allocation_timestamp=timestamp).start()
-    return scheduler, Kubelet(store, cluster, speed).start() if kubelet else None
+    return scheduler, Kubelet(store, cluster, speed, faults).start() if kubelet else None
 
 
 class _StateSaver:
@@ -247,7 +247,7 @@ def start(
     bundle = certs.generate((host,))
     server = ApiServer((host, port), api, api.authenticator, bundle)
     url = _url(server, api)
-    scheduler, api.kubelet = _controllers(store, cluster, speed, k8s_version, kubelet)
+    scheduler, api.kubelet = _controllers(store, cluster, speed, k8s_version, kubelet, api.faults)
     finalizer = NamespaceFinalizer(store, KINDS, speed=speed)
     finalizer.start()
     accounts = ServiceAccountsController(store, KINDS).start()

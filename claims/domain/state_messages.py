@@ -88,6 +88,10 @@ CLAIM_LABELS_RESTORED = gettext_noop(
 NAMESPACE_WITHDRAWN = gettext_noop("The namespace request was withdrawn.")
 RELEASED_WITH_NAMESPACE = gettext_noop("Released with its namespace.")
 POD_GONE = gettext_noop("the Pod is gone")
+RELEASE_WAITING_FOR_KUBELET = gettext_noop(
+    "Released; waiting for the node's kubelet: Pod %(pod)s on %(node)s is terminating and holds "
+    "the GPU until its kubelet confirms it stopped."
+)
 POD_NO_LONGER_THERE = gettext_noop("The Pod is no longer in the cluster.")
 
 # The ones with values. A stored message is matched against them in this order, the first that
@@ -122,6 +126,7 @@ MESSAGES = (
     CLAIM_FAILED,
     CLAIM_REJECTED,
     CLAIM_IS,
+    RELEASE_WAITING_FOR_KUBELET,
     ALLOCATED,
     RUNNING_ON,
     CANCELLED_BY,

@@ -77,6 +77,8 @@ class PodState:
     containers: list[ContainerState] = field(default_factory=list)
     uid: str = ""
     labels: dict[str, str] = field(default_factory=dict)  # the portal's own (portal_labels)
+    # Set once the Pod was deleted; a bound Pod stays until its node's kubelet confirms.
+    deletion_timestamp: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -238,6 +240,7 @@ def pod_state(obj: Obj) -> PodState:
         containers=containers,
         uid=obj["metadata"].get("uid", ""),
         labels=portal_labels(obj),
+        deletion_timestamp=parse_time(obj["metadata"].get("deletionTimestamp")),
     )
 
 

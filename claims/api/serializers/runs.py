@@ -10,6 +10,7 @@ from rest_framework import serializers
 from claims.api import examples
 from claims.api.serializers.common import _example, _text, _time
 from claims.models import VerificationRun
+from claims.policy.verdict import VERDICTS, run_verdict
 
 
 class RunLogOutput(serializers.Serializer):
@@ -40,6 +41,9 @@ class VerificationRunOutput(serializers.ModelSerializer):
         "as last read from the cluster (every few seconds).",
     )
 
+    verdict = serializers.SerializerMethodField()
+    verdict_reason = serializers.SerializerMethodField()
+
     class Meta:
         model = VerificationRun
         fields = [
@@ -57,6 +61,8 @@ class VerificationRunOutput(serializers.ModelSerializer):
             "node",
             "devices",
             "passed",
+            "verdict",
+            "verdict_reason",
             "vector_add_passed",
             "device_query_passed",
             "device_name",
@@ -74,6 +80,7 @@ class VerificationRunOutput(serializers.ModelSerializer):
         run is answered many times, and building the fields took most of each answer."""
         run, claim = instance, instance.claim
         ns = claim.namespace_request
+        verdict = run_verdict(run)
         return {
             "id": run.pk,
             "claim": run.claim_id,
@@ -89,6 +96,8 @@ class VerificationRunOutput(serializers.ModelSerializer):
             "node": run.node,
             "devices": [{str(k): v for k, v in device.items()} for device in run.devices],
             "passed": run.passed,
+            "verdict": verdict.code,
+            "verdict_reason": verdict.reason,
             "vector_add_passed": run.vector_add_passed,
             "device_query_passed": run.device_query_passed,
             "device_name": run.device_name,
@@ -100,6 +109,27 @@ class VerificationRunOutput(serializers.ModelSerializer):
             "created": _time(run.created),
             "updated": _time(run.updated),
         }
+
+    @extend_schema_field(
+        serializers.ChoiceField(
+            choices=VERDICTS,
+            help_text="What the run says of its GPU: passed, failed, pending (the samples or "
+            "the reading of their logs are not done), or unknown (it never will: "
+            "verdict_reason says why, e.g. the log could not be read). `passed` is null for "
+            "pending and unknown.",
+        )
+    )
+    def get_verdict(self, run: VerificationRun) -> str:
+        return run_verdict(run).code
+
+    @extend_schema_field(
+        serializers.CharField(
+            help_text="Why the verdict is unknown or still pending, in the cluster's words "
+            'where they are the reason; "" otherwise.'
+        )
+    )
+    def get_verdict_reason(self, run: VerificationRun) -> str:
+        return run_verdict(run).reason
 
     @extend_schema_field(RunLogOutput(many=True))
     def get_logs(self, run: VerificationRun) -> list[dict[str, Any]]:
