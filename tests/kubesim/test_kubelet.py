@@ -167,9 +167,17 @@ def test_it_reports_running_containers_as_ready(
 ) -> None:
     create_claim(kubesim_module, namespace, "forever")
     create_pod(kubesim_module, namespace, "forever", [VECTOR_ADD], claim="forever", policy="Always")
-    pod = wait_until(phase_is(kubesim_module, namespace, "forever", "Running"))
+
+    def container_running() -> dict | None:
+        # vectorAdd exits within a second and restarts (restartPolicy Always): look at a
+        # moment its container runs, not merely at the phase, which stays Running between.
+        pod = get_pod(kubesim_module, namespace, "forever")
+        statuses = pod["status"].get("containerStatuses") or [{}]
+        return pod if "running" in statuses[0].get("state", {}) else None
+
+    pod = wait_until(container_running)
     (status,) = pod["status"]["containerStatuses"]
-    assert "running" in status["state"] and status["ready"] is True
+    assert pod["status"]["phase"] == "Running" and status["ready"] is True
     assert conditions(pod)["ContainersReady"]["status"] == "True"
 
 
