@@ -56,9 +56,10 @@ def _pod_event(event: Obj) -> PodEvent:
 
 
 def _newest_first(items: list[Obj]) -> list[PodEvent]:
-    """Events newest first; of two seen in the same second the one listed later (Events are
-    named <object>.<UnixNano in hex>, so a list is in the order they were made)."""
-    events = [(_by_time(event), index, event) for index, event in enumerate(map(_pod_event, items))]
+    """Events newest first, to the second (the kubelet's core/v1 Events carry whole seconds,
+    the scheduler's microseconds); within one second the one listed later (Events are named
+    <object>.<UnixNano in hex>, so a list is in the order they were made)."""
+    events = [(event.at[:19], index, event) for index, event in enumerate(map(_pod_event, items))]
     return [event for _, _, event in sorted(events, key=lambda e: (e[0], e[1]), reverse=True)]
 
 
