@@ -98,6 +98,7 @@ VERIFICATION_RUN: dict[str, Any] = {
     "pod_name": "gpu-claim-verify-12",
     "state": "succeeded",
     "state_message": "CUDA samples passed.",
+    "pod_stage": "",
     "pod_warnings": [],
     "owner": "alice",
     "node": "gpu-node-1",

@@ -57,6 +57,14 @@ CLAIM_CREATED = gettext_noop(
 )
 KUBECONFIG_ISSUED = gettext_noop("Kubeconfig issued, valid until %(ends)s.")
 POD_CREATED = gettext_noop("Pod created; waiting to schedule.")
+POD_BOUND = gettext_noop(
+    "Bound to node %(node)s; the kubelet is preparing its containers (ContainerCreating)."
+)
+POD_PULLING = gettext_noop("Bound to node %(node)s; pulling the image: %(event)s")
+POD_STARTING = gettext_noop("Bound to node %(node)s; starting the containers: %(event)s")
+POD_IMAGE_NOT_PULLED = gettext_noop(
+    "Bound to node %(node)s; the image cannot be pulled: %(problem)s"
+)
 POD_ENDED = gettext_noop("Pod %(state)s.")
 POD_DID_NOT_START = gettext_noop("The Pod did not start within %(seconds)d seconds: %(reason)s")
 DEVICES_FROM_DEVICE_QUERY = gettext_noop(
@@ -117,6 +125,10 @@ MESSAGES = (
     CLAIM_CREATED,
     KUBECONFIG_ISSUED,
     POD_CREATED,  # a message without values, or "Pod %(state)s." would take it
+    POD_BOUND,
+    POD_PULLING,
+    POD_STARTING,
+    POD_IMAGE_NOT_PULLED,
     POD_ENDED,
     POD_DID_NOT_START,
     FAILED_LOGIN,

@@ -36,6 +36,7 @@ from claims.kube.pod_reads import (
     _by_time,
     _drop_cut_off_line,
     _is_waiting_to_start,
+    _newest_first,
     _pod_event,
     _since_seconds,
 )
@@ -277,6 +278,17 @@ class ClusterGateway:
         path = f"/api/v1/namespaces/{quote(namespace, safe='')}/events"
         items = self._get_json(path, {"fieldSelector": selector}).get("items") or []
         return sorted((_pod_event(item) for item in items), key=_by_time, reverse=True)
+
+    def list_pod_events(self, namespace: str, name: str, uid: str) -> list[PodEvent]:
+        """Every Event about one Pod (this uid), Normal and Warning, newest first: the
+        scheduler's and DRA's complaints, and the kubelet's word on its images (Pulling,
+        Pulled) and containers, in one list call."""
+        selector = f"involvedObject.name={name}"
+        if uid:
+            selector += f",involvedObject.uid={uid}"
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/events"
+        items = self._get_json(path, {"fieldSelector": selector}).get("items") or []
+        return _newest_first(items)
 
     def list_namespaces(self, label_selector: str) -> list[Obj]:
         """Matching Namespaces as the cluster has them (uid, labels, deletionTimestamp)."""

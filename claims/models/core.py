@@ -230,6 +230,20 @@ class ClaimRequest(Request):
 
 
 class VerificationRun(models.Model):
+    class PodStage(models.TextChoices):
+        """Where a run's Pod is between created and ended (its phase alone says Pending for all
+        but the last): from the Pod's node and container states and the kubelet's Events."""
+
+        SCHEDULING = "scheduling", pgettext_lazy("pod stage", "waiting to be scheduled")
+        BOUND = "bound", pgettext_lazy("pod stage", "bound to a node")
+        PULLING = "pulling", pgettext_lazy("pod stage", "pulling the image")
+        STARTING = "starting", pgettext_lazy("pod stage", "starting the containers")
+        IMAGE_PULL_FAILED = (
+            "image_pull_failed",
+            pgettext_lazy("pod stage", "image cannot be pulled"),
+        )
+        RUNNING = "running", pgettext_lazy("pod stage", "running")
+
     class State(models.TextChoices):
         QUEUED = "queued", pgettext_lazy("state", "queued")
         CREATING = "creating", pgettext_lazy("state", "creating")
@@ -275,6 +289,12 @@ class VerificationRun(models.Model):
     # (claims/worker/sync.py).
     pod_warnings = models.JSONField(default=list, blank=True)
     pod_warnings_read_at = models.DateTimeField(null=True, blank=True)
+    # Read with them: the kubelet's latest word on the bound Pod's containers, a Normal Event
+    # ({"reason": "Pulling", "message": 'Pulling image "..."'}), which says the image pulls.
+    pod_activity = models.JSONField(default=dict, blank=True)
+    # What the Pod is doing while the run waits or runs (PodStage); "" with no Pod or once
+    # it ended.
+    pod_stage = models.CharField(max_length=20, choices=PodStage.choices, blank=True)
 
     class Meta:
         ordering = ["-created"]

@@ -82,37 +82,43 @@ def _sync_cycle(
     if pods is not None:
         by_name = {(pod.namespace, pod.name): pod for pod in pods.items}
         streamed = view.follow_logs(runs, by_name)
+        read_pod_events(runs, by_name, gateway)  # first: what the kubelet said, for the follow
         problems += run_pods.follow_runs(
             runs, by_name, pods.at, gateway, allocations or {}, streamed
         )
         problems += run_pods.retry_logs(awaiting, by_name, gateway)
-        read_pod_warnings(runs, by_name, gateway)
     record_outcome(cluster, problems, record_every)
     # Logs still to read keep the passes coming too (their back-off decides when to ask).
     awaited = [run for run in awaiting + runs if run.log_retry_until]  # as they are now
     return not problems and (bool(awaited) or any(not run.is_final for run in runs))
 
 
-def read_pod_warnings(runs: list[VerificationRun], pods: Pods, gateway: ClusterGateway) -> None:
-    """The latest Warning Events of each pending run's Pod, kept on the run for the page that
-    says why it waits: one list call per pending Pod and POD_WARNINGS_EVERY, however many
-    people look. Extra, like logs: a cluster that refuses it only costs the explanation."""
+def read_pod_events(runs: list[VerificationRun], pods: Pods, gateway: ClusterGateway) -> None:
+    """The Events of each pending run's Pod: the latest Warnings, kept on the run for the page
+    that says why it waits, and the kubelet's latest word on its containers (Pulling image
+    ...), which says what a bound Pod is doing. One list call per pending Pod and
+    POD_WARNINGS_EVERY (and one as soon as it is seen bound), however many people look.
+    Extra, like logs: a cluster that refuses it only costs the explanation."""
     due = timezone.now() - POD_WARNINGS_EVERY
     for run in runs:
         pod = pods.get((run.claim.namespace, run.pod_name))
         if pod is None or pod.phase != "Pending" or run.is_final:
             continue
-        if run.pod_warnings_read_at and run.pod_warnings_read_at > due:
+        just_bound = bool(pod.node) and pod.node != run.node
+        if run.pod_warnings_read_at and run.pod_warnings_read_at > due and not just_bound:
             continue
         try:
-            found = gateway.list_pod_warnings(pod.namespace, pod.name, run.pod_uid)
+            found = gateway.list_pod_events(pod.namespace, pod.name, run.pod_uid)
         except KubeError as error:
             log.warning("events of %s/%s: %s", pod.namespace, pod.name, error)
             continue
+        warnings = [event for event in found if event.type == "Warning"]
         # Once bound, the scheduler's old complaints no longer hold.
-        current = [e for e in found if not (pod.node and e.reason == "FailedScheduling")]
-        kept = [asdict(event) for event in current[:POD_WARNINGS_KEPT]]
-        run_observations.run_pod_warnings_seen(run=run, warnings=kept)
+        current = [e for e in warnings if not (pod.node and e.reason == "FailedScheduling")]
+        kept = [event.as_warning() for event in current[:POD_WARNINGS_KEPT]]
+        activity = next((e for e in found if e.reason in run_pods.KUBELET_PROGRESS), None)
+        said = {"reason": activity.reason, "message": activity.message} if activity else {}
+        run_observations.run_pod_events_seen(run=run, warnings=kept, activity=said)
 
 
 T = TypeVar("T")

@@ -2,8 +2,9 @@
 
 One thread per pod (`pod_run.PodRun`). Known CUDA sample images print what the real samples
 print on the GPUs allocated to the container's claims; pulls follow the topology's registries
-(`images.py`), and `spec.activeDeadlineSeconds` ends a pod (`deadline.py`). Timings are divided
-by `speed` (speed 1: about 2 s pulling, 3 s running, so a person can watch).
+and pull times, and each node keeps the images it pulled (`images.py`);
+`spec.activeDeadlineSeconds` ends a pod (`deadline.py`). Timings are divided by `speed`
+(speed 1: 3 s per image on its first pull on a node, 3 s running, so a person can watch).
 
 A node whose kubelet is down or unreachable (a node fault, kubesim/apiserver/faults.py) does
 nothing: its pods start no container, report no status and confirm no deletion (a deleted
@@ -16,6 +17,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kubesim.kubelet.images import NodeImages
 from kubesim.kubelet.pod_run import (
     PodGone,
     PodRun,
@@ -40,6 +42,7 @@ class Kubelet:
         self.faults = faults
         self._pod_node = threading.local()  # the node of the pod a thread runs
         self.speed = max(float(speed or 1.0), 0.001)
+        self.node_images = NodeImages()
         self._logs: dict[tuple[str, str, str], list[LogLine]] = {}
         self._changed = threading.Condition()
         self._running: dict[tuple[str, str], str] = {}

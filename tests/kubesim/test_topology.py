@@ -144,6 +144,28 @@ def test_it_reads_a_yaml_topology_that_replaces_the_default(tmp_path: Path) -> N
     assert topology.node_object(lab, "lab-1")["metadata"]["labels"]["zone"] == "a"
 
 
+def test_it_reads_the_pull_time_and_size_of_each_image(tmp_path: Path) -> None:
+    path = tmp_path / "pulls.yaml"
+    path.write_text(
+        textwrap.dedent(
+            """
+            nodes: [{name: lab-1}]
+            image_pull_seconds: 20
+            images:
+              - busybox:1.36
+              - {image: "nvcr.io/nvidia/k8s/cuda-sample:devicequery", pull_seconds: 45, size: 7}
+            """
+        )
+    )
+    lab = topology.load(path)
+    assert lab.images == ("busybox:1.36", "nvcr.io/nvidia/k8s/cuda-sample:devicequery")
+    assert lab.image_pull_seconds_of("docker.io/library/busybox:1.36") == 20
+    assert lab.image_pull_seconds_of("nvcr.io/nvidia/k8s/cuda-sample:devicequery") == 45
+    assert lab.image_sizes == {"nvcr.io/nvidia/k8s/cuda-sample:devicequery": 7}
+    default = topology.load(None)
+    assert default.image_pull_seconds_of(default.images[0]) == topology.DEFAULT_PULL_SECONDS > 0
+
+
 def test_it_adds_mig_devices_and_their_class() -> None:
     mig = topology.load(MIG_EXAMPLE)
     assert mig.has_mig()
@@ -168,6 +190,10 @@ def test_it_adds_mig_devices_and_their_class() -> None:
         ("nodes: [{gpus: []}]", "needs a `name`"),
         ("nodes: [{name: a, gpus: [{model: V100}]}]", "unknown GPU model 'V100'"),
         ("nodes: [{name: a, gpus: [{model: H100-80GB-HBM3, mig: [9g.99gb]}]}]", "MIG profile"),
+        ("{nodes: [{name: a}], image_pull_seconds: -1}", "`image_pull_seconds:` must be"),
+        ("{nodes: [{name: a}], images: [{name: x}]}", "every `images:` entry"),
+        ("{nodes: [{name: a}], images: [{image: x, pull_seconds: soon}]}", "pull_seconds"),
+        ("{nodes: [{name: a}], images: [{image: x, size: big}]}", "size` must be"),
     ],
 )
 def test_it_explains_a_bad_topology(tmp_path: Path, text: str, problem: str) -> None:

@@ -35,6 +35,14 @@ class VerificationRunOutput(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username")
     devices = serializers.ListField(child=serializers.DictField(child=serializers.JSONField()))
     logs = serializers.SerializerMethodField()
+    pod_stage = serializers.ChoiceField(
+        choices=[("", "no Pod, or it ended"), *VerificationRun.PodStage.choices],
+        help_text="Where the Pod is while the run waits or runs: scheduling (not yet bound), "
+        "bound (to `node`; the kubelet said nothing yet), pulling (the image), starting "
+        "(image pulled: creating and starting the containers), image_pull_failed "
+        "(ErrImagePull or ImagePullBackOff: `state_message` has the cluster's words), "
+        'running; "" before the Pod exists and once the run ended.',
+    )
     pod_warnings = PodWarningOutput(
         many=True,
         help_text="While the Pod is pending: the latest Warning Events about it, newest first, "
@@ -55,6 +63,7 @@ class VerificationRunOutput(serializers.ModelSerializer):
             "pod_name",
             "state",
             "state_message",
+            "pod_stage",
             "pod_warnings",
             "log_error",
             "owner",
@@ -90,6 +99,7 @@ class VerificationRunOutput(serializers.ModelSerializer):
             "pod_name": run.pod_name,
             "state": run.state,
             "state_message": run.state_message,
+            "pod_stage": "" if run.is_final else run.pod_stage,
             "pod_warnings": [_pod_warning(warning) for warning in run.pod_warnings],
             "log_error": run.log_error,
             "owner": run.owner.username,
