@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from kubesim.cluster.workloads import Workload, WorkloadError
+from kubesim.cluster.workloads import from_list as workloads_from_list
 from kubesim.kubelet.cuda import MIG_PROFILES, MODELS, GpuModel, MigProfile
 from kubesim.kubelet.images import Registry
 from kubesim.kubelet.pod_status import node_ip
@@ -112,6 +114,8 @@ class Topology:
     # Pod Security's level where a namespace has no enforce label (`pod_security: {enforce:}`;
     # upstream's default, without an AdmissionConfiguration, is privileged).
     pod_security_enforce: str = "privileged"
+    # Other teams' Pods and claims, made at start-up (kubesim/cluster/workloads.py).
+    workloads: list[Workload] = field(default_factory=list)
 
     @property
     def node_names(self) -> list[str]:
@@ -226,7 +230,14 @@ def from_dict(data: dict) -> Topology:
     enforce = (data.get("pod_security") or {}).get("enforce", "privileged")
     if enforce not in ("privileged", "baseline", "restricted"):
         raise TopologyError("`pod_security: {enforce:}` is privileged, baseline or restricted")
-    return Topology(devices_by_node, images, labels, _registries(data), offline, objects, enforce)
+    try:
+        workloads = workloads_from_list(data.get("workloads"), list(devices_by_node))
+    except WorkloadError as error:
+        raise TopologyError(str(error)) from None
+    registries = _registries(data)
+    return Topology(
+        devices_by_node, images, labels, registries, offline, objects, enforce, workloads
+    )
 
 
 def _registries(data: dict) -> dict[str, Registry]:
