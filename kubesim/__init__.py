@@ -240,7 +240,7 @@ def start(
         kinds=KINDS,
         served_versions=tuple(served_versions),
         k8s_version=k8s_version,
-        faults=_initial_faults(latency_ms, error_rate, error_codes),
+        faults=Faults(),
     )
     api.authenticator = Authenticator(store, KINDS, token, static_users, anonymous=anonymous_auth)
     api.quota = QuotaController(store, KINDS)
@@ -259,8 +259,9 @@ def start(
     stoppables += [root_ca, node_lifecycle]
     stoppables += [_StateSaver(store)] if state else []
     serve_in_thread(server)
-    if fresh:
+    if fresh:  # what other teams run was there before any fault a client meets
         workloads.start(api, cluster.workloads)
+    api.faults = _initial_faults(latency_ms, error_rate, error_codes)
     temporary = kubeconfig is None
     kubeconfig = kubeconfig or _temporary_path()
     write_kubeconfig(kubeconfig, kubeconfig_text(url, bundle.ca_pem, token))

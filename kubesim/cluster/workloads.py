@@ -64,6 +64,14 @@ class Workload:
             "image": self.image,
             "command": ["sleep", "infinity"],
             "resources": {"claims": [{"name": "gpus"}]},
+            # Pod Security "restricted": it runs where a cluster enforces that everywhere.
+            "securityContext": {
+                "allowPrivilegeEscalation": False,
+                "capabilities": {"drop": ["ALL"]},
+                "runAsNonRoot": True,
+                "runAsUser": 1000,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
         }
         spec: dict[str, Any] = {
             "containers": [container],
