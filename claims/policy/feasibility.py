@@ -194,6 +194,7 @@ def of_claim(
     known = {} if known is None else known
     if cluster.pk not in taken:
         taken[cluster.pk] = _allocated(cluster)
+    allocated = taken[cluster.pk] | held_outside_ids(cluster.inventory)
     # A count of 0 stays 0: it is the count field's error, not a claim for 1.
     count = None if claim.all_devices else (1 if claim.count is None else claim.count)
     key = (cluster.pk, claim.device_class, count, claim.selector)
@@ -203,7 +204,7 @@ def of_claim(
             device_class=claim.device_class,
             count=count,
             selector=claim.selector,
-            allocated=taken[cluster.pk],
+            allocated=allocated,
         )
     return known[key]
 
@@ -294,15 +295,14 @@ def _per_node(devices: list[dict[str, Any]]) -> Counter[str]:
 
 
 def allocated_on(cluster_ids: set[int]) -> Taken:
-    """The `taken` of of_claim for several clusters at once: one query for a page of claims,
-    and one for the clusters' inventories (what claims made outside the portal hold)."""
-    inventories = Cluster.objects.filter(pk__in=cluster_ids).values_list("pk", "inventory")
-    taken: Taken = {cluster_id: held_outside_ids(inv) for cluster_id, inv in inventories}
+    """The `taken` of of_claim for several clusters at once: one query for a page of claims
+    (of_claim adds what claims made outside the portal hold, from the cluster's inventory)."""
+    taken: Taken = {cluster_id: set() for cluster_id in cluster_ids}
     allocations = ClaimRequest.objects.filter(
         namespace_request__cluster_id__in=cluster_ids, allocation__isnull=False
     ).values_list("namespace_request__cluster_id", "allocation")
     for cluster_id, allocation in allocations:
-        taken.setdefault(cluster_id, set()).update(_devices_of(allocation))
+        taken[cluster_id] |= _devices_of(allocation)
     return taken
 
 
