@@ -29,6 +29,7 @@ from kubesim.apiserver.server import ApiServer, serve_in_thread
 from kubesim.auth.authentication import Authenticator, read_token_file
 from kubesim.auth.bootstrap_policy import Aggregator, seed_policy
 from kubesim.base import certs
+from kubesim.cluster import workloads
 from kubesim.cluster.topology import Topology, seed
 from kubesim.cluster.topology import load as load_topology
 from kubesim.controllers.namespaces import NamespaceFinalizer
@@ -232,13 +233,14 @@ def start(
     static_users = read_token_file(token_auth_file) if token_auth_file else {}
     store = Store(state_path=state)
     cluster = load_topology(topology)
+    fresh = not store.has_objects("", "nodes")  # a --state file brings its own workloads
     _bootstrap(store, KINDS, cluster, k8s_version)
     api = Api(
         store=store,
         kinds=KINDS,
         served_versions=tuple(served_versions),
         k8s_version=k8s_version,
-        faults=_initial_faults(latency_ms, error_rate, error_codes),
+        faults=Faults(),
     )
     api.authenticator = Authenticator(store, KINDS, token, static_users, anonymous=anonymous_auth)
     api.quota = QuotaController(store, KINDS)
@@ -257,6 +259,9 @@ def start(
     stoppables += [root_ca, node_lifecycle]
     stoppables += [_StateSaver(store)] if state else []
     serve_in_thread(server)
+    if fresh:  # what other teams run was there before any fault a client meets
+        workloads.start(api, cluster.workloads)
+    api.faults = _initial_faults(latency_ms, error_rate, error_codes)
     temporary = kubeconfig is None
     kubeconfig = kubeconfig or _temporary_path()
     write_kubeconfig(kubeconfig, kubeconfig_text(url, bundle.ca_pem, token))

@@ -27,6 +27,7 @@ from claims.kube.parsing import (
     ClusterInfo,
     DeviceClassInfo,
     DeviceInfo,
+    Holding,
     LogLine,
     PodState,
     PreflightCheck,
@@ -263,6 +264,11 @@ class ClusterGateway:
         """All matching claims in every namespace, in one API call."""
         claims = self._list_resources("ResourceClaim", label_selector)
         return [parsing.claim_state(o) for o in claims]
+
+    def list_holdings(self, label_selector: str) -> list[Holding]:
+        """What the matching claims in every namespace hold (parsing.claim_holding)."""
+        claims = self._list_resources("ResourceClaim", label_selector)
+        return [parsing.claim_holding(o) for o in claims]
 
     def list_pods(self, label_selector: str) -> list[PodState]:
         """All matching Pods in every namespace, in one API call."""

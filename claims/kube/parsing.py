@@ -54,6 +54,17 @@ class ClaimState:
 
 
 @dataclass(frozen=True)
+class Holding:
+    """What a claim the portal did not make holds: whose it is and its allocated devices
+    (driver, pool, device), no more (a shared cluster's claims may be many)."""
+
+    namespace: str
+    name: str
+    devices: tuple[tuple[str, str, str], ...] = ()
+    kind: str = "ResourceClaim"  # who holds it: a claim today; other kinds may follow
+
+
+@dataclass(frozen=True)
 class ContainerState:
     name: str
     state: str  # "waiting", "running", "terminated" or "unknown"
@@ -182,6 +193,17 @@ def claim_state(obj: Obj) -> ClaimState:
         ],
         reserved_for=[r.get("name", "") for r in status.get("reservedFor") or []],
         labels=portal_labels(obj),
+    )
+
+
+def claim_holding(obj: Obj) -> Holding:
+    """A claim outside the portal as its allocation: the rest of it wakes nobody."""
+    allocation = (obj.get("status") or {}).get("allocation") or {}
+    results = (allocation.get("devices") or {}).get("results") or []
+    return Holding(
+        namespace=obj["metadata"].get("namespace", ""),
+        name=obj["metadata"]["name"],
+        devices=tuple(sorted((r["driver"], r["pool"], r["device"]) for r in results)),
     )
 
 

@@ -77,6 +77,12 @@ def managed_selector() -> str:
     return ",".join(f"{key}={value}" for key, value in managed_labels().items())
 
 
+def outside_selector() -> str:
+    """Objects this installation did not make: `!=` also matches objects without the label
+    (other teams' claims), and another installation's objects are outside this one."""
+    return f"{INSTANCE_LABEL}!={settings.PORTAL_INSTANCE}"
+
+
 class Request(models.Model):
     """What a namespace request and a claim request share: who asked, why, who decided."""
 

@@ -4,8 +4,9 @@ DRA gives one claim devices that are all reachable from the one node its Pod run
 devices a node publishes plus those published for every node (no node name). So a claim for
 3 GPUs cannot be met on a cluster of 2-GPU nodes, however many nodes it has.
 
-"Free now" counts the devices no claim the portal follows has allocated (from the last sync);
-claims made outside the portal are not seen, so the cluster may have fewer free.
+"Free now" counts the devices allocated to no claim at all: the portal's (from the last sync)
+and those made outside it (Cluster.inventory's held_outside, from the cluster loop), so a claim
+that cannot fit because another team holds the GPUs says so before it is approved.
 """
 
 from __future__ import annotations
@@ -17,15 +18,12 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.utils.text import capfirst
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, ngettext
+from django.utils.translation import ngettext
 
 import dracel
 from claims.models import ClaimRequest, Cluster
 from claims.policy import device_picker
-
-FREE_NOW_COUNTS = gettext_lazy(
-    "free = not allocated to a claim the portal follows; claims made outside it are not seen"
-)
+from claims.read.inventory import held_outside_ids
 
 
 @dataclass(frozen=True)
@@ -50,6 +48,9 @@ class Feasibility:
     selector_valid: bool = True  # False: it does not compile, the cluster would refuse it
     unevaluated: int = 0
     of_class: int = 0
+    held_outside: int = 0  # matching devices held by claims made outside the portal
+    # The most matching devices on one node that no claim of the portal holds.
+    free_on_best_node_but_outside: int = 0
 
     @property
     def possible(self) -> bool | None:
@@ -65,6 +66,16 @@ class Feasibility:
     def fits_now(self) -> bool:
         wanted = self.asked if self.asked is not None else 1
         return wanted <= self.free_on_best_node
+
+    @property
+    def held_outside_blocks(self) -> bool:
+        """It would fit now, but for the devices claims made outside the portal hold."""
+        wanted = self.asked if self.asked is not None else 1
+        return (
+            self.possible is True
+            and not self.fits_now
+            and wanted <= self.free_on_best_node_but_outside
+        )
 
     @property
     def what(self) -> str:
@@ -111,6 +122,7 @@ class Feasibility:
             "free_now_on_one_node": self.free_on_best_node,
             "free_now_in_cluster": self.free_in_cluster,
             "node": self.best_node,
+            "held_outside_portal": self.held_outside,
             "selector_evaluated": self.selector_evaluated,
             "summary": self.summary(),
         }
@@ -162,14 +174,34 @@ class Feasibility:
             "free": self.free_on_best_node,
             "node": self.best_node,
             "in_cluster": self.free_in_cluster,
-            "counts": FREE_NOW_COUNTS,
         }
         if self.best_node:
-            return (
-                _("Free now: %(free)d on %(node)s, %(in_cluster)d in the cluster (%(counts)s).")
-                % numbers
+            said = _("Free now: %(free)d on %(node)s, %(in_cluster)d in the cluster.") % numbers
+        else:
+            said = _("Free now: %(free)d, %(in_cluster)d in the cluster.") % numbers
+        return " ".join([said, *self._outside()])
+
+    def _outside(self) -> list[str]:
+        """What claims made outside the portal hold of the matching devices, and whether they
+        are why the claim cannot get its devices now."""
+        if not self.held_outside:
+            return []
+        said = [
+            ngettext(
+                "%(n)d matching device is held outside the portal.",
+                "%(n)d matching devices are held outside the portal.",
+                self.held_outside,
             )
-        return _("Free now: %(free)d, %(in_cluster)d in the cluster (%(counts)s).") % numbers
+            % {"n": self.held_outside}
+        ]
+        if self.held_outside_blocks:
+            said.append(
+                _(
+                    "It does not fit now: devices held outside the portal leave too few free "
+                    "on any node; it waits until they are released."
+                )
+            )
+        return said
 
 
 Taken = dict[int, set[tuple[str, str, str]]]
@@ -191,6 +223,7 @@ def of_claim(
     known = {} if known is None else known
     if cluster.pk not in taken:
         taken[cluster.pk] = _allocated(cluster)
+    allocated = taken[cluster.pk] | held_outside_ids(cluster.inventory)
     # A count of 0 stays 0: it is the count field's error, not a claim for 1.
     count = None if claim.all_devices else (1 if claim.count is None else claim.count)
     key = (cluster.pk, claim.device_class, count, claim.selector)
@@ -200,7 +233,7 @@ def of_claim(
             device_class=claim.device_class,
             count=count,
             selector=claim.selector,
-            allocated=taken[cluster.pk],
+            allocated=allocated,
         )
     return known[key]
 
@@ -218,10 +251,12 @@ def assess(
     devices, unevaluated, of_class = found
     per_node = _per_node(devices)
     taken = _allocated(cluster) if allocated is None else allocated
-    free_devices = [d for d in devices if (d["driver"], d["pool"], d["name"]) not in taken]
+    outside = held_outside_ids(cluster.inventory) & taken
+    free_devices = [d for d in devices if _id(d) not in taken]
     free = _per_node(free_devices)
     best_node, most = per_node.most_common(1)[0] if per_node else ("", 0)
     free_node, most_free = free.most_common(1)[0] if free else ("", 0)
+    but_outside = _per_node([d for d in devices if _id(d) not in taken - outside])
     return Feasibility(
         device_class=device_class,
         matching=len(devices),
@@ -235,7 +270,13 @@ def assess(
         selector_valid=valid,
         unevaluated=unevaluated,
         of_class=of_class,
+        held_outside=sum(1 for d in devices if _id(d) in outside),
+        free_on_best_node_but_outside=max(but_outside.values(), default=0),
     )
+
+
+def _id(device: dict[str, Any]) -> tuple[str, str, str]:
+    return (device["driver"], device["pool"], device["name"])
 
 
 def check_count(*, cluster: Cluster, device_class: str, count: int | None, selector: str) -> None:
@@ -285,7 +326,8 @@ def _per_node(devices: list[dict[str, Any]]) -> Counter[str]:
 
 
 def allocated_on(cluster_ids: set[int]) -> Taken:
-    """The `taken` of of_claim for several clusters at once: one query for a page of claims."""
+    """The `taken` of of_claim for several clusters at once: one query for a page of claims
+    (of_claim adds what claims made outside the portal hold, from the cluster's inventory)."""
     taken: Taken = {cluster_id: set() for cluster_id in cluster_ids}
     allocations = ClaimRequest.objects.filter(
         namespace_request__cluster_id__in=cluster_ids, allocation__isnull=False
@@ -303,12 +345,14 @@ def _devices_of(allocation: dict[str, Any] | None) -> set[tuple[str, str, str]]:
 
 
 def _allocated(cluster: Cluster) -> set[tuple[str, str, str]]:
-    """Devices the claims the portal follows hold, as the last sync saw them."""
+    """Devices held: by the claims the portal follows, as the last sync saw them, and by
+    claims made outside it, as the cluster loop last stored them."""
     allocations = ClaimRequest.objects.filter(
         namespace_request__cluster=cluster, allocation__isnull=False
     ).values_list("allocation", flat=True)
-    return {
+    ours = {
         (d.get("driver", ""), d.get("pool", ""), d.get("device", ""))
         for allocation in allocations
         for d in (allocation or {}).get("devices", [])
     }
+    return ours | held_outside_ids(cluster.inventory)

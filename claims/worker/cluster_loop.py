@@ -7,7 +7,8 @@ of the ResourceSlices and DeviceClasses) and feeds from those caches, with no li
 - the reconciler (reconciler.py): drift on every change of a namespace, ServiceAccount or
   RoleBinding and on a resync from the caches every RECONCILE_INTERVAL_SECONDS; orphans every
   ORPHAN_SWEEP_INTERVAL_SECONDS;
-- the inventory (GPU map, feasibility) on every change of a slice or class, and discovery
+- the inventory (GPU map, feasibility) on every change of a slice or class, or of what claims
+  made outside the portal hold (another team's claims take GPUs too), and discovery
   (the server's versions) once the caches are current again after a watch broke (an
   upgraded control plane breaks them all) and every DISCOVERY_SECONDS;
 - reachability: unreachable from the first watch or list that could not reach the cluster,
@@ -37,11 +38,12 @@ from claims.kube.gateway import (
     ClaimState,
     ClusterGateway,
     DeviceClassInfo,
+    Holding,
     KubeError,
     PodState,
 )
 from claims.kube.informer import Informer
-from claims.models import Cluster, managed_selector
+from claims.models import Cluster, managed_selector, outside_selector
 from claims.worker import reconciler, sync
 from claims.worker.cluster_view import CHECKED_KINDS, AllocationsSeen, CachedView
 from claims.worker.lease import holder_name, lease_seconds, release_lease, take_lease
@@ -75,9 +77,11 @@ class Watches(NamedTuple):
     slices: Informer[dict[str, Any]]
     classes: Informer[DeviceClassInfo]
     checked: dict[str, Informer[dict[str, Any]]]  # CHECKED_KINDS
+    outside: Informer[Holding]  # claims the portal did not make: only what they hold
 
     def all(self) -> list[Informer[Any]]:
-        return [self.claims, self.pods, self.slices, self.classes, *self.checked.values()]
+        inventory: list[Informer[Any]] = [self.slices, self.classes, self.outside]
+        return [self.claims, self.pods, *inventory, *self.checked.values()]
 
 
 class Timer:
@@ -219,6 +223,14 @@ class ClusterLoop:
                 )
                 for kind in CHECKED_KINDS
             },
+            Informer(
+                gateway,
+                "ResourceClaim",
+                outside_selector(),
+                parsing.claim_holding,
+                inventory,
+                watch_seconds=seconds,
+            ),
         )
 
     def _follow_changes(self, cluster: Cluster, gateway: ClusterGateway, view: CachedView) -> None:
@@ -344,12 +356,13 @@ class ClusterLoop:
         watched = self.watched
         if watched is None or not self.inventory_changed.is_set():
             return
-        if not (watched.classes.current_at and watched.slices.current_at):
+        if not all(i.current_at for i in (watched.classes, watched.slices, watched.outside)):
             return
         self.inventory_changed.clear()
         devices = parsing.devices_from_slices(watched.slices.snapshot()[0])
         by_name = sorted(watched.classes.snapshot()[0], key=lambda device_class: device_class.name)
-        sync.inventory_seen(cluster, by_name, devices)
+        holding = [h for h in watched.outside.snapshot()[0] if h.devices]
+        sync.inventory_seen(cluster, by_name, devices, holding)
 
     @staticmethod
     def _refreshed(cluster: Cluster) -> bool:

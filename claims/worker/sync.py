@@ -25,10 +25,17 @@ from claims.kube.gateway import (
     ClusterGateway,
     DeviceClassInfo,
     DeviceInfo,
+    Holding,
     KubeError,
 )
 from claims.kube.ownership import uid_of
-from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
+from claims.models import (
+    ClaimRequest,
+    Cluster,
+    NamespaceRequest,
+    VerificationRun,
+    outside_selector,
+)
 from claims.read import inventory, planned
 from claims.worker import lease, run_pods
 from claims.worker.cluster_view import ClusterView, Listed, LiveView
@@ -155,13 +162,15 @@ def _inventory_is_stale(cluster: Cluster) -> bool:
 
 
 def refresh_inventory(cluster: Cluster, gateway: ClusterGateway | None = None) -> None:
-    """Discovery (versions) plus device classes and devices from the ResourceSlices."""
+    """Discovery (versions) plus device classes and devices from the ResourceSlices, and
+    what claims made outside the portal hold."""
     gateway = gateway or gateway_for(cluster)
     discovery_seen(cluster, gateway)
     built = {}  # a cluster without DRA has none
     if cluster.preferred_resource_version:
         classes, devices = gateway.list_device_classes(), gateway.list_devices()
-        built = inventory.build_inventory(classes, devices)
+        outside = gateway.list_holdings(outside_selector())
+        built = inventory.build_inventory(classes, devices, outside)
     _store_inventory(cluster, built)
 
 
@@ -182,10 +191,14 @@ def discovery_seen(cluster: Cluster, gateway: ClusterGateway) -> None:
 
 
 def inventory_seen(
-    cluster: Cluster, classes: list[DeviceClassInfo], devices: list[DeviceInfo]
+    cluster: Cluster,
+    classes: list[DeviceClassInfo],
+    devices: list[DeviceInfo],
+    outside: list[Holding],
 ) -> bool:
-    """The device classes and devices the loop's caches hold; True when they changed."""
-    return _store_inventory(cluster, inventory.build_inventory(classes, devices))
+    """The device classes, devices and holdings outside the portal the loop's caches hold;
+    True when they changed."""
+    return _store_inventory(cluster, inventory.build_inventory(classes, devices, outside))
 
 
 def _store_inventory(cluster: Cluster, built: dict[str, Any]) -> bool:

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from kubesim.cluster.workloads import Workload, WorkloadError
+from kubesim.cluster.workloads import from_list as workloads_from_list
 from kubesim.kubelet.cuda import MIG_PROFILES, MODELS, GpuModel, MigProfile
 from kubesim.kubelet.images import Registry
 from kubesim.kubelet.images import parse as parse_image
@@ -120,6 +122,8 @@ class Topology:
     image_pull_seconds: float = DEFAULT_PULL_SECONDS  # for images without their own
     pull_seconds: dict[str, float] = field(default_factory=dict)  # normalised image -> seconds
     image_sizes: dict[str, int] = field(default_factory=dict)  # normalised image -> bytes
+    # Other teams' Pods and claims, made at start-up (kubesim/cluster/workloads.py).
+    workloads: list[Workload] = field(default_factory=list)
 
     @property
     def node_names(self) -> list[str]:
@@ -235,6 +239,10 @@ def from_dict(data: dict) -> Topology:
     offline = data.get("offline", False)
     if not isinstance(offline, bool):
         raise TopologyError("`offline:` must be true or false")
+    try:
+        workloads = workloads_from_list(data.get("workloads"), list(devices_by_node))
+    except WorkloadError as error:
+        raise TopologyError(str(error)) from None
     return Topology(
         devices_by_node,
         images,
@@ -246,6 +254,7 @@ def from_dict(data: dict) -> Topology:
         _seconds(data.get("image_pull_seconds", DEFAULT_PULL_SECONDS), "image_pull_seconds"),
         pull_seconds,
         sizes,
+        workloads,
     )
 
 

@@ -259,8 +259,10 @@ class PodRun:
         self.states[name] = pod_status.running()
         registries = self.kubelet.topology.registries
         result = cuda.run_image(image, self.devices.get(name, []), registries)
+        if runs_until_stopped(container):
+            result = cuda.SampleRun([], 0)
         self.results[name] = result
-        self.ends[name] = time.monotonic() + RUN_SECONDS / self.kubelet.speed
+        self.ends[name] = time.monotonic() + self._run_seconds(container) / self.kubelet.speed
         self.kubelet.append_logs((*self.key, name), result.lines)
 
     def _wait_for_reserved_claims(self) -> None:
@@ -283,9 +285,13 @@ class PodRun:
             self.sleep(0.05 * self.kubelet.speed)
             pod = self._pod()
 
+    @staticmethod
+    def _run_seconds(container: dict) -> float:
+        return math.inf if runs_until_stopped(container) else RUN_SECONDS
+
     def _end_round(self, runnable: list[dict]) -> list[dict]:
         """Let the started containers run and end; the ones to restart come back."""
-        self.sleep(RUN_SECONDS)
+        self.sleep(max(self._run_seconds(container) for container in runnable))
         for container in runnable:
             name = container["name"]
             started = self.states[name]["running"]["startedAt"]
@@ -304,6 +310,15 @@ class PodRun:
         return self.restart_policy == "Always" or (
             self.restart_policy == "OnFailure" and exit_code != 0
         )
+
+
+def runs_until_stopped(container: dict) -> bool:
+    """`sleep infinity` (coreutils and busybox): the process never exits by itself, and as
+    PID 1 without a handler it ignores SIGTERM, so a deletion ends it at the grace period."""
+    return [*(container.get("command") or []), *(container.get("args") or [])] == [
+        "sleep",
+        "infinity",
+    ]
 
 
 def go_duration(seconds: float) -> str:

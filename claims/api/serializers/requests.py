@@ -82,6 +82,9 @@ class FeasibilityOutput(serializers.Serializer):
     free_now_on_one_node = serializers.IntegerField()
     free_now_in_cluster = serializers.IntegerField()
     node = serializers.CharField(help_text="The node with the most free now.")
+    held_outside_portal = serializers.IntegerField(
+        help_text="Matching devices held by claims made outside the portal (not free)."
+    )
     selector_evaluated = serializers.BooleanField(
         help_text="False when the selector fails to evaluate on some device of the class (an "
         "attribute it does not publish, a comparison CEL cannot make): the scheduler stops "
@@ -101,7 +104,8 @@ class ClaimRequestOutput(DecidedRequestOutput):
     )
     feasibility = serializers.SerializerMethodField(
         help_text="While pending: can one node ever give this many devices of the class (and "
-        "selector), and how many are free now (not allocated to a claim the portal follows); "
+        "selector), and how many are free now (allocated to no claim, the portal's or "
+        "another's); "
         "null once decided.",
     )
     lifetime_seconds = serializers.SerializerMethodField(

@@ -86,8 +86,7 @@ def test_it_says_what_is_free_now(
     )
     assert found.summary() == (
         "Can be satisfied: up to 4 devices of class gpu.nvidia.com on one node. "
-        "Free now: 4 on gpu-node-2, 5 in the cluster (free = not allocated to a claim the "
-        "portal follows; claims made outside it are not seen)."
+        "Free now: 4 on gpu-node-2, 5 in the cluster."
     )
 
 
