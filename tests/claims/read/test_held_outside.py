@@ -1,5 +1,5 @@
 """GPUs held outside the portal (issue 23): on a shared cluster another team's claim, made
-outside the portal, holds 2 of gpu-node-1's 4 H100s (tests/fixtures/topologies/shared.yaml).
+outside the portal, holds 2 of gpu-node-1's 4 H100s (kubesim/cluster/topologies/default.yaml).
 The claim form's preview, the approval queue, the GPU map and the API count them as taken;
 a data scientist sees "held outside the portal", never the other team's names."""
 
