@@ -178,8 +178,10 @@ def write_kubeconfig(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _initial_faults(latency_ms: float, error_rate: float, error_codes: tuple[int, ...]) -> Faults:
-    faults = Faults()
+def _add_initial_faults(
+    faults: Faults, latency_ms: float, error_rate: float, error_codes: tuple[int, ...]
+) -> None:
+    """The start-up faults, added to the one Faults every part holds (the kubelet too)."""
     if latency_ms or error_rate:
         spec = {
             "path": r"^/api",
@@ -188,7 +190,6 @@ def _initial_faults(latency_ms: float, error_rate: float, error_codes: tuple[int
             "error_codes": list(error_codes),
         }
         faults.add(parse_fault(spec))
-    return faults
 
 
 def _url(server: ApiServer, api: Api) -> str:
@@ -261,7 +262,7 @@ def start(
     serve_in_thread(server)
     if fresh:  # what other teams run was there before any fault a client meets
         workloads.start(api, cluster.workloads)
-    api.faults = _initial_faults(latency_ms, error_rate, error_codes)
+    _add_initial_faults(api.faults, latency_ms, error_rate, error_codes)
     temporary = kubeconfig is None
     kubeconfig = kubeconfig or _temporary_path()
     write_kubeconfig(kubeconfig, kubeconfig_text(url, bundle.ca_pem, token))

@@ -13,7 +13,7 @@ from kubernetes.client.rest import ApiException
 import kubesim
 from kubesim.cluster.topology import DEFAULT_PULL_SECONDS
 from kubesim.kubelet import deadline
-from tests.fixtures.kubesim import api_client, create_namespace, wait_until
+from tests.fixtures.kubesim import QUIET_TOPOLOGY, api_client, create_namespace, wait_until
 
 UNKNOWN_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectorad"
 VECTOR_ADD = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
@@ -157,7 +157,8 @@ def test_a_running_container_is_stopped_then_killed_after_its_grace_period() -> 
     """At speed 1: pulled after 3 s (the default first pull), the sample would run until 6 s;
     the deadline at 4 s stops it and the 1 s grace period ends with SIGKILL at 5 s (a CUDA
     sample ignores SIGTERM)."""
-    with kubesim.start(speed=1) as handle:
+    # No other team's Pod: its image pull, first on its node, would delay this one's.
+    with kubesim.start(speed=1, topology=QUIET_TOPOLOGY) as handle:
         core = client.CoreV1Api(api_client(handle))
         namespace = create_namespace(handle, "kill")
         create_claim(core, namespace, "kill")

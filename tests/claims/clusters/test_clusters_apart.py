@@ -35,9 +35,10 @@ def test_a_slow_cluster_does_not_hold_up_the_others(
     kubesim_private: kubesim.Handle,
     celery_beat_process: Any,
 ) -> None:
-    # Its claims take 15 s to list (longer than the client waits): its loop's caches never
-    # become current. Set before the cluster is registered, so its loop lists them slowly.
-    fault = {"path": "^/apis/resource.k8s.io/v1/resourceclaims$", "latency_ms": 15000}
+    # Its Pods take 15 s to list (longer than the client waits): its loop's caches never
+    # become current. Set before the cluster is registered, so its loop lists them slowly
+    # (registering lists classes, slices and claims, not Pods).
+    fault = {"path": "^/api/v1/pods$", "latency_ms": 15000}
     kubesim_private.admin("POST", "/_kubesim/faults", json=fault)
     # Named to sort first: one thread looping over the clusters would follow it first.
     slow = register_cluster(kubesim_private, name="a-slow")
