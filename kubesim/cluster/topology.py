@@ -25,6 +25,12 @@ DEFAULT_IMAGES = (
     "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
     "nvcr.io/nvidia/k8s/cuda-sample:devicequery",
     "nvcr.io/nvidia/k8s/cuda-sample:devicequery-cuda12.5.0",
+    # kubesim's training-like image and Jupyter's CUDA images (kubelet/programs.py)
+    "ghcr.io/gpu-portal/train-sim:1.0",
+    "quay.io/jupyter/pytorch-notebook:cuda12-latest",
+    "quay.io/jupyter/pytorch-notebook:cuda12-python-3.12",
+    "quay.io/jupyter/base-notebook:latest",
+    "busybox:1.36",
 )
 DEVICE_CLASS_CEL = (
     "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == '{}'"

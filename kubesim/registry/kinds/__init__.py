@@ -89,6 +89,8 @@ class Kind:
     # Another resource whose objects this one serves (group, plural), and the module that
     # converts between the two forms (`to_storage`, `from_storage`): events.k8s.io Events.
     shares_storage_of: tuple[str, str] | None = None
+    # What the strategy derives from the uid the API server gives a new object.
+    from_uid: Callable[[dict], None] | None = field(default=None, repr=False)
     codec: Any = field(default=None, repr=False)
 
     @property
@@ -207,7 +209,7 @@ _ALL = (
         "Pod",
         True,
         short_names=("po",),
-        subresources=("status", "log", "binding", "eviction"),
+        subresources=("status", "log", "binding", "eviction", "proxy"),
         field_selectors=POD_FIELD_SELECTORS,
         defaulter=kinds_core.default_pod,
         decoding_defaulter=kinds_core.default_pod_as_decoded,
@@ -320,6 +322,7 @@ _WORKLOADS = (
         subresources=("status",),
         defaulter=kinds_apps.default_job,
         validator=kinds_apps.validate_job,
+        from_uid=kinds_apps.generate_job_selector,
     ),
     _core(
         "services",
