@@ -47,6 +47,7 @@ from kubesim.registry.store import now_rfc3339
 
 log = logging.getLogger(__name__)
 JOBS, PODS, EVENTS = kind_for("batch", "jobs"), kind_for("", "pods"), kind_for("", "events")
+NAMESPACES = kind_for("", "namespaces")
 TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 COMPONENT = "job-controller"
@@ -487,6 +488,8 @@ class Sync:
             done = succeeded > 0 if completions is None else succeeded >= completions
             if done and not active:
                 finish = _new_condition("SuccessCriteriaMet", *COMPLETIONS)
+            elif not job["metadata"].get("deletionTimestamp"):
+                self._suspended_condition(suspended)
         status["active"] = len(active)
         status["ready"] = ready
         status["terminating"] = terminating
@@ -584,10 +587,42 @@ class Sync:
                 active.append(created)
         return active, terminating, ready
 
+    def _suspended_condition(self, suspended: bool) -> None:
+        """ensureJobConditionStatus for Suspended, with its event; resuming restarts the
+        clock of activeDeadlineSeconds (startTime)."""
+        conditions = self.status.setdefault("conditions", [])
+        found = next((c for c in conditions if c.get("type") == "Suspended"), None)
+        wanted = "True" if suspended else "False"
+        if (found is None and not suspended) or (found and found.get("status") == wanted):
+            return
+        reason, message = (
+            ("JobSuspended", "Job suspended") if suspended else ("JobResumed", "Job resumed")
+        )
+        stamp = now_rfc3339()
+        condition = {
+            "type": "Suspended",
+            "status": wanted,
+            "lastProbeTime": stamp,
+            "lastTransitionTime": stamp,
+            "reason": reason,
+            "message": message,
+        }
+        if found is None:
+            conditions.append(condition)
+        else:
+            found.update(condition)
+        self.c.event(self.job, "Normal", "Suspended" if suspended else "Resumed", message)
+        if not suspended:
+            self.status["startTime"] = stamp
+            self.c._started[self.uid] = time.monotonic()
+
     # -- writes ----------------------------------------------------------------------------
 
     def _create_pod(self, index: int | None) -> dict | None:
         job, template = self.job, copy.deepcopy(self.spec.get("template") or {})
+        namespace = self.c.store.get(NAMESPACES, None, job["metadata"]["namespace"])
+        if namespace["metadata"].get("deletionTimestamp"):
+            return None  # NamespaceTerminatingCause: every later create fails the same way
         name = job["metadata"]["name"]
         meta = template.get("metadata") or {}
         labels = dict(meta.get("labels") or {})

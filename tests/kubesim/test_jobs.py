@@ -316,3 +316,70 @@ def test_an_unknown_image_job_pod_fails_to_pull(batch, core, namespace) -> None:
     wait_until(pulling_failed, DEADLINE)
     with pytest.raises(ApiException):
         core.read_namespaced_pod("missing", namespace)
+
+
+def test_an_indexed_job_gives_each_pod_its_index(batch, core, namespace) -> None:
+    manifest = job_manifest(
+        "indexed", ["--steps", "1"], completions=3, parallelism=3, completionMode="Indexed"
+    )
+    batch.create_namespaced_job(namespace, manifest)
+
+    job = finished(batch, namespace, "indexed")
+
+    assert "Complete" in conditions(job)
+    assert (job.status.succeeded, job.status.completed_indexes) == (3, "0-2")
+    pods = core.list_namespaced_pod(namespace, label_selector="job-name=indexed").items
+    indexes = sorted(
+        p.metadata.annotations["batch.kubernetes.io/job-completion-index"] for p in pods
+    )
+    assert indexes == ["0", "1", "2"]
+    for pod in pods:
+        index = pod.metadata.labels["batch.kubernetes.io/job-completion-index"]
+        assert pod.metadata.generate_name == f"indexed-{index}-"
+        assert pod.spec.hostname == f"indexed-{index}"
+        env = {e.name: e for e in pod.spec.containers[0].env}
+        field = env["JOB_COMPLETION_INDEX"].value_from.field_ref.field_path
+        assert field == "metadata.labels['batch.kubernetes.io/job-completion-index']"
+
+
+def test_a_suspended_job_starts_no_pod_until_resumed(batch, core, namespace) -> None:
+    batch.create_namespaced_job(namespace, job_manifest("later", ["--steps", "1"], suspend=True))
+
+    def suspended() -> Any:
+        job = batch.read_namespaced_job("later", namespace)
+        return job if "Suspended" in conditions(job) else None
+
+    job = wait_until(suspended, DEADLINE)
+    condition = conditions(job)["Suspended"]
+    assert (condition.status, condition.reason, condition.message) == (
+        "True",
+        "JobSuspended",
+        "Job suspended",
+    )
+    assert not job.status.start_time
+    assert not core.list_namespaced_pod(namespace, label_selector="job-name=later").items
+
+    batch.patch_namespaced_job("later", namespace, {"spec": {"suspend": False}})
+    job = finished(batch, namespace, "later")
+
+    resumed = conditions(job)["Suspended"]
+    assert (resumed.status, resumed.reason) == ("False", "JobResumed")
+    assert "Complete" in conditions(job)
+    reasons = [reason for _, reason, _ in job_events(core, namespace, "later")]
+    assert "Suspended" in reasons and "Resumed" in reasons
+
+
+def test_a_namespace_with_a_running_job_is_deleted(kubesim_module, batch, core) -> None:
+    namespace = create_namespace(kubesim_module, "jobs-gone")
+    batch.create_namespaced_job(namespace, job_manifest("busy", ["--steps", "500"]))
+    wait_until(
+        lambda: core.list_namespaced_pod(namespace, label_selector="job-name=busy").items, DEADLINE
+    )
+
+    core.delete_namespace(namespace)
+
+    def gone() -> bool:
+        names = [n.metadata.name for n in core.list_namespace().items]
+        return namespace not in names
+
+    wait_until(gone, DEADLINE)

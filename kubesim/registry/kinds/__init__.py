@@ -300,7 +300,7 @@ _ALL = (
     ),
 )
 
-# The portal's own workloads (deploy/), stored and validated, run by no controller.
+# The portal's own workloads (deploy/), stored and validated; only Jobs are run (controllers/jobs.py).
 _WORKLOADS = (
     Kind(
         "apps",
