@@ -300,7 +300,7 @@ _ALL = (
     ),
 )
 
-# The portal's own workloads (deploy/), stored and validated; only Jobs are run (controllers/jobs.py).
+# The portal's own workloads (deploy/), stored and validated; only Jobs run (controllers/jobs.py).
 _WORKLOADS = (
     Kind(
         "apps",
