@@ -256,7 +256,7 @@ def start(
     accounts = ServiceAccountsController(store, KINDS).start()
     root_ca = RootCAPublisher(store, KINDS, bundle.ca_pem).start()
     node_lifecycle = NodeLifecycle(store, KINDS).start()
-    jobs = JobController(store, speed).start()
+    jobs = JobController(store, speed, cluster.pod_security, api.pod_security_audit).start()
     ttl = TTLAfterFinished(store, speed).start()
     garbage = GarbageCollector(store, KINDS).start()
     stoppables = [scheduler, *([api.kubelet] if api.kubelet else []), finalizer, accounts]

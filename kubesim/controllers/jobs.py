@@ -21,7 +21,8 @@ completed`, or the failure's reason and message as a Warning.
 Simplified: no adoption or release of Pods by selector (only Pods this controller created,
 by their controller reference, are the Job's), no backoffLimitPerIndex, successPolicy,
 podFailurePolicy's FailIndex acts as Count, no expectations (the store is read directly,
-so there is no stale cache to guard), the Pods skip Pod Security and quota admission.
+so there is no stale cache to guard), the Pods skip ResourceQuota admission (Pod Security's
+enforce refuses them as it would any Pod: a FailedCreate event, retried after 1 s doubling).
 Every duration (back-off, deadline) is divided by `speed`.
 """
 
@@ -39,7 +40,7 @@ from typing import Any
 
 from kubesim.base import errors
 from kubesim.registry import events as event_names
-from kubesim.registry import graceful
+from kubesim.registry import graceful, pod_security
 from kubesim.registry.admission import NAME_SUFFIX_ALPHABET
 from kubesim.registry.kinds import kind_for
 from kubesim.registry.ownership import CONTROLLER_MANAGER, record_write
@@ -52,6 +53,7 @@ TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 COMPONENT = "job-controller"
 BACKOFF_SECONDS, MAX_BACKOFF_SECONDS = 10.0, 600.0  # DefaultJobPodFailureBackOff, Max...
+API_BACKOFF_SECONDS = 1.0  # DefaultJobApiBackOff
 TERMINAL = ("Succeeded", "Failed")
 BACKOFF_LIMIT = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
 DEADLINE = ("DeadlineExceeded", "Job was active longer than specified deadline")
@@ -207,9 +209,19 @@ def _index(pod: dict) -> int | None:
 class JobController:
     """One thread syncing Jobs by key (namespace/name), some after a delay."""
 
-    def __init__(self, store: Any, speed: float = 1.0) -> None:
+    def __init__(
+        self,
+        store: Any,
+        speed: float = 1.0,
+        pod_security_defaults: dict[str, str] | None = None,
+        audit: pod_security.AuditLog | None = None,
+    ) -> None:
         self.store = store
         self.speed = max(float(speed or 1.0), 0.001)
+        # Pod Security admission meets the Job's Pods as any Pod created through the API.
+        self.pod_security_defaults = pod_security_defaults or {}
+        self.audit = audit or pod_security.AuditLog()
+        self._create_failures: dict[str, int] = {}  # uid: failed creates in a row
         self._due: list[tuple[float, str]] = []
         self._wake = threading.Condition()
         self._stopping = False
@@ -675,17 +687,28 @@ class Sync:
         if problems:
             detail = "; ".join(f"{p.field}: {p.detail or p.type}" for p in problems)
             self.c.event(job, "Warning", "FailedCreate", f"Error creating: {detail}")
+            self._retry_create()
             return None
         record_write(PODS, None, pod, CONTROLLER_MANAGER)
         try:
+            pod_security.admit(namespace, "pods", pod, self.c.pod_security_defaults, self.c.audit)
             created = self.c.store.create(PODS, pod)
         except errors.ApiError as error:
             self.c.event(job, "Warning", "FailedCreate", f"Error creating: {error.message}")
+            self._retry_create()
             return None
+        self.c._create_failures.pop(self.uid, None)
         self.c.event(
             job, "Normal", "SuccessfulCreate", f"Created pod: {created['metadata']['name']}"
         )
         return created
+
+    def _retry_create(self) -> None:
+        """The sync's error puts the Job back in the rate-limited queue (DefaultJobApiBackOff
+        1 s doubling, MaxJobApiBackOff 1 min)."""
+        failures = self.c._create_failures.get(self.uid, 0)
+        self.c._create_failures[self.uid] = failures + 1
+        self.c.enqueue(self.key, min(API_BACKOFF_SECONDS * 2**failures, 60.0) / self.c.speed)
 
     def _delete_pod(self, pod: dict) -> None:
         meta = pod["metadata"]

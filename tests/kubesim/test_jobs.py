@@ -383,3 +383,19 @@ def test_a_namespace_with_a_running_job_is_deleted(kubesim_module, batch, core) 
         return namespace not in names
 
     wait_until(gone, DEADLINE)
+
+
+def test_pod_security_refuses_a_job_pod_as_any_pod(kubesim_module, batch, core) -> None:
+    namespace = create_namespace(kubesim_module, "jobs-restricted")
+    labels = {"pod-security.kubernetes.io/enforce": "restricted"}
+    core.patch_namespace(namespace, {"metadata": {"labels": labels}})
+    batch.create_namespaced_job(namespace, job_manifest("loose", ["--steps", "1"]))
+
+    def refused() -> list:
+        return [e for e in job_events(core, namespace, "loose") if e[1] == "FailedCreate"]
+
+    (event_type, _, message) = wait_until(refused, DEADLINE)[0]
+    assert event_type == "Warning"
+    assert message.startswith('Error creating: pods "loose-')
+    assert 'is forbidden: violates PodSecurity "restricted:latest": ' in message
+    assert not core.list_namespaced_pod(namespace).items
