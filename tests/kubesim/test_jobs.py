@@ -150,7 +150,7 @@ def test_an_ignore_rule_does_not_count_an_evicted_pod(batch, core, namespace) ->
             {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
         ]
     }
-    manifest = job_manifest("evicted", ["--steps", "40"], backoffLimit=0, podFailurePolicy=policy)
+    manifest = job_manifest("evicted", ["--steps", "2000"], backoffLimit=0, podFailurePolicy=policy)
     batch.create_namespaced_job(namespace, manifest)
 
     def running_pod() -> Any:
