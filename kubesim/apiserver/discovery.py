@@ -24,7 +24,11 @@ SUBRESOURCE_KINDS = {
     "eviction": ("policy", "v1", "Eviction"),
 }
 # Subresources whose kind is another of the same group-version.
-SUBRESOURCE_OWN_GROUP_KINDS = {"binding": "Binding", "proxy": "PodProxyOptions"}
+SUBRESOURCE_OWN_GROUP_KINDS = {
+    "pods/binding": "Binding",
+    "pods/proxy": "PodProxyOptions",
+    "services/proxy": "ServiceProxyOptions",
+}
 # Served kinds that `kubectl get all` lists, as upstream marks them.
 CATEGORY_ALL = ("pods", "services", "deployments", "jobs")
 BUILD_DATE = "2025-09-09T19:44:36Z"
@@ -130,7 +134,7 @@ def _subresource(kind: Any, subresource: str) -> dict[str, Any]:
         group, version, other = SUBRESOURCE_KINDS[subresource]
         resource |= {"group": group, "version": version, "kind": other}
     else:
-        resource["kind"] = SUBRESOURCE_OWN_GROUP_KINDS.get(subresource, kind.kind)
+        resource["kind"] = SUBRESOURCE_OWN_GROUP_KINDS.get(resource["name"], kind.kind)
     resource["verbs"] = SUBRESOURCE_VERBS.get(subresource, ["get"])
     return resource
 

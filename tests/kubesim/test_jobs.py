@@ -243,7 +243,10 @@ def notebook_pod(core: client.CoreV1Api, namespace: str, name: str, token: str) 
         "env": [{"name": "JUPYTER_TOKEN", "value": token}],
         "ports": [{"containerPort": 8888}],
     }
-    body = {"metadata": {"name": name}, "spec": {"containers": [container]}}
+    body = {
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {"containers": [container]},
+    }
     core.create_namespaced_pod(namespace, body)
 
     def running() -> bool:
@@ -274,6 +277,33 @@ def test_a_notebook_answers_through_the_pod_proxy(kubesim_module, core, namespac
     )
     assert closed.status == 500
     assert "connect: connection refused" in closed.json()["message"]
+
+
+def test_a_service_proxies_to_a_ready_pod_it_selects(kubesim_module, core, namespace) -> None:
+    notebook_pod(core, namespace, "svc-lab", "tok")
+    ports = [{"name": "http", "port": 80, "targetPort": 8888}]
+    for name, selector in (("lab", {"app": "svc-lab"}), ("nobody", {"app": "none"})):
+        body = {"metadata": {"name": name}, "spec": {"selector": selector, "ports": ports}}
+        core.create_namespaced_service(namespace, body)
+    base = f"/api/v1/namespaces/{namespace}/services"
+
+    def ready() -> Any:
+        answer = raw_request(kubesim_module, "GET", f"{base}/lab:80/proxy/api/status?token=tok")
+        return answer if answer.status == 200 else None
+
+    assert b'"kernels": 0' in wait_until(ready, DEADLINE).body
+    named = raw_request(kubesim_module, "GET", f"{base}/lab:http/proxy/api")
+    assert named.status == 200 and b"2.14.2" in named.body
+    missing_port = raw_request(kubesim_module, "GET", f"{base}/lab:81/proxy/api")
+    assert (missing_port.status, missing_port.json()["message"]) == (
+        503,
+        'no service port 81 found for service "lab"',
+    )
+    nobody = raw_request(kubesim_module, "GET", f"{base}/nobody:80/proxy/api")
+    assert (nobody.status, nobody.json()["message"]) == (
+        503,
+        'no endpoints available for service "nobody:80"',
+    )
 
 
 def test_the_pod_proxy_needs_get_on_pods_proxy(kubesim_module, core, namespace) -> None:

@@ -329,7 +329,7 @@ _WORKLOADS = (
         "Service",
         True,
         short_names=("svc",),
-        subresources=("status",),
+        subresources=("status", "proxy"),
         defaulter=kinds_apps.default_service,
         validator=kinds_apps.validate_service,
     ),
