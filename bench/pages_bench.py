@@ -80,7 +80,7 @@ def inventory(nodes: int = 8, per_node: int = 8) -> dict[str, Any]:
             "pool": f"gpu-node-{n}",
             "name": f"gpu-{i}",
             "attributes": {"productName": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-{n}-{i}"},
-            "capacity": {"memory": "80Gi"},
+            "capacity": {"memory": "81559Mi"},
         }
         for n in range(nodes)
         for i in range(per_node)

@@ -7,7 +7,9 @@ allocation/cel/compile.go): the expression must parse, type-check against the de
 message is the `Detail` the API server prints after `Invalid value: "<expression>": `.
 `first_problem` says the first thing wrong for people: what, and where (line, column), without
 the parser's list of every token it could have taken.
-`matches` evaluates a selector against one device, as the scheduler does.
+`matches` evaluates a selector against one device, as the scheduler does: equality and ordering
+as cel-go has them in Kubernetes (`dracel.compare`: numbers by value across int, uint and double,
+other kinds unequal).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dracel.evaluate import (
     CelError,
     device_activation,
     expand_bind,
+    holds,
     matches,
     parse_quantity,
 )
@@ -34,6 +37,7 @@ __all__ = [
     "device_activation",
     "expand_bind",
     "first_problem",
+    "holds",
     "matches",
     "parse_quantity",
 ]

@@ -8,6 +8,8 @@ from typing import Any
 import celpy
 from celpy import celtypes
 
+from dracel import compare
+
 _ENV = celpy.Environment()
 _BIND = re.compile(r"\bcel\.bind\(")
 _CLOSERS = {"(": ")", "[": "]", "{": "}"}
@@ -63,13 +65,29 @@ def parse_quantity(text: str) -> Decimal:
 class Quantity(celtypes.StringType):
     """A CEL Quantity: a string that knows its value for compareTo() and friends."""
 
+    cel_kind = "quantity"
+
     @property
     def amount(self) -> Decimal:
         return parse_quantity(str(self))
 
+    def equals(self, other: "Quantity") -> bool:
+        return self.amount == other.amount
+
 
 class Semver(celtypes.StringType):
     """A CEL semver value (device attributes of kind `version`)."""
+
+    cel_kind = "semver"
+
+    def equals(self, other: "Semver") -> bool:
+        """blang/semver's EQ: the version and its pre-release; build metadata is ignored."""
+        return (self.parts, self.pre_release) == (other.parts, other.pre_release)
+
+    @property
+    def pre_release(self) -> str:
+        core = str(self).split("+", 1)[0]
+        return core.split("-", 1)[1] if "-" in core else ""
 
     @property
     def parts(self) -> tuple[int, int, int]:
@@ -140,6 +158,7 @@ def _patch(value: Any) -> celtypes.IntType:
 
 
 _FUNCTIONS: dict[str, celpy.CELFunction] = {
+    **compare.OPERATORS,
     "quantity": _quantity,
     "semver": _semver,
     "compareTo": _compare_to,
@@ -258,10 +277,26 @@ def device_activation(driver: str, device: dict) -> dict:
     }
 
 
+def holds(expression: str, activation: dict) -> bool:
+    """Whether the selector holds for the device, as the scheduler evaluates it: an error
+    (a missing attribute, no such overload) raises CelError, which stops the allocation, as
+    the structured allocator's "CEL runtime error"; it is not a mismatch."""
+    try:
+        result = _compiled(expression).evaluate(activation)
+    except (celpy.CELEvalError, TypeError, ValueError, KeyError) as error:
+        raise CelError(_words(error)) from error
+    if isinstance(result, celpy.CELEvalError):
+        raise CelError(_words(result))
+    return result is True or (isinstance(result, celtypes.BoolType) and bool(result))
+
+
+def _words(error: Exception) -> str:
+    return str(error.args[0]) if error.args else type(error).__name__
+
+
 def matches(expression: str, activation: dict) -> bool:
     """True if the selector holds for the device; an evaluation error means no match."""
     try:
-        result = _compiled(expression).evaluate(activation)
-    except (CelError, celpy.CELEvalError, TypeError, ValueError, KeyError):
+        return holds(expression, activation)
+    except CelError:
         return False
-    return result is True or (isinstance(result, celtypes.BoolType) and bool(result))

@@ -29,6 +29,7 @@ from kubesim.apiserver.server import ApiServer, serve_in_thread
 from kubesim.auth.authentication import Authenticator, read_token_file
 from kubesim.auth.bootstrap_policy import Aggregator, seed_policy
 from kubesim.base import certs
+from kubesim.cluster import workloads
 from kubesim.cluster.topology import Topology, seed
 from kubesim.cluster.topology import load as load_topology
 from kubesim.controllers.garbage import GarbageCollector
@@ -119,13 +120,13 @@ def writes_allocation_timestamp(k8s_version: str) -> bool:
 
 
 def _controllers(
-    store: Store, cluster: Topology, speed: float, k8s_version: str, kubelet: bool
+    store: Store, cluster: Topology, speed: float, k8s_version: str, kubelet: bool, faults: Faults
 ) -> tuple[Scheduler, Kubelet | None]:
     """The scheduler, and the kubelet of every node unless `kubelet` is False (then Pods are
     scheduled but never start, as on the recordings' control plane without kubelets)."""
     timestamp = writes_allocation_timestamp(k8s_version)
     scheduler = Scheduler(store, cluster, allocation_timestamp=timestamp).start()
-    return scheduler, Kubelet(store, cluster, speed).start() if kubelet else None
+    return scheduler, Kubelet(store, cluster, speed, faults).start() if kubelet else None
 
 
 class _StateSaver:
@@ -235,13 +236,14 @@ def start(
     static_users = read_token_file(token_auth_file) if token_auth_file else {}
     store = Store(state_path=state)
     cluster = load_topology(topology)
+    fresh = not store.has_objects("", "nodes")  # a --state file brings its own workloads
     _bootstrap(store, KINDS, cluster, k8s_version)
     api = Api(
         store=store,
         kinds=KINDS,
         served_versions=tuple(served_versions),
         k8s_version=k8s_version,
-        faults=_initial_faults(latency_ms, error_rate, error_codes),
+        faults=Faults(),
     )
     api.authenticator = Authenticator(store, KINDS, token, static_users, anonymous=anonymous_auth)
     api.quota = QuotaController(store, KINDS)
@@ -250,7 +252,7 @@ def start(
     bundle = certs.generate((host,))
     server = ApiServer((host, port), api, api.authenticator, bundle)
     url = _url(server, api)
-    scheduler, api.kubelet = _controllers(store, cluster, speed, k8s_version, kubelet)
+    scheduler, api.kubelet = _controllers(store, cluster, speed, k8s_version, kubelet, api.faults)
     finalizer = NamespaceFinalizer(store, KINDS, speed=speed)
     finalizer.start()
     accounts = ServiceAccountsController(store, KINDS).start()
@@ -263,6 +265,9 @@ def start(
     stoppables += [root_ca, node_lifecycle, jobs, ttl, garbage]
     stoppables += [_StateSaver(store)] if state else []
     serve_in_thread(server)
+    if fresh:  # what other teams run was there before any fault a client meets
+        workloads.start(api, cluster.workloads)
+    api.faults = _initial_faults(latency_ms, error_rate, error_codes)
     temporary = kubeconfig is None
     kubeconfig = kubeconfig or _temporary_path()
     write_kubeconfig(kubeconfig, kubeconfig_text(url, bundle.ca_pem, token))

@@ -48,25 +48,39 @@ def broker_check() -> Check:
 
 def cluster_check(cluster: Cluster) -> Check:
     """Fresh while a cluster loop (manage.py follow_clusters) holds the cluster's lease: it
-    alone keeps the pages current with the cluster."""
-    if cluster.is_followed:
-        return {"ok": True, "follower": cluster.follower}
-    synced = cluster.last_synced_at.isoformat() if cluster.last_synced_at else "never"
-    return {"ok": False, "error": f"no live follower; last synced {synced}"}
+    alone keeps the pages current with the cluster. A cluster that refuses the portal's
+    identity (401/403) is followed but not usable: degraded, not ok."""
+    if not cluster.is_followed:
+        synced = cluster.last_synced_at.isoformat() if cluster.last_synced_at else "never"
+        return {"ok": False, "error": f"no live follower; last synced {synced}"}
+    if cluster.refused_since:
+        refused = cluster.last_error or "the cluster refuses the portal's identity"
+        return {"ok": False, "degraded": True, "follower": cluster.follower, "error": refused}
+    return {"ok": True, "follower": cluster.follower}
 
 
 def clusters_check() -> dict[str, Check]:
-    fields = ("name", "follower", "follower_lease_until", "last_synced_at")
-    return {cluster.name: cluster_check(cluster) for cluster in Cluster.objects.only(*fields)}
+    fields = ("name", "follower", "follower_lease_until", "last_synced_at", "refused_since")
+    clusters = Cluster.objects.only(*fields, "last_error")
+    return {cluster.name: cluster_check(cluster) for cluster in clusters}
 
 
-def readiness() -> tuple[bool, dict[str, Any]]:
+OK, DEGRADED, UNAVAILABLE = "ok", "degraded", "unavailable"
+
+
+def readiness() -> tuple[str, dict[str, Any]]:
+    """ok; degraded (it serves, but a cluster refuses the portal: the admin reads why on its
+    page, so the Pod stays in its Service); or unavailable."""
     checks: dict[str, Any] = {"database": database_check(), "broker": broker_check()}
     ready = checks["database"]["ok"] and checks["broker"]["ok"]
+    degraded = False
     if checks["database"]["ok"] and settings.READYZ_CHECK_FOLLOWERS:
-        checks["clusters"] = clusters_check()
-        ready = ready and all(check["ok"] for check in checks["clusters"].values())
-    return ready, checks
+        clusters = checks["clusters"] = clusters_check()
+        ready = ready and all(check["ok"] or check.get("degraded") for check in clusters.values())
+        degraded = any(check.get("degraded") for check in clusters.values())
+    if not ready:
+        return UNAVAILABLE, checks
+    return (DEGRADED if degraded else OK), checks
 
 
 def healthz() -> HttpResponse:
@@ -74,9 +88,10 @@ def healthz() -> HttpResponse:
 
 
 def readyz() -> HttpResponse:
-    ready, checks = readiness()
-    body = {"status": "ok" if ready else "unavailable", "checks": checks}
-    return JsonResponse(body, status=200 if ready else 503)
+    status, checks = readiness()
+    return JsonResponse(
+        {"status": status, "checks": checks}, status=503 if status == UNAVAILABLE else 200
+    )
 
 
 ENDPOINTS: dict[str, Callable[[], HttpResponse]] = {"/healthz": healthz, "/readyz": readyz}

@@ -234,6 +234,9 @@ READYZ_TIMEOUT_SECONDS = float(os.getenv("READYZ_TIMEOUT_SECONDS", "2"))
 READYZ_CHECK_FOLLOWERS = envbool("READYZ_CHECK_FOLLOWERS", "True")
 # How long one watch request lasts before the loop resumes it (servers cap it too).
 FOLLOWER_WATCH_SECONDS = envint("FOLLOWER_WATCH_SECONDS", "300")
+# A list or watch the cluster refuses (401/403) is asked again after 1/16 of this, doubling up
+# to this (seconds): a refusal lasts until an admin grants the permission.
+FOLLOWER_REFUSED_RETRY_SECONDS = float(os.getenv("FOLLOWER_REFUSED_RETRY_SECONDS", "300"))
 CELERY_BEAT_SCHEDULE = beat_schedule(
     reconcile_seconds=RECONCILE_INTERVAL_SECONDS,
     expiry_seconds=float(os.getenv("EXPIRY_INTERVAL_SECONDS", "60")),

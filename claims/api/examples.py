@@ -13,7 +13,7 @@ DEVICE: dict[str, Any] = {
     "pool": "gpu-node-1",
     "device": "gpu-0",
     "attributes": {"productName": "NVIDIA H100 80GB HBM3", "architecture": "Hopper"},
-    "capacity": {"memory": "80Gi"},
+    "capacity": {"memory": "81559Mi"},
 }
 
 INVENTORY_DEVICE: dict[str, Any] = {
@@ -22,7 +22,7 @@ INVENTORY_DEVICE: dict[str, Any] = {
     "pool": "gpu-node-1",
     "name": "gpu-0",
     "attributes": {"type": "gpu", "productName": "NVIDIA H100 80GB HBM3"},
-    "capacity": {"memory": "80Gi"},
+    "capacity": {"memory": "81559Mi"},
 }
 
 CLUSTER: dict[str, Any] = {
@@ -42,6 +42,10 @@ CLUSTER: dict[str, Any] = {
     "inventory_synced_at": WHEN,
     "last_synced_at": WHEN,
     "last_error": "",
+    "reachable": True,
+    "unreachable_since": None,
+    "refused_since": None,
+    "missing_permissions": [],
 }
 
 NAMESPACE_REQUEST: dict[str, Any] = {
@@ -94,11 +98,14 @@ VERIFICATION_RUN: dict[str, Any] = {
     "pod_name": "gpu-claim-verify-12",
     "state": "succeeded",
     "state_message": "CUDA samples passed.",
+    "pod_stage": "",
     "pod_warnings": [],
     "owner": "alice",
     "node": "gpu-node-1",
     "devices": [DEVICE],
     "passed": True,
+    "verdict": "passed",
+    "verdict_reason": "",
     "vector_add_passed": True,
     "device_query_passed": True,
     "device_name": "NVIDIA H100 80GB HBM3",
@@ -168,6 +175,8 @@ QUEUED_RUN: dict[str, Any] = {
     "node": "",
     "devices": [],
     "passed": None,
+    "verdict": "pending",
+    "verdict_reason": "",
     "vector_add_passed": None,
     "device_query_passed": None,
     "device_name": "",
@@ -186,6 +195,8 @@ CANCELLED_RUN: dict[str, Any] = {
     **QUEUED_RUN,
     "state": "failed",
     "state_message": "Cancelled by alice.",
+    "verdict": "unknown",
+    "verdict_reason": "the run ended before the samples gave a verdict",
     "node": "gpu-node-1",
     "devices": [DEVICE],
     "started_at": WHEN,

@@ -6,7 +6,7 @@ first contact (discovery, preflight, inventory) in plain words.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from django.conf import settings
@@ -16,6 +16,7 @@ from django.db.models import DateTimeField, F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from claims.clusters.credentials import (
     Obj,
@@ -26,8 +27,15 @@ from claims.clusters.credentials import (
     kubeconfig_of,
     parse_kubeconfig,
 )
+from claims.kube import permissions, preflight
 from claims.kube.connection import load_configuration
-from claims.kube.gateway import ClusterGateway, KubeError, PermanentKubeError, PreflightCheck
+from claims.kube.gateway import (
+    ClusterGateway,
+    ClusterInfo,
+    KubeError,
+    PermanentKubeError,
+    PreflightCheck,
+)
 from claims.models import ClaimRequest, Cluster, NamespaceRequest
 from claims.read import inventory, timewords
 
@@ -138,12 +146,24 @@ def remove_cluster(cluster: Cluster) -> None:
 
 @dataclass(frozen=True)
 class Contact:
-    problem: str  # "" when the cluster answered
+    problem: str  # "" when the cluster answered everything asked
     preflight: list[PreflightCheck]
+    # It answered, but refused the portal's identity (401/403): `problem` says what.
+    refused: bool = False
+    missing: list[str] = field(default_factory=list)  # the needed permissions it lacks
 
     @property
     def reachable(self) -> bool:
-        return not self.problem
+        return not self.problem or self.refused
+
+
+# The cluster answered and refused the identity: not an outage, and no retry will help
+# until an admin changes the credentials or the RBAC.
+REFUSED_STATUSES = (401, 403)
+
+
+def is_refusal(error: KubeError) -> bool:
+    return isinstance(error, PermanentKubeError) and error.status in REFUSED_STATUSES
 
 
 def plain_words(error: KubeError | str) -> str:
@@ -165,24 +185,56 @@ def plain_words(error: KubeError | str) -> str:
         if needle in lowered:
             return words
     if status == 401:
-        return "unauthorised: the cluster did not accept the credentials"
+        return UNAUTHORISED
     if status == 403:
         return f"forbidden: the credentials may not do this ({text})"
     return text
 
 
+# What a data scientist reads of a cluster that refuses the portal (no credentials' details).
+NOT_USABLE_YET = gettext_noop(
+    "The portal cannot use this cluster yet: it does not allow the portal all it needs. "
+    "An admin sees what is missing on the cluster's page."
+)
+UNAUTHORISED = "unauthorised: the cluster did not accept the credentials"
+MAY_NOT = "reachable, but the portal's identity may not: "
+
+
+def refusal_words(error: PermanentKubeError, missing: list[permissions.Permission]) -> str:
+    """An admin's words for a refusal: the permissions to grant when the cluster said."""
+    if error.status == 401:
+        return UNAUTHORISED
+    if missing:
+        return MAY_NOT + permissions.missing_words(missing)
+    return f"reachable, but it refused the portal: {error.message}"
+
+
+def ask_missing(gateway: ClusterGateway) -> list[permissions.Permission]:
+    """The needed permissions the identity lacks; none known when it may not even ask."""
+    try:
+        return gateway.missing_permissions(settings.ACCESS_CLUSTER_ROLE)
+    except KubeError:
+        return []
+
+
 def contact(cluster: Cluster) -> Contact:
     """Connect afresh, discover, run the preflight, read the inventory; record the outcome
-    (on the row and on `cluster`)."""
+    (on the row and on `cluster`). A cluster that answers but refuses the portal's identity
+    is reachable: it says its version and which needed permissions the identity lacks."""
     try:
         with ClusterGateway(**gateway_options(cluster)) as gateway:
-            checks_done = gateway.preflight()
-            info = gateway.discover()
-            built: Obj = {}
-            if info.preferred_resource_version:
-                built = inventory.build_inventory(
-                    gateway.list_device_classes(), gateway.list_devices()
-                )
+            try:
+                checks_done = gateway.preflight()
+                info = gateway.discover()
+                built: Obj = {}
+                if info.preferred_resource_version:
+                    built = inventory.build_inventory(
+                        gateway.list_device_classes(), gateway.list_devices()
+                    )
+            except PermanentKubeError as error:
+                if not is_refusal(error):
+                    raise
+                return _refused(cluster, gateway, error)
     except KubeError as error:
         problem = plain_words(error)
         mark_unreachable(cluster.pk, problem)
@@ -199,6 +251,44 @@ def contact(cluster: Cluster) -> Contact:
     mark_reachable(cluster.pk)
     cluster.refresh_from_db()
     return Contact("", checks_done)
+
+
+def _refused(cluster: Cluster, gateway: ClusterGateway, error: PermanentKubeError) -> Contact:
+    """/version and discovery are open to any authenticated identity (system:discovery,
+    system:public-info-viewer): the version and the checks from discovery are known."""
+    checks: list[PreflightCheck] = []
+    try:
+        info: ClusterInfo | None = gateway.discover()
+    except KubeError:
+        info = None
+    if info is not None:
+        checks = [
+            preflight.check_server_version(info),
+            preflight.check_dra_served(info),
+            preflight.check_scheduler_dra(info),
+        ]
+        Cluster.objects.filter(pk=cluster.pk).update(
+            server_version=info.server_version,
+            resource_versions=info.resource_versions,
+            preferred_resource_version=info.preferred_resource_version or "",
+        )
+    missing = ask_missing(gateway) if error.status == 403 else []
+    problem = refusal_words(error, missing)
+    mark_refused(cluster.pk, problem, [str(permission) for permission in missing])
+    cluster.refresh_from_db()
+    return Contact(problem, checks, refused=True, missing=cluster.missing_permissions)
+
+
+def mark_refused(cluster_pk: int, problem: str, missing: list[str]) -> None:
+    """It answers (so not unreachable), but refuses the portal's identity; `refused_since`
+    keeps the first refusal."""
+    now = Value(timezone.now(), output_field=DateTimeField())
+    Cluster.objects.filter(pk=cluster_pk).update(
+        last_error=problem,
+        missing_permissions=missing,
+        refused_since=Coalesce("refused_since", now),
+        unreachable_since=None,
+    )
 
 
 # How the gateway's connection says the cluster did not answer (claims/kube/connection.py).
@@ -226,8 +316,10 @@ def record_problem(cluster_pk: int, problem: str) -> None:
 
 
 def mark_reachable(cluster_pk: int) -> None:
-    Cluster.objects.filter(pk=cluster_pk).exclude(unreachable_since=None, last_error="").update(
-        unreachable_since=None, last_error=""
+    """It answers what the portal asks: no outage, no refusal."""
+    nothing_to_clear = Q(unreachable_since=None, refused_since=None, last_error="")
+    Cluster.objects.filter(pk=cluster_pk).exclude(nothing_to_clear).update(
+        unreachable_since=None, refused_since=None, missing_permissions=[], last_error=""
     )
 
 
@@ -262,7 +354,7 @@ def status_label(cluster: Cluster, now: datetime | None = None) -> str:
     """The status in words, e.g. "unreachable since 2026-12-01 10:42 UTC, 5 minutes ago"."""
     since = cluster.unreachable_since
     if since is None:
-        return ""
+        return _("cannot be used yet") if cluster.refused_since else ""
     at = since.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return _("unreachable since %(at)s, %(ago)s") % {"at": at, "ago": timewords.ago(since, now)}
 

@@ -196,6 +196,15 @@ def claim_allocation_seen(
     return False
 
 
+def claim_release_waiting(*, claim_request: ClaimRequest, pod: str, node: str) -> None:
+    """A released claim's Pod is deleted but still there (Terminating): until its node's
+    kubelet confirms, the Pod holds the GPU and the release is not done; the row says so."""
+    message = state_messages.RELEASE_WAITING_FOR_KUBELET % {"pod": pod, "node": node}
+    if claim_request.state_message != message:
+        update_fields(claim_request, state_message=message)
+        record_event(claim_request, message)
+
+
 def claim_cleaned_up(*, claim_request: ClaimRequest) -> None:
     """A released claim holds nothing in the cluster any more (deleted, or never applied): the
     one way a row is marked cleaned up."""

@@ -21,14 +21,20 @@ from claims.models import RunLog, VerificationRun
 from claims.policy import logparse
 
 RS = VerificationRun.State
+STAGE = VerificationRun.PodStage
 
 
-def run_pod_warnings_seen(*, run: VerificationRun, warnings: list[dict[str, Any]]) -> None:
-    """The latest Warning Events of the run's pending Pod; only a change wakes its page."""
-    if warnings == run.pod_warnings:
-        VerificationRun.objects.filter(pk=run.pk).update(pod_warnings_read_at=timezone.now())
+def run_pod_events_seen(
+    *, run: VerificationRun, warnings: list[dict[str, Any]], activity: dict[str, str]
+) -> None:
+    """The latest Warning Events of the run's pending Pod and the kubelet's latest word on
+    its containers; only a change wakes its page."""
+    now = timezone.now()
+    if warnings == run.pod_warnings and activity == run.pod_activity:
+        VerificationRun.objects.filter(pk=run.pk).update(pod_warnings_read_at=now)
+        run.pod_warnings_read_at = now
         return
-    update_fields(run, pod_warnings=warnings, pod_warnings_read_at=timezone.now())
+    update_fields(run, pod_warnings=warnings, pod_activity=activity, pod_warnings_read_at=now)
 
 
 def run_creating(*, run: VerificationRun) -> bool:
@@ -41,11 +47,12 @@ def run_pod_created(*, run: VerificationRun, uid: str = "") -> bool:
         "pod_created",
         message=gettext_noop("Pod created; waiting to schedule."),
         pod_uid=uid,
+        pod_stage=STAGE.SCHEDULING,
     )
 
 
 def run_failed(*, run: VerificationRun, message: str) -> bool:
-    return change(run, "fail", message=message, finished_at=timezone.now())
+    return change(run, "fail", message=message, finished_at=timezone.now(), pod_stage="")
 
 
 def run_pod_observed(
@@ -56,12 +63,16 @@ def run_pod_observed(
     message: str = "",
     devices: list[dict[str, Any]] | None = None,
     started_at: datetime | None = None,
+    stage: str = "",
 ) -> bool:
-    """Follow the Pod: Pending (with the scheduler's words) → Running; devices when seen."""
+    """Follow the Pod: Pending (the scheduler's words, then the kubelet's: bound, pulling,
+    starting, or an image it cannot pull) → Running; devices when seen."""
     if devices and not run.devices:
         update_fields(run, devices=devices, node=node or run.node)
     elif node and node != run.node:
         update_fields(run, node=node)
+    if phase == "Pending" and stage and stage != run.pod_stage:
+        update_fields(run, pod_stage=stage)
     if phase == "Pending" and message and message != run.state_message:
         return change(run, "pending", message=message)
     if phase == "Running":
@@ -70,6 +81,7 @@ def run_pod_observed(
             "running",
             message=state_messages.RUNNING_ON % {"node": node},
             started_at=started_at or timezone.now(),
+            pod_stage=STAGE.RUNNING,
         )
     return False
 
@@ -157,6 +169,7 @@ def run_finished(
         finished_at=finished_at or timezone.now(),
         log_error=log_problem,
         log_retry_until=log_retry_until if log_problem else None,
+        pod_stage="",
         **verdict,
     )
 

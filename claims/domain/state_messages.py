@@ -57,6 +57,14 @@ CLAIM_CREATED = gettext_noop(
 )
 KUBECONFIG_ISSUED = gettext_noop("Kubeconfig issued, valid until %(ends)s.")
 POD_CREATED = gettext_noop("Pod created; waiting to schedule.")
+POD_BOUND = gettext_noop(
+    "Bound to node %(node)s; the kubelet is preparing its containers (ContainerCreating)."
+)
+POD_PULLING = gettext_noop("Bound to node %(node)s; pulling the image: %(event)s")
+POD_STARTING = gettext_noop("Bound to node %(node)s; starting the containers: %(event)s")
+POD_IMAGE_NOT_PULLED = gettext_noop(
+    "Bound to node %(node)s; the image cannot be pulled: %(problem)s"
+)
 POD_ENDED = gettext_noop("Pod %(state)s.")
 POD_DID_NOT_START = gettext_noop("The Pod did not start within %(seconds)d seconds: %(reason)s")
 DEVICES_FROM_DEVICE_QUERY = gettext_noop(
@@ -88,6 +96,10 @@ CLAIM_LABELS_RESTORED = gettext_noop(
 NAMESPACE_WITHDRAWN = gettext_noop("The namespace request was withdrawn.")
 RELEASED_WITH_NAMESPACE = gettext_noop("Released with its namespace.")
 POD_GONE = gettext_noop("the Pod is gone")
+RELEASE_WAITING_FOR_KUBELET = gettext_noop(
+    "Released; waiting for the node's kubelet: Pod %(pod)s on %(node)s is terminating and holds "
+    "the GPU until its kubelet confirms it stopped."
+)
 POD_NO_LONGER_THERE = gettext_noop("The Pod is no longer in the cluster.")
 
 # The ones with values. A stored message is matched against them in this order, the first that
@@ -113,6 +125,10 @@ MESSAGES = (
     CLAIM_CREATED,
     KUBECONFIG_ISSUED,
     POD_CREATED,  # a message without values, or "Pod %(state)s." would take it
+    POD_BOUND,
+    POD_PULLING,
+    POD_STARTING,
+    POD_IMAGE_NOT_PULLED,
     POD_ENDED,
     POD_DID_NOT_START,
     FAILED_LOGIN,
@@ -122,6 +138,7 @@ MESSAGES = (
     CLAIM_FAILED,
     CLAIM_REJECTED,
     CLAIM_IS,
+    RELEASE_WAITING_FOR_KUBELET,
     ALLOCATED,
     RUNNING_ON,
     CANCELLED_BY,

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-from claims.kube import parsing, preflight
+from claims.kube import parsing, permissions, preflight
 from claims.kube.connection import SERVICE_ACCOUNT_DIR, Connection, json_object
 from claims.kube.discovery import ResourceDiscovery
 from claims.kube.errors import (
@@ -27,6 +27,7 @@ from claims.kube.parsing import (
     ClusterInfo,
     DeviceClassInfo,
     DeviceInfo,
+    Holding,
     LogLine,
     PodState,
     PreflightCheck,
@@ -36,6 +37,7 @@ from claims.kube.pod_reads import (
     _by_time,
     _drop_cut_off_line,
     _is_waiting_to_start,
+    _newest_first,
     _pod_event,
     _since_seconds,
 )
@@ -263,6 +265,11 @@ class ClusterGateway:
         claims = self._list_resources("ResourceClaim", label_selector)
         return [parsing.claim_state(o) for o in claims]
 
+    def list_holdings(self, label_selector: str) -> list[Holding]:
+        """What the matching claims in every namespace hold (parsing.claim_holding)."""
+        claims = self._list_resources("ResourceClaim", label_selector)
+        return [parsing.claim_holding(o) for o in claims]
+
     def list_pods(self, label_selector: str) -> list[PodState]:
         """All matching Pods in every namespace, in one API call."""
         return [parsing.pod_state(o) for o in self._list("/api/v1/pods", label_selector)]
@@ -277,6 +284,17 @@ class ClusterGateway:
         path = f"/api/v1/namespaces/{quote(namespace, safe='')}/events"
         items = self._get_json(path, {"fieldSelector": selector}).get("items") or []
         return sorted((_pod_event(item) for item in items), key=_by_time, reverse=True)
+
+    def list_pod_events(self, namespace: str, name: str, uid: str) -> list[PodEvent]:
+        """Every Event about one Pod (this uid), Normal and Warning, newest first: the
+        scheduler's and DRA's complaints, and the kubelet's word on its images (Pulling,
+        Pulled) and containers, in one list call."""
+        selector = f"involvedObject.name={name}"
+        if uid:
+            selector += f",involvedObject.uid={uid}"
+        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/events"
+        items = self._get_json(path, {"fieldSelector": selector}).get("items") or []
+        return _newest_first(items)
 
     def list_namespaces(self, label_selector: str) -> list[Obj]:
         """Matching Namespaces as the cluster has them (uid, labels, deletionTimestamp)."""
@@ -376,6 +394,24 @@ class ClusterGateway:
             "contexts": [{"name": context_name, "context": context}],
             "current-context": context_name,
         }
+
+    # --- what this identity may do -------------------------------------------------------
+
+    def missing_permissions(self, access_role: str) -> list[permissions.Permission]:
+        """The permissions the portal needs that the cluster says this identity lacks, one
+        SelfSubjectAccessReview each (any authenticated identity may ask: system:basic-user)."""
+        path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+        missing = []
+        for permission in permissions.needed(access_role):
+            body = {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": permission.review_attributes()},
+            }
+            status = json_object(self._call("POST", path, body=body)).get("status") or {}
+            if not status.get("allowed"):
+                missing.append(permission)
+        return missing
 
     def _node_names(self) -> list[str]:
         return [n["metadata"]["name"] for n in self._list("/api/v1/nodes")]

@@ -54,6 +54,17 @@ class ClaimState:
 
 
 @dataclass(frozen=True)
+class Holding:
+    """What a claim the portal did not make holds: whose it is and its allocated devices
+    (driver, pool, device), no more (a shared cluster's claims may be many)."""
+
+    namespace: str
+    name: str
+    devices: tuple[tuple[str, str, str], ...] = ()
+    kind: str = "ResourceClaim"  # who holds it: a claim today; other kinds may follow
+
+
+@dataclass(frozen=True)
 class ContainerState:
     name: str
     state: str  # "waiting", "running", "terminated" or "unknown"
@@ -77,6 +88,8 @@ class PodState:
     containers: list[ContainerState] = field(default_factory=list)
     uid: str = ""
     labels: dict[str, str] = field(default_factory=dict)  # the portal's own (portal_labels)
+    # Set once the Pod was deleted; a bound Pod stays until its node's kubelet confirms.
+    deletion_timestamp: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -183,6 +196,17 @@ def claim_state(obj: Obj) -> ClaimState:
     )
 
 
+def claim_holding(obj: Obj) -> Holding:
+    """A claim outside the portal as its allocation: the rest of it wakes nobody."""
+    allocation = (obj.get("status") or {}).get("allocation") or {}
+    results = (allocation.get("devices") or {}).get("results") or []
+    return Holding(
+        namespace=obj["metadata"].get("namespace", ""),
+        name=obj["metadata"]["name"],
+        devices=tuple(sorted((r["driver"], r["pool"], r["device"]) for r in results)),
+    )
+
+
 def _container_state(status: Obj) -> ContainerState:
     state = status.get("state") or {}
     for kind in ("terminated", "running", "waiting"):
@@ -238,6 +262,7 @@ def pod_state(obj: Obj) -> PodState:
         containers=containers,
         uid=obj["metadata"].get("uid", ""),
         labels=portal_labels(obj),
+        deletion_timestamp=parse_time(obj["metadata"].get("deletionTimestamp")),
     )
 
 

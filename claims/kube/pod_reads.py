@@ -33,6 +33,11 @@ class PodEvent:
     message: str
     at: str  # when last seen (RFC 3339), as the cluster wrote it
     count: int
+    type: str = "Warning"  # or Normal
+
+    def as_warning(self) -> dict:
+        """What a run keeps of a Warning Event (VerificationRun.pod_warnings)."""
+        return {"reason": self.reason, "message": self.message, "at": self.at, "count": self.count}
 
 
 def _pod_event(event: Obj) -> PodEvent:
@@ -46,7 +51,16 @@ def _pod_event(event: Obj) -> PodEvent:
         or ""
     )
     count = int(series.get("count") or event.get("count") or 1)
-    return PodEvent(str(event.get("reason") or ""), str(event.get("message") or ""), at, count)
+    reason, message = str(event.get("reason") or ""), str(event.get("message") or "")
+    return PodEvent(reason, message, at, count, str(event.get("type") or "Normal"))
+
+
+def _newest_first(items: list[Obj]) -> list[PodEvent]:
+    """Events newest first, to the second (the kubelet's core/v1 Events carry whole seconds,
+    the scheduler's microseconds); within one second the one listed later (Events are named
+    <object>.<UnixNano in hex>, so a list is in the order they were made)."""
+    events = [(event.at[:19], index, event) for index, event in enumerate(map(_pod_event, items))]
+    return [event for _, _, event in sorted(events, key=lambda e: (e[0], e[1]), reverse=True)]
 
 
 def _by_time(event: PodEvent) -> str:

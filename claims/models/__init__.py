@@ -15,6 +15,7 @@ from claims.models.core import (
     list_indexes,
     managed_labels,
     managed_selector,
+    outside_selector,
 )
 from claims.models.expiry import ClaimExtension
 from claims.models.notifications import TeamWebhook, WebhookDelivery
@@ -50,4 +51,5 @@ __all__ = [
     "list_indexes",
     "managed_labels",
     "managed_selector",
+    "outside_selector",
 ]

@@ -35,6 +35,10 @@ class Cluster(models.Model):
     last_error = models.TextField(blank=True)
     # Set at the first failed contact after a good one, cleared by the next good one.
     unreachable_since = models.DateTimeField(null=True, blank=True)
+    # The cluster answers but refuses the portal's identity (401/403) what it needs, since
+    # when; the needed permissions it lacks, as "list resourceslices.resource.k8s.io".
+    refused_since = models.DateTimeField(null=True, blank=True)
+    missing_permissions = models.JSONField(default=list, blank=True)
     # Name of a docker-registry Secret in each namespace, for clusters pulling from a
     # private mirror (air-gapped); the portal references it, it does not create it.
     image_pull_secret = models.CharField(max_length=253, blank=True)
@@ -71,6 +75,12 @@ def managed_labels() -> dict[str, str]:
 
 def managed_selector() -> str:
     return ",".join(f"{key}={value}" for key, value in managed_labels().items())
+
+
+def outside_selector() -> str:
+    """Objects this installation did not make: `!=` also matches objects without the label
+    (other teams' claims), and another installation's objects are outside this one."""
+    return f"{INSTANCE_LABEL}!={settings.PORTAL_INSTANCE}"
 
 
 class Request(models.Model):
@@ -226,6 +236,20 @@ class ClaimRequest(Request):
 
 
 class VerificationRun(models.Model):
+    class PodStage(models.TextChoices):
+        """Where a run's Pod is between created and ended (its phase alone says Pending for all
+        but the last): from the Pod's node and container states and the kubelet's Events."""
+
+        SCHEDULING = "scheduling", pgettext_lazy("pod stage", "waiting to be scheduled")
+        BOUND = "bound", pgettext_lazy("pod stage", "bound to a node")
+        PULLING = "pulling", pgettext_lazy("pod stage", "pulling the image")
+        STARTING = "starting", pgettext_lazy("pod stage", "starting the containers")
+        IMAGE_PULL_FAILED = (
+            "image_pull_failed",
+            pgettext_lazy("pod stage", "image cannot be pulled"),
+        )
+        RUNNING = "running", pgettext_lazy("pod stage", "running")
+
     class State(models.TextChoices):
         QUEUED = "queued", pgettext_lazy("state", "queued")
         CREATING = "creating", pgettext_lazy("state", "creating")
@@ -271,6 +295,12 @@ class VerificationRun(models.Model):
     # (claims/worker/sync.py).
     pod_warnings = models.JSONField(default=list, blank=True)
     pod_warnings_read_at = models.DateTimeField(null=True, blank=True)
+    # Read with them: the kubelet's latest word on the bound Pod's containers, a Normal Event
+    # ({"reason": "Pulling", "message": 'Pulling image "..."'}), which says the image pulls.
+    pod_activity = models.JSONField(default=dict, blank=True)
+    # What the Pod is doing while the run waits or runs (PodStage); "" with no Pod or once
+    # it ended.
+    pod_stage = models.CharField(max_length=20, choices=PodStage.choices, blank=True)
 
     class Meta:
         ordering = ["-created"]

@@ -4,8 +4,9 @@ DRA gives one claim devices that are all reachable from the one node its Pod run
 devices a node publishes plus those published for every node (no node name). So a claim for
 3 GPUs cannot be met on a cluster of 2-GPU nodes, however many nodes it has.
 
-"Free now" counts the devices no claim the portal follows has allocated (from the last sync);
-claims made outside the portal are not seen, so the cluster may have fewer free.
+"Free now" counts the devices allocated to no claim at all: the portal's (from the last sync)
+and those made outside it (Cluster.inventory's held_outside, from the cluster loop), so a claim
+that cannot fit because another team holds the GPUs says so before it is approved.
 """
 
 from __future__ import annotations
@@ -17,15 +18,12 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.utils.text import capfirst
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, ngettext
+from django.utils.translation import ngettext
 
 import dracel
 from claims.models import ClaimRequest, Cluster
 from claims.policy import device_picker
-
-FREE_NOW_COUNTS = gettext_lazy(
-    "free = not allocated to a claim the portal follows; claims made outside it are not seen"
-)
+from claims.read.inventory import held_outside_ids
 
 
 @dataclass(frozen=True)
@@ -41,13 +39,26 @@ class Feasibility:
     free_on_best_node: int  # the most free matching devices on one node now
     free_in_cluster: int
     selector: str
-    selector_evaluated: bool  # False: counted by class only (the selector could not run here)
+    # False: the selector fails to evaluate on `unevaluated` of the `of_class` devices (an
+    # attribute they do not publish, a comparison CEL has no overload for). The scheduler
+    # stops the allocation on such a device ("CEL runtime error"), so nothing is promised:
+    # `matching` counts only the devices it holds for, and `possible` is None (not known).
+    selector_evaluated: bool
     asked: int | None  # None for "all matching devices"
     selector_valid: bool = True  # False: it does not compile, the cluster would refuse it
+    unevaluated: int = 0
+    of_class: int = 0
+    held_outside: int = 0  # matching devices held by claims made outside the portal
+    # The most matching devices on one node that no claim of the portal holds.
+    free_on_best_node_but_outside: int = 0
 
     @property
-    def possible(self) -> bool:
-        if not (self.selector_valid and self.matching):
+    def possible(self) -> bool | None:
+        if not self.selector_valid:
+            return False
+        if not self.selector_evaluated:
+            return None
+        if not self.matching:
             return False
         return self.asked is None or 1 <= self.asked <= self.max_on_one_node
 
@@ -55,6 +66,16 @@ class Feasibility:
     def fits_now(self) -> bool:
         wanted = self.asked if self.asked is not None else 1
         return wanted <= self.free_on_best_node
+
+    @property
+    def held_outside_blocks(self) -> bool:
+        """It would fit now, but for the devices claims made outside the portal hold."""
+        wanted = self.asked if self.asked is not None else 1
+        return (
+            self.possible is True
+            and not self.fits_now
+            and wanted <= self.free_on_best_node_but_outside
+        )
 
     @property
     def what(self) -> str:
@@ -77,12 +98,14 @@ class Feasibility:
             return None
         if self.asked < 1:
             return _("Ask for at least 1 device.")
-        if self.selector_valid and self.matching and self.asked > self.max_on_one_node:
+        if self.possible is not None and self.matching and self.asked > self.max_on_one_node:
             return self.refusal()
         return None
 
     def line(self) -> str:
         """The short line: "N devices match, M free now, at most K on one node"."""
+        if not self.selector_evaluated:
+            return capfirst(self._cannot_check())
         if not (self.selector_valid and self.matching):
             return capfirst(self._nothing_matches())
         return ngettext(
@@ -99,6 +122,7 @@ class Feasibility:
             "free_now_on_one_node": self.free_on_best_node,
             "free_now_in_cluster": self.free_in_cluster,
             "node": self.best_node,
+            "held_outside_portal": self.held_outside,
             "selector_evaluated": self.selector_evaluated,
             "summary": self.summary(),
         }
@@ -106,6 +130,10 @@ class Feasibility:
     def summary(self) -> str:
         """The one statement: can it ever be met, and what is free now. A count that cannot
         be met is named here, and explained by count_problem next to the count."""
+        if self.selector_valid and not self.selector_evaluated:
+            return _("Cannot be checked before the cluster tries it: %(reason)s.") % {
+                "reason": self._cannot_check()
+            }
         if not (self.selector_valid and self.matching):
             return _("Cannot be satisfied: %(reason)s.") % {"reason": self._nothing_matches()}
         numbers = {"max": self.max_on_one_node, "what": self.what}
@@ -117,9 +145,18 @@ class Feasibility:
                 % numbers
             ]
         parts.append(self._free_now())
-        if self.selector and not self.selector_evaluated:
-            parts.append(_("The selector could not be evaluated here."))
         return " ".join(parts)
+
+    def _cannot_check(self) -> str:
+        return ngettext(
+            "the selector fails to evaluate on %(failed)d of %(total)d device of class "
+            "%(class)s (an attribute it does not publish, or a comparison CEL cannot make); "
+            "the scheduler stops the allocation on such a device with a CEL runtime error",
+            "the selector fails to evaluate on %(failed)d of %(total)d devices of class "
+            "%(class)s (an attribute they do not publish, or a comparison CEL cannot make); "
+            "the scheduler stops the allocation on such a device with a CEL runtime error",
+            self.of_class,
+        ) % {"failed": self.unevaluated, "total": self.of_class, "class": self.device_class}
 
     def _nothing_matches(self) -> str:
         named = {"class": self.device_class}
@@ -137,14 +174,34 @@ class Feasibility:
             "free": self.free_on_best_node,
             "node": self.best_node,
             "in_cluster": self.free_in_cluster,
-            "counts": FREE_NOW_COUNTS,
         }
         if self.best_node:
-            return (
-                _("Free now: %(free)d on %(node)s, %(in_cluster)d in the cluster (%(counts)s).")
-                % numbers
+            said = _("Free now: %(free)d on %(node)s, %(in_cluster)d in the cluster.") % numbers
+        else:
+            said = _("Free now: %(free)d, %(in_cluster)d in the cluster.") % numbers
+        return " ".join([said, *self._outside()])
+
+    def _outside(self) -> list[str]:
+        """What claims made outside the portal hold of the matching devices, and whether they
+        are why the claim cannot get its devices now."""
+        if not self.held_outside:
+            return []
+        said = [
+            ngettext(
+                "%(n)d matching device is held outside the portal.",
+                "%(n)d matching devices are held outside the portal.",
+                self.held_outside,
             )
-        return _("Free now: %(free)d, %(in_cluster)d in the cluster (%(counts)s).") % numbers
+            % {"n": self.held_outside}
+        ]
+        if self.held_outside_blocks:
+            said.append(
+                _(
+                    "It does not fit now: devices held outside the portal leave too few free "
+                    "on any node; it waits until they are released."
+                )
+            )
+        return said
 
 
 Taken = dict[int, set[tuple[str, str, str]]]
@@ -166,6 +223,7 @@ def of_claim(
     known = {} if known is None else known
     if cluster.pk not in taken:
         taken[cluster.pk] = _allocated(cluster)
+    allocated = taken[cluster.pk] | held_outside_ids(cluster.inventory)
     # A count of 0 stays 0: it is the count field's error, not a claim for 1.
     count = None if claim.all_devices else (1 if claim.count is None else claim.count)
     key = (cluster.pk, claim.device_class, count, claim.selector)
@@ -175,7 +233,7 @@ def of_claim(
             device_class=claim.device_class,
             count=count,
             selector=claim.selector,
-            allocated=taken[cluster.pk],
+            allocated=allocated,
         )
     return known[key]
 
@@ -189,14 +247,16 @@ def assess(
     allocated: set[tuple[str, str, str]] | None = None,
 ) -> Feasibility:
     valid = not (selector and dracel.compile_error(selector))
-    found = _matching_devices(cluster.inventory, device_class, selector) if valid else ([], False)
-    devices, evaluated = found
+    found = _matching_devices(cluster.inventory, device_class, selector) if valid else ([], 0, 0)
+    devices, unevaluated, of_class = found
     per_node = _per_node(devices)
     taken = _allocated(cluster) if allocated is None else allocated
-    free_devices = [d for d in devices if (d["driver"], d["pool"], d["name"]) not in taken]
+    outside = held_outside_ids(cluster.inventory) & taken
+    free_devices = [d for d in devices if _id(d) not in taken]
     free = _per_node(free_devices)
     best_node, most = per_node.most_common(1)[0] if per_node else ("", 0)
     free_node, most_free = free.most_common(1)[0] if free else ("", 0)
+    but_outside = _per_node([d for d in devices if _id(d) not in taken - outside])
     return Feasibility(
         device_class=device_class,
         matching=len(devices),
@@ -205,10 +265,18 @@ def assess(
         free_on_best_node=most_free,
         free_in_cluster=len(free_devices),
         selector=selector,
-        selector_evaluated=evaluated,
+        selector_evaluated=not unevaluated,
         asked=count,
         selector_valid=valid,
+        unevaluated=unevaluated,
+        of_class=of_class,
+        held_outside=sum(1 for d in devices if _id(d) in outside),
+        free_on_best_node_but_outside=max(but_outside.values(), default=0),
     )
+
+
+def _id(device: dict[str, Any]) -> tuple[str, str, str]:
+    return (device["driver"], device["pool"], device["name"])
 
 
 def check_count(*, cluster: Cluster, device_class: str, count: int | None, selector: str) -> None:
@@ -226,17 +294,17 @@ def check_count(*, cluster: Cluster, device_class: str, count: int | None, selec
 
 def _matching_devices(
     inv: dict[str, Any], device_class: str, selector: str
-) -> tuple[list[dict[str, Any]], bool]:
-    """Devices of the class, and of the selector (which compiles in the DRA CEL environment:
-    quantity(), semver(), ... as the scheduler has them)."""
+) -> tuple[list[dict[str, Any]], int, int]:
+    """The devices of the class the selector holds for (it compiles in the DRA CEL
+    environment: quantity(), semver(), ... as the scheduler has them), how many of the class
+    it fails to evaluate on, and how many the class has. A device it fails on never counts
+    as a match."""
     of_class = device_picker.devices_of_class(inv, device_class)
     if not selector:
-        return of_class, True
+        return of_class, 0, len(of_class)
     outcomes = [(d, _holds(selector, d)) for d in of_class]
-    if of_class and all(held is None for _, held in outcomes):
-        return of_class, False
-    # Where it fails on one device only, the scheduler would not allocate that device either.
-    return [d for d, held in outcomes if held], True
+    failed = sum(1 for _, held in outcomes if held is None)
+    return [d for d, held in outcomes if held], failed, len(of_class)
 
 
 def _holds(selector: str, device: dict[str, Any]) -> bool | None:
@@ -258,7 +326,8 @@ def _per_node(devices: list[dict[str, Any]]) -> Counter[str]:
 
 
 def allocated_on(cluster_ids: set[int]) -> Taken:
-    """The `taken` of of_claim for several clusters at once: one query for a page of claims."""
+    """The `taken` of of_claim for several clusters at once: one query for a page of claims
+    (of_claim adds what claims made outside the portal hold, from the cluster's inventory)."""
     taken: Taken = {cluster_id: set() for cluster_id in cluster_ids}
     allocations = ClaimRequest.objects.filter(
         namespace_request__cluster_id__in=cluster_ids, allocation__isnull=False
@@ -276,12 +345,14 @@ def _devices_of(allocation: dict[str, Any] | None) -> set[tuple[str, str, str]]:
 
 
 def _allocated(cluster: Cluster) -> set[tuple[str, str, str]]:
-    """Devices the claims the portal follows hold, as the last sync saw them."""
+    """Devices held: by the claims the portal follows, as the last sync saw them, and by
+    claims made outside it, as the cluster loop last stored them."""
     allocations = ClaimRequest.objects.filter(
         namespace_request__cluster=cluster, allocation__isnull=False
     ).values_list("allocation", flat=True)
-    return {
+    ours = {
         (d.get("driver", ""), d.get("pool", ""), d.get("device", ""))
         for allocation in allocations
         for d in (allocation or {}).get("devices", [])
     }
+    return ours | held_outside_ids(cluster.inventory)

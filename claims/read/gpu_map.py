@@ -1,10 +1,11 @@
 """The GPU map of a cluster: its nodes, the cards on each, and who holds which device.
 
-A pure function of what the portal stored (Cluster.inventory from the ResourceSlices and the
-allocations of the claims it follows), so the page is drawn without asking the cluster.
-A GPU cut into MIG devices is one card with its partitions; a whole GPU is one device.
-Devices held by claims made outside the portal are not seen and show as free, and the
-inventory carries no device taints, so the map has no "tainted" state yet.
+A pure function of what the portal stored (Cluster.inventory from the ResourceSlices and what
+claims made outside the portal hold, and the allocations of the claims it follows), so the
+page is drawn without asking the cluster. A GPU cut into MIG devices is one card with its
+partitions; a whole GPU is one device. A device held outside the portal is "held outside the
+portal"; whose it is (namespace and claim) only an admin sees. The inventory carries no device
+taints, so the map has no "tainted" state yet.
 """
 
 from __future__ import annotations
@@ -21,19 +22,21 @@ from claims.read import inventory
 DeviceId = tuple[str, str, str]  # driver, pool, device
 MIG_SEPARATOR = "-mig-"
 # What a tile of the map shows, with the mark that says it without colour (the legend's order).
-FREE, MINE, TEAM, OTHER = "free", "mine", "team", "other"
+FREE, MINE, TEAM, OTHER, OUTSIDE = "free", "mine", "team", "other", "outside"
 LEGEND = (
     (FREE, "○", pgettext_lazy("device", "free")),
     (MINE, "●", gettext_lazy("held by you")),
     (TEAM, "◐", gettext_lazy("held by your team")),
     (OTHER, "■", gettext_lazy("held by others")),
+    (OUTSIDE, "▣", gettext_lazy("held outside the portal")),
 )
 MARKS = {status: (mark, label) for status, mark, label in LEGEND}
 
 
 @dataclass(frozen=True)
 class Hold:
-    """A claim the portal follows and the devices it has allocated."""
+    """A claim and the devices it has allocated: one the portal follows, or (whose OUTSIDE)
+    one made outside it, whose claim_id is negative and stands for no row."""
 
     claim_id: int
     claim_name: str
@@ -41,7 +44,16 @@ class Hold:
     owner: str
     devices: frozenset[DeviceId]
     shown: bool = False  # the viewer may see whose claim it is (an approver, or its owner)
-    whose: str = OTHER  # MINE, TEAM or OTHER, as the viewer sees it (see `whose`)
+    whose: str = OTHER  # MINE, TEAM, OTHER or OUTSIDE, as the viewer sees it (see `whose`)
+
+    @property
+    def outside(self) -> bool:
+        return self.whose == OUTSIDE
+
+    @property
+    def label(self) -> str:
+        """Whose claim, for a viewer it is shown to: owner/claim, or namespace/claim."""
+        return f"{self.namespace if self.outside else self.owner}/{self.claim_name}"
 
 
 @dataclass(frozen=True)
@@ -84,8 +96,7 @@ class DeviceCell:
         parts = [f"{self.name}: {' '.join(filter(None, [self.model, self.profile]))}"]
         parts += [self.memory, self.status_label]
         if self.holder and self.holder.shown:
-            who = f"{self.holder.owner}/{self.holder.claim_name}"
-            parts.append(gettext("claim %(claim)s") % {"claim": who})
+            parts.append(gettext("claim %(claim)s") % {"claim": self.holder.label})
         return ", ".join(part for part in parts if part)
 
     @property
@@ -163,6 +174,27 @@ def whose(*, owner_id: int, owner_team_id: int | None, viewer: Any, viewer_teams
     if owner_id == viewer.pk:
         return MINE
     return TEAM if owner_team_id is not None and owner_team_id in viewer_teams else OTHER
+
+
+def outside_holds(inv: dict[str, Any], *, shown: bool) -> list[Hold]:
+    """What claims made outside the portal hold, one Hold per claim; namespace and claim name
+    only when `shown` (an admin): another team's names are not the portal's to show."""
+    by_claim: dict[tuple[str, str, str], set[DeviceId]] = {}
+    for row in inventory.held_outside(inv):
+        key = (row.get("kind", ""), row.get("namespace", ""), row.get("name", ""))
+        by_claim.setdefault(key, set()).add((row["driver"], row["pool"], row["device"]))
+    return [
+        Hold(
+            claim_id=-number,
+            claim_name=name if shown else "",
+            namespace=namespace if shown else "",
+            owner="",
+            devices=frozenset(devices),
+            shown=shown,
+            whose=OUTSIDE,
+        )
+        for number, ((_, namespace, name), devices) in enumerate(sorted(by_claim.items()), 1)
+    ]
 
 
 def device_id(device: dict[str, Any]) -> DeviceId:

@@ -2,6 +2,8 @@
 
 Device counts per class come from evaluating each class's CEL selectors against the devices,
 as the scheduler does, so "count more than the cluster has" is checked against real numbers.
+`held_outside` lists the devices something other than this portal holds (claims made outside
+it): whoever holds a device, it is not free.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 import celpy
 
-from claims.kube.parsing import DeviceClassInfo, DeviceInfo
+from claims.kube.parsing import DeviceClassInfo, DeviceInfo, Holding
 
 log = logging.getLogger(__name__)
 
@@ -71,14 +73,40 @@ def device_counts(classes: list[dict[str, Any]], devices: list[dict[str, Any]]) 
     }
 
 
-def build_inventory(classes: list[DeviceClassInfo], devices: list[DeviceInfo]) -> dict[str, Any]:
+def build_inventory(
+    classes: list[DeviceClassInfo],
+    devices: list[DeviceInfo],
+    outside: list[Holding] | None = None,
+) -> dict[str, Any]:
     class_rows = [asdict(dc) for dc in classes]
     device_rows = [asdict(device) for device in devices]
     return {
         "device_classes": class_rows,
         "devices": device_rows,
         "device_counts": device_counts(class_rows, device_rows),
+        "held_outside": held_outside_rows(outside or []),
     }
+
+
+def held_outside_rows(outside: list[Holding]) -> list[dict[str, Any]]:
+    """One row per device held outside the portal, in a stable order (a change of order is
+    no change of the inventory)."""
+    rows = [
+        {"driver": driver, "pool": pool, "device": device, "kind": holding.kind}
+        | {"namespace": holding.namespace, "name": holding.name}
+        for holding in outside
+        for driver, pool, device in holding.devices
+    ]
+    return sorted(rows, key=lambda row: (row["driver"], row["pool"], row["device"]))
+
+
+def held_outside(inv: dict[str, Any]) -> list[dict[str, Any]]:
+    """The inventory's rows of devices held outside the portal (see held_outside_rows)."""
+    return list(inv.get("held_outside") or [])
+
+
+def held_outside_ids(inv: dict[str, Any]) -> set[tuple[str, str, str]]:
+    return {(row["driver"], row["pool"], row["device"]) for row in held_outside(inv)}
 
 
 def describe_devices(

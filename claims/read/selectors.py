@@ -217,6 +217,13 @@ def claim_request_get(*, user: Any, pk: int) -> ClaimRequest:
     return _get_visible(_claim_requests(), pk, user, team_approvers_see=True)
 
 
+def runs_with_unread_logs(claim: ClaimRequest) -> list[VerificationRun]:
+    """The claim's ended runs whose logs the cluster would not give yet and are still asked
+    for: their Pods hold the logs, and deleting them (a release) loses them for good."""
+    runs = claim.runs.filter(state__in=VerificationRun.FINAL_STATES, log_retry_until__isnull=False)
+    return list(runs.exclude(log_error="").order_by("created"))
+
+
 def verification_run_get(*, user: Any, pk: int) -> VerificationRun:
     runs = _verification_runs().prefetch_related("logs")
     return _get_visible(runs, pk, user, team_approvers_see=False)

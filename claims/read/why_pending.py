@@ -21,7 +21,7 @@ from django.utils.translation import ngettext
 from claims.read.gpu_map import DeviceId, Hold, matching_ids
 
 SCHEDULER_WORDS = re.compile(r"\d+/\d+ nodes are available")
-IMAGE_WORDS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName")
+IMAGE_WORDS = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName")
 MISSING_CLASS = re.compile(r"device class (\S+) does not exist")
 # Reasons that hold whatever else runs on the cluster (the others pass with time).
 LASTING = ("unknown_class", "no_match", "too_many")

@@ -17,6 +17,7 @@ from django.utils.translation import pgettext, pgettext_lazy
 
 from claims.domain import expiry, state_messages
 from claims.policy import rules
+from claims.policy.verdict import Verdict, run_verdict
 from claims.read import approval_queue, selectors, timewords
 
 register = template.Library()
@@ -165,6 +166,12 @@ def _value(name: str, value: str) -> Any:
     if name == "state":  # a state's label, as the models name it
         return pgettext("state", value)
     return int(value) if value.isdigit() else value
+
+
+@register.filter
+def verdict(run: Any) -> Verdict:
+    """A run's verdict in one word and why (claims.policy.verdict)."""
+    return run_verdict(run)
 
 
 @register.filter

@@ -7,11 +7,13 @@ of the ResourceSlices and DeviceClasses) and feeds from those caches, with no li
 - the reconciler (reconciler.py): drift on every change of a namespace, ServiceAccount or
   RoleBinding and on a resync from the caches every RECONCILE_INTERVAL_SECONDS; orphans every
   ORPHAN_SWEEP_INTERVAL_SECONDS;
-- the inventory (GPU map, feasibility) on every change of a slice or class, and discovery
+- the inventory (GPU map, feasibility) on every change of a slice or class, or of what claims
+  made outside the portal hold (another team's claims take GPUs too), and discovery
   (the server's versions) once the caches are current again after a watch broke (an
   upgraded control plane breaks them all) and every DISCOVERY_SECONDS;
 - reachability: unreachable from the first watch or list that could not reach the cluster,
-  reachable again when every cache is current.
+  refused from the first one it refused (401/403: the permissions it lacks are asked once per
+  change), reachable again when every cache is current.
 
 A loop runs while it holds the cluster's one lease (claims/worker/lease.py); a second copy
 (another process, another machine) waits and takes over within a lease when the holder dies.
@@ -32,9 +34,16 @@ from django.db import close_old_connections, connections
 from claims.clusters import registry as cluster_registry
 from claims.clusters.gateways import gateway_for
 from claims.kube import parsing
-from claims.kube.gateway import ClaimState, ClusterGateway, DeviceClassInfo, KubeError, PodState
+from claims.kube.gateway import (
+    ClaimState,
+    ClusterGateway,
+    DeviceClassInfo,
+    Holding,
+    KubeError,
+    PodState,
+)
 from claims.kube.informer import Informer
-from claims.models import Cluster, managed_selector
+from claims.models import Cluster, managed_selector, outside_selector
 from claims.worker import reconciler, sync
 from claims.worker.cluster_view import CHECKED_KINDS, AllocationsSeen, CachedView
 from claims.worker.lease import holder_name, lease_seconds, release_lease, take_lease
@@ -68,9 +77,11 @@ class Watches(NamedTuple):
     slices: Informer[dict[str, Any]]
     classes: Informer[DeviceClassInfo]
     checked: dict[str, Informer[dict[str, Any]]]  # CHECKED_KINDS
+    outside: Informer[Holding]  # claims the portal did not make: only what they hold
 
     def all(self) -> list[Informer[Any]]:
-        return [self.claims, self.pods, self.slices, self.classes, *self.checked.values()]
+        inventory: list[Informer[Any]] = [self.slices, self.classes, self.outside]
+        return [self.claims, self.pods, *inventory, *self.checked.values()]
 
 
 class Timer:
@@ -108,6 +119,8 @@ class ClusterLoop:
         self.allocations = AllocationsSeen()
         self.connection: tuple[Any, ...] = ()
         self.unreachable = False
+        # The kinds the cluster refuses to list (None: not known yet).
+        self.refused: frozenset[str] | None = None
         self.rediscover = False  # a watch broke: discover again once the caches are current
 
     def run(self) -> None:
@@ -164,6 +177,7 @@ class ClusterLoop:
         allow each: tests/claims/worker/test_least_privilege.py starts these)."""
         selector = managed_selector()
         seconds = settings.FOLLOWER_WATCH_SECONDS
+        refused = settings.FOLLOWER_REFUSED_RETRY_SECONDS
         ours = self._signal(self.changed)
         drift = self._signal(self.drift_changed)
         inventory = self._signal(self.inventory_changed)
@@ -175,16 +189,48 @@ class ClusterLoop:
                 self.allocations.parse,
                 ours,
                 watch_seconds=seconds,
+                refused_retry_seconds=refused,
             ),
-            Informer(gateway, "Pod", selector, parsing.pod_state, ours, watch_seconds=seconds),
-            Informer(gateway, "ResourceSlice", "", _as_is, inventory),
-            Informer(gateway, "DeviceClass", "", parsing.device_class_info, inventory),
+            Informer(
+                gateway,
+                "Pod",
+                selector,
+                parsing.pod_state,
+                ours,
+                watch_seconds=seconds,
+                refused_retry_seconds=refused,
+            ),
+            Informer(
+                gateway, "ResourceSlice", "", _as_is, inventory, refused_retry_seconds=refused
+            ),
+            Informer(
+                gateway,
+                "DeviceClass",
+                "",
+                parsing.device_class_info,
+                inventory,
+                refused_retry_seconds=refused,
+            ),
             {
                 kind: Informer(
-                    gateway, kind, selector, parsing.metadata_only, drift, watch_seconds=seconds
+                    gateway,
+                    kind,
+                    selector,
+                    parsing.metadata_only,
+                    drift,
+                    watch_seconds=seconds,
+                    refused_retry_seconds=refused,
                 )
                 for kind in CHECKED_KINDS
             },
+            Informer(
+                gateway,
+                "ResourceClaim",
+                outside_selector(),
+                parsing.claim_holding,
+                inventory,
+                watch_seconds=seconds,
+            ),
         )
 
     def _follow_changes(self, cluster: Cluster, gateway: ClusterGateway, view: CachedView) -> None:
@@ -208,6 +254,7 @@ class ClusterLoop:
                 streams.flush()
             self._refresh_inventory(cluster)
             self._note_reachability(cluster)
+            self._note_refusals(gateway)
             due = False
             if renewal.due():
                 if not take_lease(self.cluster_id, self.holder):
@@ -281,6 +328,26 @@ class ClusterLoop:
             cluster_registry.mark_reachable(self.cluster_id)
         self.unreachable = bool(unreachable) or (self.unreachable and bool(errors))
 
+    def _note_refusals(self, gateway: ClusterGateway) -> None:
+        """Refused from the first list or watch the cluster refused (401/403), with the
+        needed permissions the identity lacks, asked again only when what is refused changes;
+        no longer once every cache is current (the permissions were granted)."""
+        informers = self.watched.all() if self.watched else []
+        refused = frozenset(i.kind for i in informers if i.refused)
+        if refused == self.refused or (not refused and not self._current()):
+            return
+        self.refused = refused
+        if not refused:
+            log.info("cluster %s lets the portal list and watch what it needs", self.cluster_id)
+            if not self.unreachable:
+                cluster_registry.mark_reachable(self.cluster_id)
+            return
+        refusal = next(i.refusal for i in informers if i.refusal is not None)
+        missing = cluster_registry.ask_missing(gateway) if refusal.status == 403 else []
+        problem = cluster_registry.refusal_words(refusal, missing)
+        log.warning("cluster %s refuses the portal: %s", self.cluster_id, problem)
+        cluster_registry.mark_refused(self.cluster_id, problem, [str(p) for p in missing])
+
     def _connection_changed(self) -> bool:
         cluster = Cluster.objects.filter(pk=self.cluster_id).first()
         return cluster is None or connection_of(cluster) != self.connection
@@ -289,12 +356,13 @@ class ClusterLoop:
         watched = self.watched
         if watched is None or not self.inventory_changed.is_set():
             return
-        if not (watched.classes.current_at and watched.slices.current_at):
+        if not all(i.current_at for i in (watched.classes, watched.slices, watched.outside)):
             return
         self.inventory_changed.clear()
         devices = parsing.devices_from_slices(watched.slices.snapshot()[0])
         by_name = sorted(watched.classes.snapshot()[0], key=lambda device_class: device_class.name)
-        sync.inventory_seen(cluster, by_name, devices)
+        holding = [h for h in watched.outside.snapshot()[0] if h.devices]
+        sync.inventory_seen(cluster, by_name, devices, holding)
 
     @staticmethod
     def _refreshed(cluster: Cluster) -> bool:

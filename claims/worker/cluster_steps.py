@@ -20,7 +20,7 @@ from claims.domain import observations, run_observations, state_messages
 from claims.domain.transitions import enqueue
 from claims.kube import labels as label_keys
 from claims.kube import manifests
-from claims.kube.gateway import ClusterGateway, PermanentKubeError, TransientKubeError
+from claims.kube.gateway import ClusterGateway, PermanentKubeError, PodState, TransientKubeError
 from claims.kube.ownership import NotOwnedError, create_or_adopt, delete_owned, owns, uid_of
 from claims.models import (
     ClaimRequest,
@@ -219,9 +219,17 @@ def delete_claim(claim: ClaimRequest) -> None:
     delete_owned(gateway, *target, uid=claim.kube_uid, labels=claim.labels())
     remaining = gateway.read(*target)
     if remaining is not None and _is_ours(remaining, claim):
-        # Held by its finalizer while a Pod that used it terminates: not cleaned up yet.
+        # Held by its finalizer while a Pod that used it terminates: not cleaned up yet. A
+        # bound Pod goes only once its node's kubelet confirms (on a dead node: not at all).
+        if present and (terminating := _terminating(gateway, selector)):
+            node = terminating.node or ""
+            observations.claim_release_waiting(claim_request=claim, pod=terminating.name, node=node)
         raise TransientKubeError(f"ResourceClaim {claim.name} is still being deleted.")
     observations.claim_cleaned_up(claim_request=claim)
+
+
+def _terminating(gateway: ClusterGateway, selector: str) -> PodState | None:
+    return next((pod for pod in gateway.list_pods(selector) if pod.deletion_timestamp), None)
 
 
 def delete_namespace(ns: NamespaceRequest) -> None:

@@ -30,7 +30,10 @@ GONE_GRACE = timedelta(seconds=15)
 LOG_RETRY = timedelta(minutes=10)
 RS = VerificationRun.State
 FOLLOWED_RUNS = (RS.CREATING, RS.PENDING, RS.RUNNING)
-PULL_REASONS = ("ErrImagePull", "ImagePullBackOff")
+PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull")
+# The kubelet's Normal Events on the way from bound to running (pkg/kubelet/events).
+KUBELET_PROGRESS = ("Pulling", "Pulled", "Created", "Started")
+STAGE = VerificationRun.PodStage
 
 Pods = dict[tuple[str, str], PodState]
 Allocations = dict[int, tuple[dict | None, dict | None]]
@@ -151,13 +154,15 @@ def _follow_pod(
     if pod.phase == "Pending" and _pending_too_long(run):
         _give_up_pending(run, pod, gateway)
         return
+    stage, message = _pending_stage(run, pod) if pod.phase == "Pending" else ("", "")
     run_observations.run_pod_observed(
         run=run,
         phase=pod.phase,
         node=pod.node,
-        message=_image_problem(pod) or pod.message or pod.reason,
+        message=message,
         devices=devices,
         started_at=pod.started_at,
+        stage=stage,
     )
     if pod.phase not in ("Running", "Succeeded", "Failed"):
         return
@@ -176,6 +181,28 @@ def _follow_pod(
             started_at=pod.started_at,
             finished_at=pod.finished_at,
         )
+
+
+def _pending_stage(run: VerificationRun, pod: PodState) -> tuple[str, str]:
+    """Where a pending Pod is and what to say of it: the scheduler's words until it is bound
+    ("" while it said nothing: the run's message stands), then the kubelet's: an image it
+    cannot pull, else its latest Event (Pulling image "...", Pulled, Created, Started)."""
+    if not pod.node:
+        return STAGE.SCHEDULING, pod.message or pod.reason
+    node = {"node": pod.node}
+    problem = _image_problem(pod)
+    if problem:
+        return STAGE.IMAGE_PULL_FAILED, state_messages.POD_IMAGE_NOT_PULLED % {
+            **node,
+            "problem": problem,
+        }
+    said = run.pod_activity or {}
+    event = said.get("message", "")
+    if said.get("reason") == "Pulling":
+        return STAGE.PULLING, state_messages.POD_PULLING % {**node, "event": event}
+    if said.get("reason") in KUBELET_PROGRESS:
+        return STAGE.STARTING, state_messages.POD_STARTING % {**node, "event": event}
+    return STAGE.BOUND, state_messages.POD_BOUND % node
 
 
 def _pending_too_long(run: VerificationRun) -> bool:

@@ -25,10 +25,17 @@ from claims.kube.gateway import (
     ClusterGateway,
     DeviceClassInfo,
     DeviceInfo,
+    Holding,
     KubeError,
 )
 from claims.kube.ownership import uid_of
-from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
+from claims.models import (
+    ClaimRequest,
+    Cluster,
+    NamespaceRequest,
+    VerificationRun,
+    outside_selector,
+)
 from claims.read import inventory, planned
 from claims.worker import lease, run_pods
 from claims.worker.cluster_view import ClusterView, Listed, LiveView
@@ -82,37 +89,43 @@ def _sync_cycle(
     if pods is not None:
         by_name = {(pod.namespace, pod.name): pod for pod in pods.items}
         streamed = view.follow_logs(runs, by_name)
+        read_pod_events(runs, by_name, gateway)  # first: what the kubelet said, for the follow
         problems += run_pods.follow_runs(
             runs, by_name, pods.at, gateway, allocations or {}, streamed
         )
         problems += run_pods.retry_logs(awaiting, by_name, gateway)
-        read_pod_warnings(runs, by_name, gateway)
     record_outcome(cluster, problems, record_every)
     # Logs still to read keep the passes coming too (their back-off decides when to ask).
     awaited = [run for run in awaiting + runs if run.log_retry_until]  # as they are now
     return not problems and (bool(awaited) or any(not run.is_final for run in runs))
 
 
-def read_pod_warnings(runs: list[VerificationRun], pods: Pods, gateway: ClusterGateway) -> None:
-    """The latest Warning Events of each pending run's Pod, kept on the run for the page that
-    says why it waits: one list call per pending Pod and POD_WARNINGS_EVERY, however many
-    people look. Extra, like logs: a cluster that refuses it only costs the explanation."""
+def read_pod_events(runs: list[VerificationRun], pods: Pods, gateway: ClusterGateway) -> None:
+    """The Events of each pending run's Pod: the latest Warnings, kept on the run for the page
+    that says why it waits, and the kubelet's latest word on its containers (Pulling image
+    ...), which says what a bound Pod is doing. One list call per pending Pod and
+    POD_WARNINGS_EVERY (and one as soon as it is seen bound), however many people look.
+    Extra, like logs: a cluster that refuses it only costs the explanation."""
     due = timezone.now() - POD_WARNINGS_EVERY
     for run in runs:
         pod = pods.get((run.claim.namespace, run.pod_name))
         if pod is None or pod.phase != "Pending" or run.is_final:
             continue
-        if run.pod_warnings_read_at and run.pod_warnings_read_at > due:
+        just_bound = bool(pod.node) and pod.node != run.node
+        if run.pod_warnings_read_at and run.pod_warnings_read_at > due and not just_bound:
             continue
         try:
-            found = gateway.list_pod_warnings(pod.namespace, pod.name, run.pod_uid)
+            found = gateway.list_pod_events(pod.namespace, pod.name, run.pod_uid)
         except KubeError as error:
             log.warning("events of %s/%s: %s", pod.namespace, pod.name, error)
             continue
+        warnings = [event for event in found if event.type == "Warning"]
         # Once bound, the scheduler's old complaints no longer hold.
-        current = [e for e in found if not (pod.node and e.reason == "FailedScheduling")]
-        kept = [asdict(event) for event in current[:POD_WARNINGS_KEPT]]
-        run_observations.run_pod_warnings_seen(run=run, warnings=kept)
+        current = [e for e in warnings if not (pod.node and e.reason == "FailedScheduling")]
+        kept = [event.as_warning() for event in current[:POD_WARNINGS_KEPT]]
+        activity = next((e for e in found if e.reason in run_pods.KUBELET_PROGRESS), None)
+        said = {"reason": activity.reason, "message": activity.message} if activity else {}
+        run_observations.run_pod_events_seen(run=run, warnings=kept, activity=said)
 
 
 T = TypeVar("T")
@@ -149,13 +162,15 @@ def _inventory_is_stale(cluster: Cluster) -> bool:
 
 
 def refresh_inventory(cluster: Cluster, gateway: ClusterGateway | None = None) -> None:
-    """Discovery (versions) plus device classes and devices from the ResourceSlices."""
+    """Discovery (versions) plus device classes and devices from the ResourceSlices, and
+    what claims made outside the portal hold."""
     gateway = gateway or gateway_for(cluster)
     discovery_seen(cluster, gateway)
     built = {}  # a cluster without DRA has none
     if cluster.preferred_resource_version:
         classes, devices = gateway.list_device_classes(), gateway.list_devices()
-        built = inventory.build_inventory(classes, devices)
+        outside = gateway.list_holdings(outside_selector())
+        built = inventory.build_inventory(classes, devices, outside)
     _store_inventory(cluster, built)
 
 
@@ -176,10 +191,14 @@ def discovery_seen(cluster: Cluster, gateway: ClusterGateway) -> None:
 
 
 def inventory_seen(
-    cluster: Cluster, classes: list[DeviceClassInfo], devices: list[DeviceInfo]
+    cluster: Cluster,
+    classes: list[DeviceClassInfo],
+    devices: list[DeviceInfo],
+    outside: list[Holding],
 ) -> bool:
-    """The device classes and devices the loop's caches hold; True when they changed."""
-    return _store_inventory(cluster, inventory.build_inventory(classes, devices))
+    """The device classes, devices and holdings outside the portal the loop's caches hold;
+    True when they changed."""
+    return _store_inventory(cluster, inventory.build_inventory(classes, devices, outside))
 
 
 def _store_inventory(cluster: Cluster, built: dict[str, Any]) -> bool:

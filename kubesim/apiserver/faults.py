@@ -1,4 +1,11 @@
-"""Fault injection (latency, errors, outages, broken watches) and request counters."""
+"""Fault injection (latency, errors, outages, broken watches, a node's kubelet down) and
+request counters.
+
+A node fault (`{"node": NAME, "kubelet": "down" | "unreachable"}`) plays a kubelet the API
+server cannot reach: its process stopped (the dial is refused) or its machine gone (no route
+to host). Reading a log there fails as the API server's proxy fails, and the node's kubelet
+does nothing (no status, no confirmed deletion) until the fault is cleared.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +28,11 @@ REASONS = {
     504: ("Timeout", "The server was unable to return a response in the time allotted"),
 }
 WATCH_MODES = (None, "drop", "silent")
+# What a dial to the kubelet's port ends in (Go's net errors, ECONNREFUSED / EHOSTUNREACH).
+KUBELET_DIAL_ERRORS = {
+    "down": "connect: connection refused",
+    "unreachable": "connect: no route to host",
+}
 
 
 @dataclass
@@ -39,7 +51,16 @@ def injected_error(code: int) -> ApiError:
     return ApiError(code, reason, message)
 
 
-def parse_fault(spec: dict[str, Any]) -> Fault:
+@dataclass
+class NodeFault:
+    node: str
+    kubelet: str
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+
+
+def parse_fault(spec: dict[str, Any]) -> Fault | NodeFault:
+    if "node" in spec:
+        return _parse_node_fault(spec)
     try:
         path = re.compile(str(spec.get("path") or ".*"))
         codes = [int(code) for code in spec.get("error_codes") or [500]]
@@ -58,21 +79,48 @@ def parse_fault(spec: dict[str, Any]) -> Fault:
     return fault
 
 
+def _parse_node_fault(spec: dict[str, Any]) -> NodeFault:
+    node, kubelet = spec.get("node"), spec.get("kubelet")
+    if not isinstance(node, str) or not node or kubelet not in KUBELET_DIAL_ERRORS:
+        raise bad_request(
+            'invalid fault: a node fault needs "node" and "kubelet": "down" or "unreachable"'
+        )
+    return NodeFault(node=node, kubelet=kubelet)
+
+
 class Faults:
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._node_changed = threading.Condition(self._lock)
         self._faults: list[Fault] = []
+        self._node_faults: list[NodeFault] = []
         self._counters: Counter[str] = Counter()
         self._random = random.Random()
 
-    def add(self, fault: Fault) -> str:
+    def add(self, fault: Fault | NodeFault) -> str:
         with self._lock:
-            self._faults.append(fault)
+            if isinstance(fault, NodeFault):
+                self._node_faults.append(fault)
+                self._node_changed.notify_all()
+            else:
+                self._faults.append(fault)
         return fault.id
 
     def clear(self) -> None:
         with self._lock:
             self._faults = []
+            self._node_faults = []
+            self._node_changed.notify_all()
+
+    def kubelet_fault(self, node: str) -> str | None:
+        """ "down" or "unreachable" while the node's kubelet cannot be reached, else None."""
+        with self._lock:
+            modes = [fault.kubelet for fault in self._node_faults if fault.node == node]
+        return modes[-1] if modes else None
+
+    def wait_for_node_change(self, timeout: float) -> None:
+        with self._node_changed:
+            self._node_changed.wait(timeout)
 
     def count(self, verb: str, resource: str) -> None:
         with self._lock:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kubesim.apiserver import tables
+from kubesim.apiserver import kubelet_proxy, tables
 from kubesim.apiserver.listing import selected_items
 from kubesim.base import errors
 from kubesim.base.http import Request, Response, Stream
@@ -279,8 +279,9 @@ def pod_log(api: Any, request: Request, target: Any) -> Response | Stream:
     container = _container_name(pod, request)
     if not pod.get("spec", {}).get("nodeName"):
         return Response(204, b"", "")  # no node yet: nothing to read (recording 07)
-    if api.kubelet is None:  # no kubelet to ask: what a real API server says (recording 09)
-        raise errors.ApiError(500, "", "no preferred addresses found; known addresses: []")
+    # The way to the node's kubelet: a Node without addresses (recording 09) or a kubelet that
+    # cannot be dialled fails here, before the kubelet could say anything.
+    kubelet_proxy.log_location(api, pod, container, request)
     _check_started(pod, container, request)
     lines = api.kubelet.logs(target.namespace, target.name, container)
     if not request.flag("follow"):
@@ -294,13 +295,14 @@ def _follow_log(
     limit = request.query.get("limitBytes", "")
     budget = int(limit) if limit.isdigit() else None
     chunk, seen = _render(lines, request), len(lines)
+    node = api.store.get(target.kind, target.namespace, target.name)["spec"]["nodeName"]
     while True:
         if budget is not None:
             chunk = chunk[:budget]
             budget -= len(chunk)
         yield chunk
         done = _finished(api, target, container)
-        if budget == 0 or api.stopping.is_set() or seen < 0:
+        if budget == 0 or api.stopping.is_set() or seen < 0 or _kubelet_stopped(api, node):
             return
         if not done:
             api.kubelet.wait_for_log_change(target.namespace, target.name, container, seen, 1.0)
@@ -309,6 +311,11 @@ def _follow_log(
         chunk = b"".join(_log_line(stamp, text, stamps) for stamp, text in lines[seen:])
         # After the container ended, send what is left once and close the stream.
         seen = -1 if done else len(lines)
+
+
+def _kubelet_stopped(api: Any, node: str) -> bool:
+    """A stopped kubelet closes its streams; an unreachable one just sends nothing more."""
+    return api.faults.kubelet_fault(node) == "down"
 
 
 def _finished(api: Any, target: Any, container: str) -> bool:

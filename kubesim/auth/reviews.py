@@ -1,5 +1,6 @@
 """Requests that store nothing: TokenRequest (serviceaccounts/token), SelfSubjectAccessReview
-(`kubectl auth can-i`) and SelfSubjectReview (`kubectl auth whoami`), with their discovery."""
+(`kubectl auth can-i`), SelfSubjectRulesReview (`kubectl auth can-i --list`) and
+SelfSubjectReview (`kubectl auth whoami`), with their discovery."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ MIN_EXPIRATION = 600
 # group -> served resources: plural -> kind
 RESOURCES = {
     AUTHENTICATION: {"selfsubjectreviews": "SelfSubjectReview"},
-    AUTHORIZATION: {"selfsubjectaccessreviews": "SelfSubjectAccessReview"},
+    AUTHORIZATION: {
+        "selfsubjectaccessreviews": "SelfSubjectAccessReview",
+        "selfsubjectrulesreviews": "SelfSubjectRulesReview",
+    },
 }
 
 
@@ -129,6 +133,8 @@ def handle(api: Any, request: Request, group: str, parts: list[str]) -> Response
     body = _body(request, group, kind)
     if kind == "SelfSubjectReview":
         return _self_subject_review(request)
+    if kind == "SelfSubjectRulesReview":
+        return _rules_review(api, request, body)
     return _access_review(api, request, body)
 
 
@@ -173,3 +179,47 @@ def _access_review(api: Any, request: Request, body: dict[str, Any]) -> Response
     meta = _object(body, "metadata")
     answer = {**body, "metadata": {**meta, "creationTimestamp": None}, "status": status}
     return json_response(201, answer)
+
+
+def _rules_review(api: Any, request: Request, body: dict[str, Any]) -> Response:
+    """registry/authorization/selfsubjectrulesreview/rest.go: the rules of the RBAC rule
+    resolver (ClusterRoleBindings, then the namespace's RoleBindings; the system:masters
+    authorizer resolves no rules), split as RBACAuthorizer.RulesFor splits them. A fresh
+    object: the spec is not echoed."""
+    namespace = _object(body, "spec").get("namespace") or ""
+    if not isinstance(namespace, str) or not namespace:
+        raise errors.bad_request("no namespace on request")
+    rules, failures = api.authorizer.rules_for(request.user, namespace)
+    resource_rules, non_resource_rules = [], []
+    for rule in rules:
+        if rule.get("resources"):
+            resource_rules.append(_resource_rule(rule))
+        if rule.get("nonResourceURLs"):
+            urls = {"verbs": list(rule.get("verbs") or [])}
+            non_resource_rules.append(urls | {"nonResourceURLs": rule["nonResourceURLs"]})
+    status: dict[str, Any] = {
+        "resourceRules": resource_rules,
+        "nonResourceRules": non_resource_rules,
+        "incomplete": False,
+    }
+    if failures:  # utilerrors.NewAggregate
+        status["evaluationError"] = (
+            failures[0] if len(failures) == 1 else "[" + ", ".join(failures) + "]"
+        )
+    answer = {
+        "kind": "SelfSubjectRulesReview",
+        "apiVersion": f"{AUTHORIZATION}/v1",
+        "metadata": {"creationTimestamp": None},
+        "spec": {},
+        "status": status,
+    }
+    return json_response(201, answer)
+
+
+def _resource_rule(rule: dict[str, Any]) -> dict[str, Any]:
+    """authorization/v1 ResourceRule: verbs always, the rest omitted when empty."""
+    shown: dict[str, Any] = {"verbs": list(rule.get("verbs") or [])}
+    for key in ("apiGroups", "resources", "resourceNames"):
+        if rule.get(key):
+            shown[key] = list(rule[key])
+    return shown

@@ -9,6 +9,7 @@ from dracel import (
     compile_error,
     device_activation,
     expand_bind,
+    holds,
     matches,
     parse_quantity,
 )
@@ -18,6 +19,7 @@ __all__ = [
     "compile_error",
     "device_activation",
     "expand_bind",
+    "holds",
     "matches",
     "parse_quantity",
 ]

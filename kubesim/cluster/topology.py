@@ -14,8 +14,11 @@ from typing import Any
 
 import yaml
 
+from kubesim.cluster.workloads import Workload, WorkloadError
+from kubesim.cluster.workloads import from_list as workloads_from_list
 from kubesim.kubelet.cuda import MIG_PROFILES, MODELS, GpuModel, MigProfile
 from kubesim.kubelet.images import Registry
+from kubesim.kubelet.images import parse as parse_image
 from kubesim.kubelet.pod_status import node_ip
 
 DRIVER = "gpu.nvidia.com"
@@ -32,6 +35,9 @@ DEFAULT_IMAGES = (
     "quay.io/jupyter/base-notebook:latest",
     "busybox:1.36",
 )
+# An image's first pull on a node, in simulated seconds: a real pull of a CUDA sample image
+# takes tens of seconds; a few keep `make run` (speed 1) pleasant and still show the pull.
+DEFAULT_PULL_SECONDS = 3.0
 DEVICE_CLASS_CEL = (
     "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == '{}'"
 )
@@ -119,6 +125,11 @@ class Topology:
     # {enforce:, warn:, audit:}`; upstream's default, without an AdmissionConfiguration, is
     # privileged for each mode).
     pod_security: dict[str, str] = field(default_factory=dict)
+    image_pull_seconds: float = DEFAULT_PULL_SECONDS  # for images without their own
+    pull_seconds: dict[str, float] = field(default_factory=dict)  # normalised image -> seconds
+    image_sizes: dict[str, int] = field(default_factory=dict)  # normalised image -> bytes
+    # Other teams' Pods and claims, made at start-up (kubesim/cluster/workloads.py).
+    workloads: list[Workload] = field(default_factory=list)
 
     @property
     def node_names(self) -> list[str]:
@@ -132,6 +143,10 @@ class Topology:
             if device.name == name:
                 return device
         return None
+
+    def image_pull_seconds_of(self, image: str) -> float:
+        """How long a first pull of `image` takes on a node (simulated seconds)."""
+        return self.pull_seconds.get(parse_image(image).full, self.image_pull_seconds)
 
     def has_mig(self) -> bool:
         return any(device.mig for device in self.devices())
@@ -174,7 +189,7 @@ def _mig_devices(
 ) -> list[Device]:
     devices, start = [], 0
     for profile_name in profiles:
-        profile = MIG_PROFILES.get((model.memory, profile_name))
+        profile = MIG_PROFILES.get((model.product_name, profile_name))
         if profile is None:
             raise TopologyError(
                 f"node {node}: MIG profile {profile_name!r} unknown for {model.product_name}"
@@ -226,13 +241,59 @@ def from_dict(data: dict) -> Topology:
             raise TopologyError("every node needs a `name`")
         devices_by_node[node["name"]] = _node_devices(node, versions)
         labels[node["name"]] = {str(k): str(v) for k, v in (node.get("labels") or {}).items()}
-    images = tuple(data.get("images") or DEFAULT_IMAGES)
+    images, pull_seconds, sizes = _images(data)
     offline = data.get("offline", False)
     if not isinstance(offline, bool):
         raise TopologyError("`offline:` must be true or false")
+    try:
+        workloads = workloads_from_list(data.get("workloads"), list(devices_by_node))
+    except WorkloadError as error:
+        raise TopologyError(str(error)) from None
     return Topology(
-        devices_by_node, images, labels, _registries(data), offline, objects, _pod_security(data)
+        devices_by_node,
+        images,
+        labels,
+        _registries(data),
+        offline,
+        objects,
+        _pod_security(data),
+        _seconds(data.get("image_pull_seconds", DEFAULT_PULL_SECONDS), "image_pull_seconds"),
+        pull_seconds,
+        sizes,
+        workloads,
     )
+
+
+def _seconds(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise TopologyError(f"`{what}:` must be a number of seconds, 0 or more")
+    return float(value)
+
+
+def _images(data: dict) -> tuple[tuple[str, ...], dict[str, float], dict[str, int]]:
+    """The `images:` section: the images the registries hold, each a reference or a mapping
+    {image:, pull_seconds:, size:} (its own pull time and the size its Pulled event reports)."""
+    names, seconds, sizes = [], {}, {}
+    for entry in data.get("images") or DEFAULT_IMAGES:
+        if isinstance(entry, str) and entry:
+            names.append(entry)
+            continue
+        unknown = set(entry) - {"image", "pull_seconds", "size"} if isinstance(entry, dict) else {}
+        if not isinstance(entry, dict) or unknown or not isinstance(entry.get("image"), str):
+            raise TopologyError(
+                "every `images:` entry is an image reference or {image:, pull_seconds:, size:}"
+            )
+        image = entry["image"]
+        names.append(image)
+        key = parse_image(image).full
+        if "pull_seconds" in entry:
+            seconds[key] = _seconds(entry["pull_seconds"], f"images: {image}: pull_seconds")
+        size = entry.get("size")
+        if size is not None:
+            if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+                raise TopologyError(f"`images: {image}: size` must be a number of bytes")
+            sizes[key] = size
+    return tuple(names), seconds, sizes
 
 
 def _pod_security(data: dict) -> dict[str, str]:

@@ -8,13 +8,19 @@ firstAvailable subrequests in order, matchAttribute constraints, no device used 
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kubesim.base.cel_env import device_activation, matches
+from kubesim.base.cel_env import CelError, device_activation, holds
 
 DeviceId = tuple[str, str, str]  # driver, pool, device
 
 
 class ClassMissing(Exception):
     """A request names a DeviceClass that does not exist (rejected for the whole Pod)."""
+
+
+class SelectorFailed(Exception):
+    """A selector could not be evaluated on a device: upstream's allocator stops with
+    "claim ns/x: selector #0: CEL runtime error: ..." and the scheduler fails the Pod's
+    scheduling cycle with it (an error, not a mismatch that would try other devices)."""
 
 
 @dataclass(frozen=True)
@@ -51,16 +57,29 @@ def candidates(slices: Iterable[dict], node: str) -> list[Candidate]:
     return found
 
 
-def _selectors_hold(selectors: list[dict] | None, candidate: Candidate) -> bool:
+def _selectors_hold(selectors: list[dict] | None, candidate: Candidate, owner: str) -> bool:
+    """All hold, evaluated in order up to the first that does not (as isSelectable)."""
     activation = device_activation(candidate.driver, candidate.device)
-    expressions = [((s or {}).get("cel") or {}).get("expression", "") for s in selectors or []]
-    return all(matches(expression, activation) for expression in expressions)
+    for index, selector in enumerate(selectors or []):
+        expression = ((selector or {}).get("cel") or {}).get("expression", "")
+        try:
+            if not holds(expression, activation):
+                return False
+        except CelError as error:
+            raise SelectorFailed(
+                f"{owner}: selector #{index}: CEL runtime error: {error}"
+            ) from None
+    return True
 
 
 def matching(
-    exact: dict, request_name: str, classes: dict[str, dict], devices: list[Candidate]
+    exact: dict,
+    request_name: str,
+    classes: dict[str, dict],
+    devices: list[Candidate],
+    claim_ref: str = "",
 ) -> list[Candidate]:
-    """Devices that satisfy the request's class and its own selectors."""
+    """Devices that satisfy the request's class and its own selectors (the class's first)."""
     class_name = exact.get("deviceClassName", "")
     device_class = classes.get(class_name)
     if device_class is None:
@@ -69,7 +88,8 @@ def matching(
     return [
         d
         for d in devices
-        if _selectors_hold(class_selectors, d) and _selectors_hold(exact.get("selectors"), d)
+        if _selectors_hold(class_selectors, d, f"class {class_name}")
+        and _selectors_hold(exact.get("selectors"), d, f"claim {claim_ref}")
     ]
 
 
@@ -146,12 +166,18 @@ def _claim_slots(
         extended = []
         for slots in combinations:
             for name, exact in _request_variants(request):
-                options = matching(exact, request["name"], classes, devices)
+                options = matching(exact, request["name"], classes, devices, _ref(claim))
                 request_slots = _slots_for(exact, name, options, free)
                 if request_slots is not None:
                     extended.append(slots + request_slots)
         combinations = extended
     return combinations
+
+
+def _ref(claim: dict) -> str:
+    """klog.KObj's words for the claim: namespace/name."""
+    metadata = claim.get("metadata") or {}
+    return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
 
 
 def allocate(

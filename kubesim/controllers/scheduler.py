@@ -12,7 +12,14 @@ import threading
 from typing import Any, NamedTuple
 
 from kubesim.base.errors import ApiError
-from kubesim.controllers.allocator import Candidate, ClassMissing, DeviceId, allocate, candidates
+from kubesim.controllers.allocator import (
+    Candidate,
+    ClassMissing,
+    DeviceId,
+    SelectorFailed,
+    allocate,
+    candidates,
+)
 from kubesim.controllers.node_affinity import pod_fits_node
 from kubesim.registry.kinds import kind_for
 from kubesim.registry.reservations import (
@@ -52,6 +59,10 @@ TERMINAL = ("Succeeded", "Failed")
 
 class Unschedulable(Exception):
     """The pod fits no node now; str() is the reason the scheduler reports."""
+
+
+class SchedulerError(Exception):
+    """A plugin failed (not a rejection): the cycle ends with reason SchedulerError."""
 
 
 class Inventory(NamedTuple):
@@ -298,6 +309,9 @@ class Scheduler:
         except Unschedulable as reason:
             mark_unschedulable(self.store, pod, str(reason))
             return
+        except SchedulerError as error:
+            mark_unschedulable(self.store, pod, str(error), reason="SchedulerError")
+            return
         self._commit(pod, node, claims, allocations)
 
     def _choose_node(
@@ -328,6 +342,10 @@ class Scheduler:
                 reasons[str(reason)] = reasons.get(str(reason), 0) + 1
             except ClassMissing as missing:
                 raise Unschedulable(fit_error(len(nodes), prefilter=str(missing))) from None
+            except SelectorFailed as failed:  # framework.RunFilterPlugins' words for an error
+                raise SchedulerError(
+                    f'running "DynamicResources" filter plugin: {failed}'
+                ) from None
         raise Unschedulable(fit_error(len(nodes), reasons, postfilter=postfilter))
 
     def _commit(self, pod: dict, node: str, claims: list[dict], allocations: dict) -> None:

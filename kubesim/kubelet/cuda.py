@@ -2,7 +2,9 @@
 
 Output follows the printf strings of NVIDIA/cuda-samples v12.5 (vectorAdd.cu, deviceQuery.cpp);
 per-model figures come from public deviceQuery captures. CUDA reports a little less global
-memory than NVML, whose figure the DRA driver publishes as capacity.
+memory than NVML, whose total the DRA driver publishes as capacity `memory` (BinarySI, so a
+whole number of GiB prints as `Gi`): H100 80GB HBM3 81559Mi, A100-SXM4-40GB 40Gi (40960Mi),
+A100-SXM4-80GB 80Gi (81920Mi), H200 143771Mi, as nvidia-smi's memory.total shows them.
 """
 
 from collections.abc import Sequence
@@ -50,7 +52,7 @@ H100 = GpuModel(
     "NVIDIA H100 80GB HBM3",
     "Hopper",
     "9.0.0",
-    "80Gi",
+    "81559Mi",
     85017755648,
     132,
     1980,
@@ -104,15 +106,24 @@ MODELS = {
     "A100-SXM4-80GB": A100_80,
     "H200": H200,
 }
+_MIG_40GB = (
+    MigProfile("1g.5gb", 19, 1, 14, 4864),
+    MigProfile("2g.10gb", 14, 2, 28, 9984),
+    MigProfile("3g.20gb", 9, 4, 42, 19968),
+    MigProfile("7g.40gb", 0, 8, 98, 40192),
+)
+_MIG_80GB = (
+    MigProfile("1g.10gb", 19, 1, 16, 9856),
+    MigProfile("2g.20gb", 14, 2, 32, 20096),
+    MigProfile("3g.40gb", 9, 4, 60, 40320),
+    MigProfile("7g.80gb", 0, 8, 132, 80896),
+)
+# By productName: the capacity NVML reports differs between 80 GB models (A100: 80Gi,
+# H100: 81559Mi), their MIG profiles do not.
 MIG_PROFILES = {
-    ("40Gi", "1g.5gb"): MigProfile("1g.5gb", 19, 1, 14, 4864),
-    ("40Gi", "2g.10gb"): MigProfile("2g.10gb", 14, 2, 28, 9984),
-    ("40Gi", "3g.20gb"): MigProfile("3g.20gb", 9, 4, 42, 19968),
-    ("40Gi", "7g.40gb"): MigProfile("7g.40gb", 0, 8, 98, 40192),
-    ("80Gi", "1g.10gb"): MigProfile("1g.10gb", 19, 1, 16, 9856),
-    ("80Gi", "2g.20gb"): MigProfile("2g.20gb", 14, 2, 32, 20096),
-    ("80Gi", "3g.40gb"): MigProfile("3g.40gb", 9, 4, 60, 40320),
-    ("80Gi", "7g.80gb"): MigProfile("7g.80gb", 0, 8, 132, 80896),
+    (model.product_name, profile.name): profile
+    for model, profiles in ((A100_40, _MIG_40GB), (A100_80, _MIG_80GB), (H100, _MIG_80GB))
+    for profile in profiles
 }
 
 

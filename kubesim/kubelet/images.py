@@ -11,6 +11,7 @@ import binascii
 import fnmatch
 import hashlib
 import json
+import threading
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -56,6 +57,29 @@ class Pull:
     ok: bool
     image: str  # what runs: the reference, or what it mirrors
     error: str = ""
+
+
+class NodeImages:
+    """The images each node's containerd holds, and each node's one pull at a time: the
+    kubelet pulls serially by default (serializeImagePulls), so a pull waits for the one
+    before it, and the Pulled event's "including waiting" counts that wait."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._present: dict[str, set[str]] = {}
+        self._pullers: dict[str, threading.Lock] = {}
+
+    def present(self, node: str, image: str) -> bool:
+        with self._lock:
+            return parse(image).full in self._present.get(node, set())
+
+    def add(self, node: str, image: str) -> None:
+        with self._lock:
+            self._present.setdefault(node, set()).add(parse(image).full)
+
+    def puller(self, node: str) -> threading.Lock:
+        with self._lock:
+            return self._pullers.setdefault(node, threading.Lock())
 
 
 def parse(image: str) -> Reference:

@@ -2,8 +2,13 @@
 
 One thread per pod (`pod_run.PodRun`). Known CUDA sample images print what the real samples
 print on the GPUs allocated to the container's claims; pulls follow the topology's registries
-(`images.py`), and `spec.activeDeadlineSeconds` ends a pod (`deadline.py`). Timings are divided
-by `speed` (speed 1: about 2 s pulling, 3 s running, so a person can watch).
+and pull times, and each node keeps the images it pulled (`images.py`);
+`spec.activeDeadlineSeconds` ends a pod (`deadline.py`). Timings are divided by `speed`
+(speed 1: 3 s per image on its first pull on a node, 3 s running, so a person can watch).
+
+A node whose kubelet is down or unreachable (a node fault, kubesim/apiserver/faults.py) does
+nothing: its pods start no container, report no status and confirm no deletion (a deleted
+Pod stays Terminating, its claims reserved) until the fault is cleared.
 """
 
 import logging
@@ -12,6 +17,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kubesim.kubelet.images import NodeImages
 from kubesim.kubelet.pod_run import (
     PodGone,
     PodRun,
@@ -30,10 +36,13 @@ LogLine = tuple[datetime, str]
 
 
 class Kubelet:
-    def __init__(self, store: Any, topology: Any, speed: float = 1.0) -> None:
+    def __init__(self, store: Any, topology: Any, speed: float = 1.0, faults: Any = None) -> None:
         self.store = store
         self.topology = topology
+        self.faults = faults
+        self._pod_node = threading.local()  # the node of the pod a thread runs
         self.speed = max(float(speed or 1.0), 0.001)
+        self.node_images = NodeImages()
         self._logs: dict[tuple[str, str, str], list[LogLine]] = {}
         self._changed = threading.Condition()
         self._running: dict[tuple[str, str], str] = {}
@@ -102,7 +111,10 @@ class Kubelet:
                 self._running[key] = pod["metadata"]["uid"]
                 name = f"kubesim-pod-{key[0]}/{key[1]}"
                 threading.Thread(
-                    target=self._run_pod, args=(key, pod["metadata"]["uid"]), name=name, daemon=True
+                    target=self._run_pod,
+                    args=(key, pod["metadata"]["uid"], pod["spec"]["nodeName"]),
+                    name=name,
+                    daemon=True,
                 ).start()
 
     def _should_run(self, key: tuple[str, str], pod: dict, resumed: bool = False) -> bool:
@@ -130,8 +142,10 @@ class Kubelet:
 
     # -- one pod ---------------------------------------------------------------------------
 
-    def _run_pod(self, key: tuple[str, str], uid: str) -> None:
+    def _run_pod(self, key: tuple[str, str], uid: str, node: str) -> None:
+        self._pod_node.name = node
         try:
+            self.wait_for_node()
             PodRun(self, key, uid).run()
         except PodGone:
             return
@@ -139,6 +153,16 @@ class Kubelet:
             log.exception("simulating pod %s/%s failed", *key)
 
     def wait(self, seconds: float) -> None:
-        """Wall-clock time passing; a stopped kubelet ends its pods' threads here."""
+        """Wall-clock time passing; a stopped kubelet ends its pods' threads here, and a pod
+        whose node's kubelet is down stands still here until it is back."""
         if self._stopping.wait(max(seconds, 0.0)):
             raise PodGone
+        self.wait_for_node()
+
+    def wait_for_node(self) -> None:
+        """Return once the calling pod thread's node has its kubelet back (at once if it has)."""
+        node = getattr(self._pod_node, "name", None)
+        while self.faults is not None and node and self.faults.kubelet_fault(node):
+            self.faults.wait_for_node_change(1.0)
+            if self._stopping.is_set():
+                raise PodGone

@@ -1,9 +1,11 @@
 """One pod's life on its node, as the kubelet's SyncPod runs it, container by container.
 
-Pulls go through `images.pull` (registries, mirrors, pull secrets); a failed pull is retried
-after the image back-off (10 s doubling to 300 s) until it succeeds, the pod is deleted, or
-the active deadline (`deadline.py`) ends the pod. Every duration is simulated: wall-clock
-seconds divided by the kubelet's `speed`.
+Each container's image is ensured as pkg/kubelet/images/image_manager.go (v1.34) does it: the
+pull policy against what the node holds (`images.NodeImages`), one pull at a time per node,
+each taking the topology's time for the image; a pull goes through `images.pull` (registries,
+mirrors, pull secrets); a failed pull is retried after the image back-off (10 s doubling to
+300 s) until it succeeds, the pod is deleted, or the active deadline (`deadline.py`) ends
+the pod. Every duration is simulated: wall-clock seconds divided by the kubelet's `speed`.
 """
 
 import hashlib
@@ -23,7 +25,10 @@ from kubesim.registry.reservations import (
 )
 
 PODS, SECRETS = kind_for("", "pods"), kind_for("", "secrets")
-PULL_SECONDS, RUN_SECONDS = 2.0, 3.0
+RUN_SECONDS = 3.0
+NEXT_SYNC_SECONDS = 2.0  # from a failed pull to the sync that finds it in back-off
+FAILED_PULL_SECONDS = 1.0  # a registry answering "not found" (or denying) does so quickly
+PRESENT_PULL_SECONDS = 0.5  # a pull (policy Always) of an image the node holds: manifests only
 BACKOFF_SECONDS, MAX_BACKOFF_SECONDS = 10.0, 300.0  # crash-loop and image pull back-off
 POLL_SECONDS = 0.1  # wall time between looks at the pod's deadline while sleeping
 
@@ -39,6 +44,7 @@ class PodRun:
         self.kubelet, self.key, self.uid = kubelet, key, uid
         self.store = kubelet.store
         pod = self._pod()
+        self.node = pod["spec"].get("nodeName", "")
         self.containers = [c for c in pod["spec"].get("containers") or []]
         self.restart_policy = pod["spec"].get("restartPolicy", "Always")
         self.devices = container_devices(self.store, kubelet.topology, pod)
@@ -110,7 +116,6 @@ class PodRun:
 
     def _sync(self) -> None:
         failed = self._pull_round(self.containers)
-        self.write()
         backoff = BACKOFF_SECONDS
         while True:
             self._run_rounds()
@@ -120,30 +125,32 @@ class PodRun:
             backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
 
     def _pull_round(self, containers: list[dict]) -> list[dict]:
-        """Pull and start `containers` in order; the ones whose pull failed come back."""
+        """Ensure the image of and start `containers` in order, the status written after each
+        (a started container runs while the next image pulls); the ones whose image could
+        not be had come back."""
         auths = self._pull_credentials()
-        seconds = PULL_SECONDS / max(len(self.containers), 1)
         failed = []
         for container in containers:
-            if self._pull(container, seconds, auths):
+            if self._ensure_image(container, auths):
                 self._start(container)
                 self.runnable.append(container)
             else:
                 failed.append(container)
+            self.write()
         return failed
 
     def _retry_pulls(self, failed: list[dict], backoff: float) -> list[dict]:
-        self.sleep(PULL_SECONDS)  # the next sync finds the image in back-off
-        self._back_off_pulls(failed)
-        self.sleep(max(backoff - PULL_SECONDS, 0.0))
-        still = self._pull_round(failed)
-        self.write()
-        return still
+        self.sleep(NEXT_SYNC_SECONDS)  # the next sync finds the image in back-off
+        self._back_off_pulls([c for c in failed if self._policy(c) != "Never"])
+        self.sleep(max(backoff - NEXT_SYNC_SECONDS, 0.0))
+        return self._pull_round(failed)
 
     def _run_rounds(self) -> None:
         while self.runnable:
             self.runnable = self._end_round(self.runnable)
+            auths = self._pull_credentials() if self.runnable else []
             for container in self.runnable:
+                self._ensure_image(container, auths)  # it pulled before: it pulls again
                 self._start(container)
             self.write()
 
@@ -169,19 +176,63 @@ class PodRun:
             self.event("Warning", "FailedToRetrieveImagePullSecret", message)
         return images.auth_locations(found)
 
-    def _pull(self, container: dict, seconds: float, auths: list[str]) -> bool:
-        image = container.get("image", "")
+    @staticmethod
+    def _policy(container: dict) -> str:
+        return container.get("imagePullPolicy") or "IfNotPresent"
+
+    def _ensure_image(self, container: dict, auths: list[str]) -> bool:
+        """EnsureImageExists: the image the node holds, or a pull, as the policy says."""
+        image, node = container.get("image", ""), self.node
+        present = self.kubelet.node_images.present(node, image)
+        policy = self._policy(container)
+        if policy == "Never" or (policy == "IfNotPresent" and present):
+            if present:
+                message = f'Container image "{image}" already present on machine'
+                self.event("Normal", "Pulled", message)
+                return True
+            self._fail_never_pull(container)
+            return False
+        return self._pull(container, auths, present)
+
+    def _pull(self, container: dict, auths: list[str], present: bool) -> bool:
+        image, topology = container.get("image", ""), self.kubelet.topology
         self.event("Normal", "Pulling", f'Pulling image "{image}"')
-        started = time.monotonic()
-        self.sleep(seconds)
-        result = images.pull(self.kubelet.topology, image, auths)
+        asked = time.monotonic()
+        puller = self.kubelet.node_images.puller(self.node)
+        while not puller.acquire(timeout=POLL_SECONDS):
+            self.sleep(0)  # waiting behind another pod's pull; ends if this pod goes
+        try:
+            started = time.monotonic()
+            result = images.pull(topology, image, auths)
+            seconds = topology.image_pull_seconds_of(image)
+            if not result.ok:
+                seconds = min(seconds, FAILED_PULL_SECONDS)
+            elif present:
+                seconds = min(seconds, PRESENT_PULL_SECONDS)
+            self.sleep(seconds)
+        finally:
+            puller.release()
         if not result.ok:
             self._fail_pull(container, result.error)
             return False
-        took = go_duration(math.floor((time.monotonic() - started) * 1000) / 1000)
-        message = f'Successfully pulled image "{image}" in {took} ({took} including waiting).'
-        self.event("Normal", "Pulled", f"{message} Image size: {image_size(image)} bytes.")
+        self.kubelet.node_images.add(self.node, image)
+        took, waited = (self._simulated_since(t) for t in (started, asked))
+        message = f'Successfully pulled image "{image}" in {took} ({waited} including waiting).'
+        size = topology.image_sizes.get(images.parse(image).full) or image_size(image)
+        self.event("Normal", "Pulled", f"{message} Image size: {size} bytes.")
         return True
+
+    def _simulated_since(self, moment: float) -> str:
+        """Simulated time since `moment`, as Go prints a Duration truncated to milliseconds."""
+        seconds = (time.monotonic() - moment) * self.kubelet.speed
+        return go_duration(math.floor(seconds * 1000) / 1000)
+
+    def _fail_never_pull(self, container: dict) -> None:
+        image, name = container.get("image", ""), container["name"]
+        message = f'Container image "{image}" is not present with pull policy of Never'
+        self.states[name] = pod_status.waiting("ErrImageNeverPull", message)
+        self.event("Warning", "ErrImageNeverPull", message)
+        self.event("Warning", "Failed", "Error: ErrImageNeverPull")
 
     def _fail_pull(self, container: dict, error: str) -> None:
         image, name = container.get("image", ""), container["name"]
@@ -198,13 +249,13 @@ class PodRun:
             self.event("Warning", "Failed", "Error: ImagePullBackOff")
             detail = f"{message}: ErrImagePull: {self.pull_errors[name]}"
             self.states[name] = pod_status.waiting("ImagePullBackOff", detail)
-        self.write()
+        if failed:
+            self.write()
 
     def _start(self, container: dict) -> None:
-        """Create and start one container; its output is in the log at once."""
-        name, image = container["name"], container["image"]
-        if self.restarts[name]:
-            self.event("Normal", "Pulled", f'Container image "{image}" already present on machine')
+        """Create and start one container: what its image does (programs.py), printing as
+        it goes."""
+        name = container["name"]
         self.event("Normal", "Created", f"Created container: {name}")
         self.event("Normal", "Started", f"Started container {name}")
         self.states[name] = pod_status.running()

@@ -6,6 +6,10 @@ exits by itself or the grace period ends with SIGKILL, exit code 137), reports t
 terminal phase (Succeeded only if every container exited 0) and then deletes it with grace
 period 0, which removes it. Containers that never ran end as `ContainerStatusUnknown`. Like
 every kubesim duration, the grace period is divided by the kubelet's `speed`.
+
+Nothing else removes a bound Pod (graceful.py): while its node's kubelet is down or
+unreachable, the Pod stays Terminating past its grace period and keeps its claims reserved,
+until the kubelet is back, or someone deletes it with grace period 0.
 """
 
 from typing import Any
@@ -30,6 +34,7 @@ def check(pod: dict) -> None:
 def end(run: Any) -> None:
     """Stop the running containers within the grace period, report the terminal phase and
     delete the Pod for good (the kubelet's final DELETE, grace period 0)."""
+    run.kubelet.wait_for_node()
     pod = run._pod()
     running = [name for name, state in run.states.items() if "running" in state]
     for name in running:
@@ -40,6 +45,7 @@ def end(run: Any) -> None:
         if "terminated" not in state:
             run.states[name] = pod_status.unknown_terminated()
     run.restart_policy = "Never"  # a terminating Pod's containers are not restarted
+    run.kubelet.wait_for_node()
     run.write()
     run._pod()  # still the same Pod (uid), as the kubelet's delete precondition checks
     try:

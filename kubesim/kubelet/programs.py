@@ -7,6 +7,7 @@
 - A Jupyter image (`quay.io/jupyter/*-notebook`, `jupyter/*-notebook`): JupyterLab's server,
   which keeps running, answers HTTP on its port (8888, `--ServerApp.port`) through the API
   server's pod proxy (`notebook.py`), and exits 0 on SIGTERM as jupyter_server does.
+- `sleep infinity` (any image) runs until stopped, `sleep N` N seconds, then exits 0.
 - Any other image the node can pull runs its command for a while (5 s) and exits 0.
 
 Every duration is simulated time (divided by the kubelet's speed by the caller).
@@ -59,16 +60,31 @@ def start(container: dict, devices: Sequence[Any], registries: Any, run_seconds:
     """The process a container of its image runs, on the GPUs in `devices`."""
     image = canonical(registries or {}, container.get("image", ""))
     repository = parse(image).repository
+    argv = _argv(container)
+    if argv[:1] == ["sleep"] and len(argv) == 2:
+        return sleeping(argv[1])
     if image.startswith(cuda.SAMPLE_IMAGE):
         sample = cuda.run_image(image, devices)
         return Program([(0.0, line) for line in sample.lines], sample.exit_code, run_seconds)
     if repository == TRAIN_IMAGE:
-        return training(_argv(container), devices)
+        return training(argv, devices)
     if NOTEBOOK_REPOSITORY.match(repository):
         from kubesim.kubelet import notebook
 
-        return notebook.start(container, _argv(container))
+        return notebook.start(container, argv)
     return Program([], 0, OTHER_SECONDS)
+
+
+def sleeping(duration: str) -> Program:
+    """`sleep infinity` never exits by itself; `sleep N` exits 0 after N seconds (coreutils
+    and busybox). As PID 1 without a handler it ignores SIGTERM: a deletion ends it at the
+    grace period."""
+    if duration == "infinity":
+        return Program([], 0, FOREVER)
+    try:
+        return Program([], 0, max(float(duration.rstrip("s")), 0.0))
+    except ValueError:
+        return Program([(0.0, f"sleep: invalid time interval '{duration}'")], 1, 0.0)
 
 
 def _argv(container: dict) -> list[str]:

@@ -246,14 +246,16 @@ def _set_condition(pod: dict, condition: dict) -> bool:
     return True
 
 
-def mark_unschedulable(store: Any, pod: dict, message: str) -> None:
+def mark_unschedulable(store: Any, pod: dict, message: str, reason: str = "Unschedulable") -> None:
+    """PodScheduled False with the reason (Unschedulable, or SchedulerError when a plugin
+    failed) and a FailedScheduling event, as handleSchedulingFailure writes them."""
     condition = {
         "type": "PodScheduled",
         "observedGeneration": pod["metadata"].get("generation", 1),
         "status": "False",
         "lastProbeTime": None,
         "lastTransitionTime": now(),
-        "reason": "Unschedulable",
+        "reason": reason,
         "message": message,
     }
     before = copy.deepcopy(pod)

@@ -11,6 +11,7 @@ from playwright.sync_api import Browser, Page
 import kubesim
 from claims.clusters import gateways
 from claims.models import Cluster
+from tests.fixtures.kubesim import SHARED_TOPOLOGY
 from tests.fixtures.portal import register_cluster
 
 # Slow enough that a person (and the test) sees the claim allocated while the run's Pod lives:
@@ -21,7 +22,7 @@ SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screensh
 
 @pytest.fixture(scope="session")
 def e2e_kubesim() -> Iterator[kubesim.Handle]:
-    handle = kubesim.start(speed=KUBELET_SPEED)
+    handle = kubesim.start(speed=KUBELET_SPEED, topology=SHARED_TOPOLOGY)
     yield handle
     handle.stop()
 

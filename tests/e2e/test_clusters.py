@@ -20,6 +20,7 @@ from claims.clusters import gateways
 from claims.models import Cluster, NamespaceRequest
 from tests.e2e.a11y import assert_accessible
 from tests.e2e.conftest import KUBELET_SPEED, log_in, screenshot
+from tests.fixtures.kubesim import QUIET_TOPOLOGY
 from tests.fixtures.portal import PASSWORD, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture
 def second_kubesim() -> Iterator[kubesim.Handle]:
-    handle = kubesim.start(speed=KUBELET_SPEED)
+    handle = kubesim.start(speed=KUBELET_SPEED, topology=QUIET_TOPOLOGY)
     yield handle
     handle.stop()
     gateways.forget_gateways()

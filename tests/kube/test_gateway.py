@@ -177,7 +177,7 @@ def test_it_lists_the_gpus_with_their_attributes(gateway: ClusterGateway) -> Non
         assert isinstance(device.capacity["memory"], str)
     h100 = next(d for d in devices if d.attributes["productName"] == "NVIDIA H100 80GB HBM3")
     assert h100.attributes["cudaComputeCapability"] == "9.0.0"
-    assert h100.capacity["memory"] == "80Gi"
+    assert h100.capacity["memory"] == "81559Mi"
 
 
 def test_it_lists_the_device_classes(gateway: ClusterGateway) -> None:

@@ -79,3 +79,30 @@ def test_it_leaves_normal_events_out(
     found = warnings_of(gateway, namespace, "noted", uid)
 
     assert found and all(event.reason == "FailedScheduling" for event in found)
+
+
+def test_it_lists_every_event_of_a_pod_newest_first_with_its_type(
+    gateway: ClusterGateway, kubesim_cluster: kubesim.Handle, namespace: str
+) -> None:
+    """The kubelet's Normal Events too (Pulling, Pulled, Created, Started), in the order it
+    made them even within one second: the newest says what a bound Pod is doing."""
+    pod = {
+        "metadata": {"name": "pulled"},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "nvcr.io/x:1"}]},
+    }
+    uid = kubesim_cluster.admin("POST", f"/api/v1/namespaces/{namespace}/pods", pod)["metadata"][
+        "uid"
+    ]
+
+    def failed() -> list[PodEvent]:
+        found = gateway.list_pod_events(namespace, "pulled", uid)
+        return found if any(e.message == "Error: ErrImagePull" for e in found) else []
+
+    found = wait_until(failed, timeout=10)
+    in_order = [(e.type, e.reason) for e in reversed(found)]
+    assert in_order[:4] == [
+        ("Normal", "Scheduled"),
+        ("Normal", "Pulling"),
+        ("Warning", "Failed"),
+        ("Warning", "Failed"),
+    ]

@@ -93,6 +93,8 @@ def test_it_applies_request_selectors() -> None:
         selectors=cel("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) >= 0")
     )
     assert allocate(claim(big), CLASSES, A100_NODE, set()) is None
+    # NVML reports 81559 MiB for an H100 80GB HBM3, less than 80Gi: as on a real cluster.
+    assert allocate(claim(big), CLASSES, H100_NODE, set()) is None
 
 
 def test_it_applies_the_device_class_selectors() -> None:

@@ -3,6 +3,7 @@
 import re
 from pathlib import Path
 
+from kubesim.base.cel_env import parse_quantity
 from kubesim.cluster import topology
 from kubesim.kubelet import cuda
 
@@ -51,8 +52,8 @@ def test_it_names_the_allocated_gpu_in_device_query() -> None:
 
 def test_it_reports_less_memory_than_the_published_capacity() -> None:
     for device in (H100[0], A100[0]):
-        published_mib = int(device.capacity()["memory"]["value"].removesuffix("Gi")) * 1024
-        assert device.cuda_memory_bytes / 2**20 < published_mib
+        published = parse_quantity(device.capacity()["memory"]["value"])
+        assert device.cuda_memory_bytes < published
 
 
 def test_it_prints_hopper_with_128_cores_per_multiprocessor() -> None:

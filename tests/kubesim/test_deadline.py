@@ -11,6 +11,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 import kubesim
+from kubesim.cluster.topology import DEFAULT_PULL_SECONDS
 from kubesim.kubelet import deadline
 from tests.fixtures.kubesim import api_client, create_namespace, wait_until
 
@@ -153,14 +154,20 @@ def test_a_pod_never_scheduled_is_not_affected(
 
 
 def test_a_running_container_is_stopped_then_killed_after_its_grace_period() -> None:
-    """At speed 1: pulled after 2 s, the sample would run until 5 s; the deadline at 3 s stops
-    it and the 1 s grace period ends with SIGKILL at 4 s (a CUDA sample ignores SIGTERM)."""
+    """At speed 1: pulled after 3 s (the default first pull), the sample would run until 6 s;
+    the deadline at 4 s stops it and the 1 s grace period ends with SIGKILL at 5 s (a CUDA
+    sample ignores SIGTERM)."""
     with kubesim.start(speed=1) as handle:
         core = client.CoreV1Api(api_client(handle))
         namespace = create_namespace(handle, "kill")
         create_claim(core, namespace, "kill")
+        deadline = int(DEFAULT_PULL_SECONDS) + 1
         body = pod_body(
-            "kill", VECTOR_ADD, gpus=1, activeDeadlineSeconds=3, terminationGracePeriodSeconds=1
+            "kill",
+            VECTOR_ADD,
+            gpus=1,
+            activeDeadlineSeconds=deadline,
+            terminationGracePeriodSeconds=1,
         )
         core.create_namespaced_pod(namespace, body)
         pod = phase(core, namespace, "kill", "Failed")

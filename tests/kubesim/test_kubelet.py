@@ -1,6 +1,5 @@
 """The simulated kubelet: phases, container statuses, restart policies, pulls and logs."""
 
-import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -139,37 +138,22 @@ def test_it_runs_a_pod_from_pending_to_succeeded(
     assert "Started container ctr1" in [e["message"] for e in events]
 
 
-def test_it_pulls_creates_and_starts_containers_in_order_as_the_events_list_shows(
-    kubesim_module: kubesim.Handle, namespace: str
-) -> None:
-    create_claim(kubesim_module, namespace, "gpu-claim")
-    create_pod(kubesim_module, namespace, "pod1", [VECTOR_ADD, DEVICE_QUERY], claim="gpu-claim")
-    wait_until(phase_is(kubesim_module, namespace, "pod1", "Succeeded"))
-    events = kubesim_module.admin("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
-    listed = [(e["reason"], e["message"]) for e in events]
-    assert [reason for reason, _ in listed] == ["Scheduled"] + [
-        "Pulling",
-        "Pulled",
-        "Created",
-        "Started",
-    ] * 2
-    assert VECTOR_ADD in listed[1][1] and listed[4][1] == "Started container ctr0"
-    assert DEVICE_QUERY in listed[5][1] and listed[8][1] == "Started container ctr1"
-    assert re.fullmatch(
-        rf'Successfully pulled image "{VECTOR_ADD}" in ([0-9.]+m?s) \(\1 including waiting\)\. '
-        r"Image size: \d+ bytes\.",
-        listed[2][1],
-    )
-
-
 def test_it_reports_running_containers_as_ready(
     kubesim_module: kubesim.Handle, namespace: str
 ) -> None:
     create_claim(kubesim_module, namespace, "forever")
     create_pod(kubesim_module, namespace, "forever", [VECTOR_ADD], claim="forever", policy="Always")
-    pod = wait_until(phase_is(kubesim_module, namespace, "forever", "Running"))
+
+    def container_running() -> dict | None:
+        # vectorAdd exits within a second and restarts (restartPolicy Always): look at a
+        # moment its container runs, not merely at the phase, which stays Running between.
+        pod = get_pod(kubesim_module, namespace, "forever")
+        statuses = pod["status"].get("containerStatuses") or [{}]
+        return pod if "running" in statuses[0].get("state", {}) else None
+
+    pod = wait_until(container_running)
     (status,) = pod["status"]["containerStatuses"]
-    assert "running" in status["state"] and status["ready"] is True
+    assert pod["status"]["phase"] == "Running" and status["ready"] is True
     assert conditions(pod)["ContainersReady"]["status"] == "True"
 
 

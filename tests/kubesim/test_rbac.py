@@ -146,6 +146,71 @@ def test_kubectl_auth_can_i_answers_for_the_service_account(cluster, portal_name
     assert f"system:serviceaccount:{namespace}:portal" in whoami.stdout
 
 
+RULES_REVIEW = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
+
+
+def rules_review(cluster, token: str, namespace: str | None):
+    spec = {} if namespace is None else {"namespace": namespace}
+    body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": spec}
+    return raw_request(cluster, "POST", RULES_REVIEW, body, token=token)
+
+
+def test_a_rules_review_lists_the_rules_of_one_namespace_as_upstream(cluster, portal_namespace):
+    """registry/authorization/selfsubjectrulesreview/rest.go over RBACAuthorizer.RulesFor."""
+    namespace, kubeconfig = portal_namespace
+    token = service_account_token(cluster, namespace, "portal")
+    response = rules_review(cluster, token, namespace)
+    assert response.status == 201
+    answer = response.json()
+    assert {key: answer[key] for key in ("kind", "apiVersion", "metadata", "spec")} == {
+        "kind": "SelfSubjectRulesReview",
+        "apiVersion": "authorization.k8s.io/v1",
+        "metadata": {"creationTimestamp": None},
+        "spec": {},  # a fresh object: the spec asked is not echoed
+    }
+    status = answer["status"]
+    assert status["incomplete"] is False and "evaluationError" not in status
+    assert {
+        "verbs": ["create"],
+        "apiGroups": ["authorization.k8s.io"],
+        "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+    } in status["resourceRules"]  # system:basic-user, to every authenticated identity
+    assert any("/version" in rule["nonResourceURLs"] for rule in status["nonResourceRules"])
+    assert any("pods" in rule.get("resources", []) for rule in status["resourceRules"])  # edit
+    elsewhere = rules_review(cluster, token, "default").json()["status"]["resourceRules"]
+    assert not any("pods" in rule.get("resources", []) for rule in elsewhere)
+    listed = kubectl(kubeconfig, "auth", "can-i", "--list")
+    assert listed.returncode == 0, listed.stderr
+    assert "selfsubjectrulesreviews.authorization.k8s.io" in listed.stdout
+
+
+def test_a_rules_review_needs_a_namespace(cluster, portal_namespace):
+    namespace, _ = portal_namespace
+    response = rules_review(cluster, service_account_token(cluster, namespace, "portal"), None)
+    assert response.status == 400
+    assert response.json() == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "no namespace on request",
+        "reason": "BadRequest",
+        "code": 400,
+    }
+
+
+def test_a_rules_review_says_which_bound_role_is_missing(cluster, tmp_path):
+    namespace = create_namespace(cluster, "dangling")
+    subject = {"apiGroup": RBAC, "kind": "User", "name": "carol"}
+    bind(cluster, namespace, "to-nothing", "no-such-role", subject)
+    status = rules_review(cluster, "carol-token", namespace).json()["status"]
+    assert (
+        status["evaluationError"]
+        == 'clusterrole.rbac.authorization.k8s.io "no-such-role" not found'
+    )
+    assert status["incomplete"] is False
+
+
 def _user_kubeconfig(cluster, tmp_path, token: str, namespace: str) -> str:
     return kubeconfig_for(cluster, token, tmp_path / f"{token}.kubeconfig", namespace)
 

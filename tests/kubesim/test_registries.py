@@ -59,7 +59,14 @@ def run_pod(core: client.CoreV1Api, namespace: str, image: str, secret: str = ""
     claim = {"metadata": {"name": "verify"}, "spec": {"devices": {"requests": [request]}}}
     resource = client.ResourceV1Api(core.api_client)
     resource.create_namespaced_resource_claim(namespace, claim)
-    container = {"name": "ctr0", "image": image, "resources": {"claims": [{"name": "gpu"}]}}
+    # Always: a node keeps what it pulled, and with IfNotPresent a later Pod would run the
+    # image an earlier test pulled without asking the registry (and its credentials) again.
+    container = {
+        "name": "ctr0",
+        "image": image,
+        "imagePullPolicy": "Always",
+        "resources": {"claims": [{"name": "gpu"}]},
+    }
     spec: dict = {
         "restartPolicy": "Never",
         "containers": [container],

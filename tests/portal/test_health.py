@@ -75,6 +75,28 @@ def test_it_is_not_ready_while_a_cluster_has_no_fresh_follower(
     assert clusters["never"] == {"ok": False, "error": "no live follower; last synced never"}
 
 
+def test_a_cluster_that_refuses_the_portal_makes_it_degraded_not_ok(
+    db: None, client: Client, production: Any
+) -> None:
+    followed("east")
+    refusing = followed("west")
+    problem = "reachable, but the portal's identity may not: list resourceslices.resource.k8s.io"
+    Cluster.objects.filter(pk=refusing.pk).update(refused_since=timezone.now(), last_error=problem)
+    response = client.get("/readyz", **PROBE)
+    assert response.status_code == 200  # it serves: the admin reads on the page what to grant
+    body = response.json()
+    assert body["status"] == "degraded"
+    assert body["checks"]["clusters"]["west"] == {
+        "ok": False,
+        "degraded": True,
+        "follower": "host:1:2",
+        "error": problem,
+    }
+    assert body["checks"]["clusters"]["east"] == {"ok": True, "follower": "host:1:2"}
+    Cluster.objects.create(name="never")  # and one with no follower: unavailable
+    assert client.get("/readyz", **PROBE).json()["status"] == "unavailable"
+
+
 def test_it_can_leave_the_followers_out_of_readiness(
     db: None, client: Client, production: Any
 ) -> None:

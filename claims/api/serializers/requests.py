@@ -69,13 +69,27 @@ class NamespaceRequestOutput(DecidedRequestOutput):
 
 
 class FeasibilityOutput(serializers.Serializer):
-    possible = serializers.BooleanField(help_text="Some node can give this many, ever.")
-    matching = serializers.IntegerField(help_text="Devices of the class the selector matches.")
+    possible = serializers.BooleanField(
+        allow_null=True,
+        help_text="Some node can give this many, ever; null when the selector cannot be "
+        "checked before the cluster tries it (selector_evaluated is false).",
+    )
+    matching = serializers.IntegerField(
+        help_text="Devices of the class the selector matches; a device it fails to evaluate "
+        "on is never counted."
+    )
     max_on_one_node = serializers.IntegerField()
     free_now_on_one_node = serializers.IntegerField()
     free_now_in_cluster = serializers.IntegerField()
     node = serializers.CharField(help_text="The node with the most free now.")
-    selector_evaluated = serializers.BooleanField()
+    held_outside_portal = serializers.IntegerField(
+        help_text="Matching devices held by claims made outside the portal (not free)."
+    )
+    selector_evaluated = serializers.BooleanField(
+        help_text="False when the selector fails to evaluate on some device of the class (an "
+        "attribute it does not publish, a comparison CEL cannot make): the scheduler stops "
+        "the allocation on such a device with a CEL runtime error, so nothing is promised."
+    )
     summary = serializers.CharField()
 
 
@@ -90,7 +104,8 @@ class ClaimRequestOutput(DecidedRequestOutput):
     )
     feasibility = serializers.SerializerMethodField(
         help_text="While pending: can one node ever give this many devices of the class (and "
-        "selector), and how many are free now (not allocated to a claim the portal follows); "
+        "selector), and how many are free now (allocated to no claim, the portal's or "
+        "another's); "
         "null once decided.",
     )
     lifetime_seconds = serializers.SerializerMethodField(

@@ -10,6 +10,7 @@ from rest_framework import serializers
 from claims.api import examples
 from claims.api.serializers.common import _example, _text, _time
 from claims.models import VerificationRun
+from claims.policy.verdict import VERDICTS, run_verdict
 
 
 class RunLogOutput(serializers.Serializer):
@@ -34,11 +35,22 @@ class VerificationRunOutput(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username")
     devices = serializers.ListField(child=serializers.DictField(child=serializers.JSONField()))
     logs = serializers.SerializerMethodField()
+    pod_stage = serializers.ChoiceField(
+        choices=[("", "no Pod, or it ended"), *VerificationRun.PodStage.choices],
+        help_text="Where the Pod is while the run waits or runs: scheduling (not yet bound), "
+        "bound (to `node`; the kubelet said nothing yet), pulling (the image), starting "
+        "(image pulled: creating and starting the containers), image_pull_failed "
+        "(ErrImagePull or ImagePullBackOff: `state_message` has the cluster's words), "
+        'running; "" before the Pod exists and once the run ended.',
+    )
     pod_warnings = PodWarningOutput(
         many=True,
         help_text="While the Pod is pending: the latest Warning Events about it, newest first, "
         "as last read from the cluster (every few seconds).",
     )
+
+    verdict = serializers.SerializerMethodField()
+    verdict_reason = serializers.SerializerMethodField()
 
     class Meta:
         model = VerificationRun
@@ -51,12 +63,15 @@ class VerificationRunOutput(serializers.ModelSerializer):
             "pod_name",
             "state",
             "state_message",
+            "pod_stage",
             "pod_warnings",
             "log_error",
             "owner",
             "node",
             "devices",
             "passed",
+            "verdict",
+            "verdict_reason",
             "vector_add_passed",
             "device_query_passed",
             "device_name",
@@ -74,6 +89,7 @@ class VerificationRunOutput(serializers.ModelSerializer):
         run is answered many times, and building the fields took most of each answer."""
         run, claim = instance, instance.claim
         ns = claim.namespace_request
+        verdict = run_verdict(run)
         return {
             "id": run.pk,
             "claim": run.claim_id,
@@ -83,12 +99,15 @@ class VerificationRunOutput(serializers.ModelSerializer):
             "pod_name": run.pod_name,
             "state": run.state,
             "state_message": run.state_message,
+            "pod_stage": "" if run.is_final else run.pod_stage,
             "pod_warnings": [_pod_warning(warning) for warning in run.pod_warnings],
             "log_error": run.log_error,
             "owner": run.owner.username,
             "node": run.node,
             "devices": [{str(k): v for k, v in device.items()} for device in run.devices],
             "passed": run.passed,
+            "verdict": verdict.code,
+            "verdict_reason": verdict.reason,
             "vector_add_passed": run.vector_add_passed,
             "device_query_passed": run.device_query_passed,
             "device_name": run.device_name,
@@ -100,6 +119,27 @@ class VerificationRunOutput(serializers.ModelSerializer):
             "created": _time(run.created),
             "updated": _time(run.updated),
         }
+
+    @extend_schema_field(
+        serializers.ChoiceField(
+            choices=VERDICTS,
+            help_text="What the run says of its GPU: passed, failed, pending (the samples or "
+            "the reading of their logs are not done), or unknown (it never will: "
+            "verdict_reason says why, e.g. the log could not be read). `passed` is null for "
+            "pending and unknown.",
+        )
+    )
+    def get_verdict(self, run: VerificationRun) -> str:
+        return run_verdict(run).code
+
+    @extend_schema_field(
+        serializers.CharField(
+            help_text="Why the verdict is unknown or still pending, in the cluster's words "
+            'where they are the reason; "" otherwise.'
+        )
+    )
+    def get_verdict_reason(self, run: VerificationRun) -> str:
+        return run_verdict(run).reason
 
     @extend_schema_field(RunLogOutput(many=True))
     def get_logs(self, run: VerificationRun) -> list[dict[str, Any]]:

@@ -42,8 +42,18 @@ class PreflightCheckOutput(serializers.Serializer):
 
 
 class ContactOutput(serializers.Serializer):
-    reachable = serializers.BooleanField()
-    problem = serializers.CharField(help_text='In plain words, e.g. "connection refused".')
+    reachable = serializers.BooleanField(help_text="It answered (also when it refused).")
+    refused = serializers.BooleanField(
+        help_text="It answered, but refused the portal's identity (401/403)."
+    )
+    problem = serializers.CharField(
+        help_text='In plain words, e.g. "connection refused", or "reachable, but the '
+        "portal's identity may not: list resourceslices.resource.k8s.io\"."
+    )
+    missing = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The permissions the portal needs that the cluster refuses its identity.",
+    )
     preflight = PreflightCheckOutput(many=True)
 
 
@@ -52,7 +62,7 @@ class CheckedClusterOutput(serializers.Serializer):
     contact = ContactOutput()
 
 
-CLUSTER_EXAMPLE = {**examples.CLUSTER, "unreachable_since": None}
+CLUSTER_EXAMPLE = examples.CLUSTER
 CHECKED_EXAMPLE = OpenApiExample(
     "Contacted",
     response_only=True,
@@ -61,7 +71,9 @@ CHECKED_EXAMPLE = OpenApiExample(
         "cluster": CLUSTER_EXAMPLE,
         "contact": {
             "reachable": True,
+            "refused": False,
             "problem": "",
+            "missing": [],
             "preflight": [
                 {
                     "name": "Kubernetes version",
@@ -82,12 +94,17 @@ REGISTER_EXAMPLE = OpenApiExample(
 def checked(cluster: Cluster, status: int = 200) -> Response:
     """Contact the cluster now and answer it with what the contact found."""
     contact = cluster_registry.contact(cluster)
-    data = {"cluster": ClusterOutput(cluster).data, "contact": ContactOutput(contact).data}
+    shown = ClusterOutput(cluster, context={"admin": True}).data  # only admins contact
+    data = {"cluster": shown, "contact": ContactOutput(contact).data}
     return Response(data, status=status)
 
 
+def is_admin(request: Request) -> bool:
+    return bool(request.user.has_perm("claims.change_cluster"))
+
+
 def require_admin(request: Request) -> None:
-    if not request.user.has_perm("claims.change_cluster"):
+    if not is_admin(request):
         raise PermissionDenied("Only an admin manages clusters.")
 
 
@@ -121,7 +138,7 @@ class ClusterListApi(ApiView):
 
     @extend_schema(tags=TAG, responses=ClusterOutput(many=True), summary="List clusters")
     def get(self, request: Request) -> Response:
-        return self.list_response(ClusterOutput)
+        return self.list_response(ClusterOutput, lambda page: {"admin": is_admin(request)})
 
     @extend_schema(
         tags=TAG,
@@ -154,7 +171,7 @@ class ClusterDetailApi(OneClusterApi):
     @extend_schema(tags=TAG, responses=ClusterOutput, summary="Get a cluster")
     def get(self, request: Request, pk: int) -> Response:
         cluster = self.cluster(pk)
-        return Response(ClusterOutput(cluster).data)
+        return Response(ClusterOutput(cluster, context={"admin": is_admin(request)}).data)
 
     @extend_schema(
         tags=TAG,
@@ -168,7 +185,7 @@ class ClusterDetailApi(OneClusterApi):
         deleted; the portal forgets it and its finished requests. Answers what it was."""
         require_admin(request)
         cluster = self.cluster(pk)
-        removed = ClusterOutput(cluster).data
+        removed = ClusterOutput(cluster, context={"admin": True}).data
         call_service(cluster_registry.remove_cluster, cluster=cluster)
         return Response(removed)
 

@@ -92,18 +92,19 @@ EXAMPLE_OUT = {
         "matching": 8,
         "max_on_one_node": 4,
         "free_now_on_one_node": 4,
-        "free_now_in_cluster": 8,
-        "node": "gpu-node-1",
+        "free_now_in_cluster": 6,
+        "node": "gpu-node-2",
+        "held_outside_portal": 2,
         "selector_evaluated": True,
         "summary": "Can be satisfied: up to 4 devices of class gpu.nvidia.com matching the "
-        "selector on one node. Free now: 4 on gpu-node-1, 8 in the cluster (free = not "
-        "allocated to a claim the portal follows; claims made outside it are not seen).",
-        "line": "8 devices match, 8 free now, at most 4 on one node",
+        "selector on one node. Free now: 4 on gpu-node-2, 6 in the cluster. 2 matching "
+        "devices are held outside the portal.",
+        "line": "8 devices match, 6 free now, at most 4 on one node",
     },
     "options": {
         "domain": "gpu.nvidia.com",
         "models": ["NVIDIA A100-SXM4-40GB", "NVIDIA H100 80GB HBM3"],
-        "memories": ["80Gi", "40Gi"],
+        "memories": ["81559Mi", "40Gi"],
         "profiles": [],
     },
 }

@@ -3,7 +3,7 @@ retry, release."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -242,12 +242,30 @@ class ClaimDetailApi(ObjectApi):
         """One claim; `?wait=30&state=pending` answers as soon as the state changes."""
         return self.retrieve_after_wait(request)
 
-    @extend_schema(tags=CLAIM_TAG, responses={200: ClaimRequestOutput})
+    class ReleaseParams(serializers.Serializer):
+        force = serializers.BooleanField(required=False, default=False)
+
+    @extend_schema(
+        tags=CLAIM_TAG,
+        parameters=[
+            OpenApiParameter(
+                "force",
+                bool,
+                description="Release even though a run's log has not been read yet (its Pod, "
+                "and the log with it, is deleted); without it such a release is a 409.",
+            )
+        ],
+        responses={200: ClaimRequestOutput},
+    )
     def delete(self, request: Request, pk: int) -> Response:
         """Release the claim: its ResourceClaim and the Pods of its verification runs are
         deleted. A run still going ends as failed ("The claim was released."), and the runs'
-        records stay. To stop only a run, keeping the claim: `DELETE /api/v1/runs/{id}/`."""
-        return self.act(services.claim_request_release, "claim_request")
+        records stay. To stop only a run, keeping the claim: `DELETE /api/v1/runs/{id}/`.
+        A run whose log the cluster has not given yet would lose it: 409 unless `?force=true`."""
+        params = self.ReleaseParams(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        force = params.validated_data["force"]
+        return self.act(services.claim_request_release, "claim_request", force=force)
 
 
 class ClaimApproveApi(ApproverActionApi):

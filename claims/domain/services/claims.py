@@ -27,6 +27,7 @@ from claims.models import ClaimRequest, NamespaceRequest
 from claims.policy import feasibility, quota, rules
 from claims.policy.device_picker import Picks
 from claims.policy.validation import claim_selector, selector_field_of, validate_claim_fields
+from claims.read import selectors
 
 NS = NamespaceRequest.State
 CS = ClaimRequest.State
@@ -176,9 +177,21 @@ def claim_request_reject(*, user: User, claim_request: ClaimRequest, reason: str
     return claim_request
 
 
-def claim_request_release(*, user: User, claim_request: ClaimRequest) -> ClaimRequest:
-    """Give the claim back: the cluster objects (claim and its runs' pods) are deleted."""
+def claim_request_release(
+    *, user: User, claim_request: ClaimRequest, force: bool = False
+) -> ClaimRequest:
+    """Give the claim back: the cluster objects (claim and its runs' pods) are deleted.
+
+    A run whose log has not been read yet (its kubelet unreachable) loses it with its Pod:
+    refused unless `force`, so the one releasing knows (the confirmation page says it)."""
     _require_owner_or_approver(user, claim_request.owner_id)
+    unread = selectors.runs_with_unread_logs(claim_request)
+    if unread and not force:
+        message = _(
+            "The log of run %(runs)s has not been read yet; releasing deletes its Pod and the "
+            "log with it. Release with force to do it anyway."
+        ) % {"runs": ", ".join(str(run) for run in unread)}
+        raise ValidationError({NON_FIELD_ERRORS: [message]})
     with transaction.atomic():
         _release(claim_request, user, "Released.", enqueue_cleanup=True)
     return claim_request

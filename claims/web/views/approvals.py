@@ -239,15 +239,12 @@ class Feasible:
     """A pending claim's feasibility in the queue: the one statement the claim form shows too
     (Feasibility.summary), worded in Python once per page, not per row."""
 
-    possible: bool
+    possible: bool | None  # None: the selector cannot be checked before the cluster tries it
     summary: str
 
     @classmethod
     def of(cls, found: feasibility.Feasibility) -> Feasible:
-        summary = found.summary()
-        if not found.selector_evaluated:
-            summary += " " + _("Counted by class: the selector could not be evaluated here.")
-        return cls(possible=found.possible, summary=summary)
+        return cls(possible=found.possible, summary=found.summary())
 
 
 @dataclass(frozen=True)

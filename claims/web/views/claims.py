@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -110,11 +111,14 @@ def in_kubernetes_order(value: Any) -> Any:
 @login_required
 @require_http_methods(["GET", "POST"])
 def claim_release(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    """GET asks to confirm (what the release stops and frees); the POST from there releases."""
-    if request.method != "POST":
-        claim = selectors.claim_request_get(user=request.user, pk=pk)
+    """GET asks to confirm (what the release stops and frees, a log it loses); the POST from
+    there releases. Another POST asks first when a run's log is still unread."""
+    claim = selectors.claim_request_get(user=request.user, pk=pk)
+    confirmed = request.POST.get("confirmed") == "1"
+    if request.method != "POST" or (not confirmed and selectors.runs_with_unread_logs(claim)):
         return confirm.confirm_claim_release(request, claim)
-    return _claim_action(request, pk, services.claim_request_release, _("Claim released."))
+    release = functools.partial(services.claim_request_release, force=True)
+    return _claim_action(request, pk, release, _("Claim released."))
 
 
 @login_required

@@ -135,7 +135,14 @@ def _saved(request: HtmxHttpRequest, form: ClusterForm, cluster: Cluster | None)
 
 def _report_contact(request: HtmxHttpRequest, cluster: Cluster) -> None:
     outcome = cluster_registry.contact(cluster)
-    if outcome.reachable:
+    if outcome.refused:
+        names = {"name": cluster.name, "missing": ", ".join(outcome.missing)}
+        if outcome.missing:
+            refused = gettext("%(name)s answered, but the portal's identity may not: %(missing)s.")
+        else:
+            refused = gettext("%(name)s answered, but refused the portal: %(problem)s.")
+        messages.warning(request, refused % {**names, "problem": outcome.problem})
+    elif outcome.reachable:
         failed = [user_message(check.name) for check in outcome.preflight if not check.ok]
         numbers = {
             "ok": len(outcome.preflight) - len(failed),

@@ -99,7 +99,8 @@ def _cluster_context(
 
 def holds(cluster: Cluster, user: Any) -> list[gpu_map.Hold]:
     """The allocations of the claims the portal follows on the cluster; whose they are only
-    for approvers and for the owner, to others only mine, my team's or someone else's."""
+    for approvers and for the owner, to others only mine, my team's or someone else's. Then
+    what claims made outside the portal hold: their namespace and name for admins only."""
     approver = selectors.user_is_approver(user)
     teams = set(TeamMembership.objects.filter(user=user).values_list("team_id", flat=True))
     rows = (
@@ -132,7 +133,8 @@ def holds(cluster: Cluster, user: Any) -> list[gpu_map.Hold]:
                 whose=whose,
             )
         )
-    return found
+    admin = bool(user.is_staff or user.is_superuser)
+    return found + gpu_map.outside_holds(cluster.inventory, shown=admin)
 
 
 def claim_map_context(claim: ClaimRequest, user: Any) -> dict[str, Any]:

@@ -42,7 +42,8 @@ def confirm_namespace_delete(request: HtmxHttpRequest, ns: NamespaceRequest) -> 
 
 def confirm_claim_release(request: HtmxHttpRequest, claim: ClaimRequest) -> HttpResponse:
     runs = claim.runs.exclude(state__in=VerificationRun.FINAL_STATES).order_by("created")
-    context = {"claim": claim, "runs": list(runs)}
+    unread = selectors.runs_with_unread_logs(claim)
+    context = {"claim": claim, "runs": list(runs), "unread_runs": unread}
     return render(request, "claims/confirm_claim_release.html", context)
 
 

@@ -91,7 +91,8 @@ def test_it_quotes_any_model_name_so_the_cel_matches_exactly_that_name(model: st
 def test_it_offers_the_models_and_memory_sizes_the_cluster_publishes(cluster: Cluster) -> None:
     offered = device_picker.options(cluster.inventory, GPU)
 
-    assert offered == Options(domain=GPU, models=[A100, H100], memories=["80Gi", "40Gi"])
+    # What the devices publish, NVML's figure: an H100 80GB HBM3 has 81559Mi, not 80Gi.
+    assert offered == Options(domain=GPU, models=[A100, H100], memories=["81559Mi", "40Gi"])
     assert device_picker.options(cluster.inventory, "no.such.class") == Options()
 
 
@@ -110,6 +111,8 @@ def test_it_offers_the_mig_profiles_of_the_mig_class(mig_cluster: Cluster) -> No
         (Picks(min_memory="60Gi"), 4, 4),
         (Picks(min_memory="40Gi"), 8, 4),
         (Picks(min_memory="81Gi"), 0, 0),
+        (Picks(min_memory="81559Mi"), 4, 4),  # the size the picker offers for an H100
+        (Picks(min_memory="80Gi"), 0, 0),  # more than an H100 80GB has, as on a real cluster
         (Picks(gpu_model=A100, min_memory="80Gi"), 0, 0),
     ],
 )

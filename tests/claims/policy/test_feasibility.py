@@ -86,8 +86,7 @@ def test_it_says_what_is_free_now(
     )
     assert found.summary() == (
         "Can be satisfied: up to 4 devices of class gpu.nvidia.com on one node. "
-        "Free now: 4 on gpu-node-2, 5 in the cluster (free = not allocated to a claim the "
-        "portal follows; claims made outside it are not seen)."
+        "Free now: 4 on gpu-node-2, 5 in the cluster."
     )
 
 
@@ -102,13 +101,53 @@ def test_it_counts_devices_published_for_every_node_on_each_node(cluster: Cluste
     assert found.possible and found.max_on_one_node == 5
 
 
-def test_it_does_not_refuse_on_a_selector_it_cannot_evaluate(cluster: Cluster) -> None:
-    selector = "device.attributes['gpu.nvidia.com'].nosuch == 'x'"
+def test_a_selector_it_cannot_evaluate_is_never_counted_as_a_match(cluster: Cluster) -> None:
+    """The driver (v25.8 and later) publishes no `index`: on a real cluster the scheduler stops
+    the allocation with a CEL runtime error, so the preview promises nothing."""
+    selector = "device.attributes['gpu.nvidia.com'].index == 1.0"
 
-    found = feasibility.assess(cluster=cluster, device_class=CLASS, count=4, selector=selector)
+    found = feasibility.assess(cluster=cluster, device_class=CLASS, count=1, selector=selector)
 
-    assert found.possible and not found.selector_evaluated
-    assert found.summary().endswith("The selector could not be evaluated here.")
+    assert not found.selector_evaluated and found.possible is None
+    assert (found.matching, found.unevaluated, found.of_class) == (0, 8, 8)
+    assert found.summary() == (
+        "Cannot be checked before the cluster tries it: the selector fails to evaluate on 8 "
+        "of 8 devices of class gpu.nvidia.com (an attribute they do not publish, or a "
+        "comparison CEL cannot make); the scheduler stops the allocation on such a device "
+        "with a CEL runtime error."
+    )
+    assert found.line().startswith("The selector fails to evaluate on 8 of 8 devices")
+    assert "Can be satisfied" not in found.summary() and found.count_problem() is None
+    assert found.as_dict()["possible"] is None
+
+
+def test_devices_it_fails_on_are_not_counted_where_others_are_evaluated(cluster: Cluster) -> None:
+    devices = [dict(d) for d in cluster.inventory["devices"]]
+    for number, device in enumerate(devices[:3]):  # as driver v25.3 published them
+        device["attributes"] = {**device["attributes"], "index": number}
+    cluster.inventory = {**cluster.inventory, "devices": devices}
+    selector = "device.attributes['gpu.nvidia.com'].index >= 1.0"
+
+    found = feasibility.assess(cluster=cluster, device_class=CLASS, count=1, selector=selector)
+
+    assert (found.matching, found.unevaluated, found.of_class) == (2, 5, 8)
+    assert found.possible is None and not found.selector_evaluated
+    assert found.summary().startswith("Cannot be checked before the cluster tries it:")
+
+
+def test_a_mixed_int_and_double_comparison_is_evaluated_as_kubernetes_does(
+    cluster: Cluster,
+) -> None:
+    devices = [dict(d) for d in cluster.inventory["devices"]]
+    for number, device in enumerate(devices):
+        device["attributes"] = {**device["attributes"], "index": number % 4}
+    cluster.inventory = {**cluster.inventory, "devices": devices}
+    selector = "device.attributes['gpu.nvidia.com'].index == 1.0"
+
+    found = feasibility.assess(cluster=cluster, device_class=CLASS, count=1, selector=selector)
+
+    assert found.selector_evaluated and found.possible
+    assert (found.matching, found.max_on_one_node) == (2, 1)
 
 
 def test_it_shows_the_approver_whether_a_claim_can_be_met(

@@ -143,8 +143,8 @@ def test_it_draws_each_node_its_cards_and_their_mig_partitions(map_cluster: Clus
     assert [node.name for node in drawn.nodes] == ["gpu-node-1", "mig-node-1"]
     h100s = drawn.nodes[0].cards
     assert [(c.label, c.model, c.memory, c.is_mig) for c in h100s] == [
-        ("gpu-0", H100, "80Gi", False),
-        ("gpu-1", H100, "80Gi", False),
+        ("gpu-0", H100, "81559Mi", False),
+        ("gpu-1", H100, "81559Mi", False),
     ]
     cut, whole = drawn.nodes[1].cards
     assert (cut.label, cut.model, cut.is_mig, whole.label, whole.is_mig) == (
@@ -394,7 +394,7 @@ def test_the_cluster_page_draws_a_tile_per_device_in_the_state_the_viewer_sees(
         assert len(drawn) == 6
         assert (drawn[held].attrs["data-state"], state in drawn[held].classes) == (state, True)
         assert words in drawn[held].attrs["aria-label"]
-        assert drawn[held].attrs["aria-label"].startswith(f"{device['device']}: {H100}, 80Gi")
+        assert drawn[held].attrs["aria-label"].startswith(f"{device['device']}: {H100}, 81559Mi")
         assert (f"claim alice/{claim.name}" in drawn[held].attrs["aria-label"]) is named
         assert (drawn[held].tag, drawn[held].attrs.get("href")) == (
             ("a", reverse("claim", args=[claim.pk])) if named else ("div", None)

@@ -123,7 +123,9 @@ def test_it_says_when_the_image_does_not_pull(
     wait_until(pull_failed, timeout=15)
 
     assert run.state == "pending"
-    assert run.state_message.startswith("ctr0: ErrImagePull (")
+    assert run.state_message.startswith(
+        f"Bound to node {run.node}; the image cannot be pulled: ctr0: ErrImagePull ("
+    )
     [reason] = run_pending_context(run, alice)["pending_reasons"]
     assert reason.kind == "image"
     assert reason.text == "The container image could not be pulled, so the Pod cannot start."
@@ -149,7 +151,9 @@ def test_it_keeps_one_wording_through_the_pull_back_off(
     wait_until(lambda: container_waits_for("ImagePullBackOff"), timeout=20)
     run.refresh_from_db()
 
-    assert run.state_message.startswith("ctr0: ErrImagePull (")
+    assert run.state_message.startswith(
+        f"Bound to node {run.node}; the image cannot be pulled: ctr0: ErrImagePull ("
+    )
     assert "Back-off" not in run.state_message
     trail = selectors.events_for(run).values_list("message", flat=True)
     assert len([message for message in trail if "ErrImagePull" in message]) == 1
@@ -350,7 +354,10 @@ def test_it_says_what_only_the_pods_events_carry(
     pod = quiet_kubesim.admin("GET", f"/api/v1/namespaces/{ns.name}/pods/{run.pod_name}")
     assert pod["spec"]["nodeName"] == "gpu-node-1" and pod["status"]["phase"] == "Pending"
     assert not pod["status"].get("containerStatuses")
-    assert (run.state, run.state_message) == ("pending", "Pod created; waiting to schedule.")
+    assert (run.state, run.pod_stage) == ("pending", "bound")
+    assert run.state_message == (
+        "Bound to node gpu-node-1; the kubelet is preparing its containers (ContainerCreating)."
+    )
     assert [(w["reason"], w["message"]) for w in run.pod_warnings] == [
         ("FailedPrepareDynamicResources", message)
     ]

@@ -227,7 +227,8 @@ def open_the_followers_watches(cluster: Cluster) -> None:
     """The loop's own informers, every kind it follows, each listed and then watched."""
     loop = ClusterLoop(cluster.pk, threading.Event())
     informers = loop.watches(gateways.gateway_for(cluster)).all()
-    assert len(informers) == 8  # claims, Pods, slices, classes, and the CHECKED_KINDS
+    # claims, Pods, slices, classes, the CHECKED_KINDS, and claims made outside the portal
+    assert len(informers) == 9
     for informer in informers:
         informer.start()
     try:
