@@ -14,14 +14,17 @@ The port is the one named after the Pod's name, else its first container port. A
 without an address answers 400 `address not allowed`; nothing listening on the port (no
 server in the container, or it is not running) 500 `error trying to reach service: dial tcp
 <ip>:<port>: connect: connection refused`. A redirect's Location on the same host is
-rewritten to stay under the proxy path. Simplified: links inside HTML are not rewritten,
-and only the Jupyter images (kubelet/notebook.py) listen.
+rewritten to stay under the proxy path. The proxy dials the Pod itself: a node fault
+"unreachable" (apiserver/faults.py) fails it with `connect: no route to host`, "down" (the
+kubelet's process only) leaves the Pod answering. Simplified: links inside HTML are not
+rewritten, and only the Jupyter images (kubelet/notebook.py) listen.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kubesim.apiserver.faults import KUBELET_DIAL_ERRORS
 from kubesim.base import errors
 from kubesim.base.http import Request, Response
 from kubesim.registry.kinds import kind_for
@@ -63,11 +66,21 @@ def proxy(
     address = (pod.get("status") or {}).get("podIP")
     if not address:
         raise errors.bad_request("address not allowed")
+    where = f"{address}:{port}" if port else f"{address}:80"
+    node = (pod.get("spec") or {}).get("nodeName") or ""
+    # The proxy dials the Pod itself: a stopped kubelet leaves its containers running, a node
+    # gone from the network (a node fault "unreachable") takes the Pod's address with it.
+    if api.faults.kubelet_fault(node) == "unreachable":
+        unreachable = KUBELET_DIAL_ERRORS["unreachable"]
+        raise errors.ApiError(
+            500, "", f"error trying to reach service: dial tcp {where}: {unreachable}"
+        )
     server = _listening(api, pod, port)
     if server is None:
-        where = f"{address}:{port}" if port else f"{address}:80"
-        message = f"error trying to reach service: dial tcp {where}: connect: connection refused"
-        raise errors.ApiError(500, "", message)
+        refused = KUBELET_DIAL_ERRORS["down"]
+        raise errors.ApiError(
+            500, "", f"error trying to reach service: dial tcp {where}: {refused}"
+        )
     answer = server.answer(request.method, path, request.query, request.headers)
     headers = []
     prefix = f"/api/v1/namespaces/{namespace}/{resource}/{id_}/proxy"

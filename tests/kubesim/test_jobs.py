@@ -429,3 +429,25 @@ def test_pod_security_refuses_a_job_pod_as_any_pod(kubesim_module, batch, core) 
     assert message.startswith('Error creating: pods "loose-')
     assert 'is forbidden: violates PodSecurity "restricted:latest": ' in message
     assert not core.list_namespaced_pod(namespace).items
+
+
+def test_the_pod_proxy_cannot_reach_a_pod_on_an_unreachable_node(kubesim_private) -> None:
+    core = client.CoreV1Api(api_client(kubesim_private))
+    namespace = create_namespace(kubesim_private, "proxy-fault")
+    notebook_pod(core, namespace, "far", "t")
+    pod = core.read_namespaced_pod("far", namespace)
+    path = f"/api/v1/namespaces/{namespace}/pods/far:8888/proxy/api"
+    down = {"node": pod.spec.node_name, "kubelet": "down"}
+    kubesim_private.admin("POST", "/_kubesim/faults", down)
+    assert raw_request(kubesim_private, "GET", path).status == 200  # the containers still run
+
+    unreachable = {"node": pod.spec.node_name, "kubelet": "unreachable"}
+    kubesim_private.admin("POST", "/_kubesim/faults", unreachable)
+    answer = raw_request(kubesim_private, "GET", path)
+
+    assert (answer.status, answer.json()["message"]) == (
+        500,
+        f"error trying to reach service: dial tcp {pod.status.pod_ip}:8888: "
+        "connect: no route to host",
+    )
+    kubesim_private.admin("DELETE", "/_kubesim/faults")
