@@ -175,7 +175,7 @@ class GarbageCollector:
             obj["metadata"]["ownerReferences"] = owners
         else:
             obj["metadata"].pop("ownerReferences", None)
-        record_write(kind, before, obj, "generic-garbage-collector")
+        record_write(kind, before, obj, CONTROLLER_MANAGER)
         self.store.update(kind, obj, check_rv=False)
 
     def _remove_finalizer(self, ref: Any, obj: dict, finalizer: str) -> None:
