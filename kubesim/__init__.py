@@ -32,10 +32,13 @@ from kubesim.base import certs
 from kubesim.cluster import workloads
 from kubesim.cluster.topology import Topology, seed
 from kubesim.cluster.topology import load as load_topology
+from kubesim.controllers.garbage import GarbageCollector
+from kubesim.controllers.jobs import JobController
 from kubesim.controllers.namespaces import NamespaceFinalizer
 from kubesim.controllers.node_lifecycle import NodeLifecycle
 from kubesim.controllers.scheduler import Scheduler
 from kubesim.controllers.serviceaccounts import ServiceAccountsController
+from kubesim.controllers.ttl_after_finished import TTLAfterFinished
 from kubesim.kubelet.kubelet import Kubelet
 from kubesim.registry.kinds.configmaps import RootCAPublisher
 from kubesim.registry.ownership import record_write
@@ -256,8 +259,11 @@ def start(
     accounts = ServiceAccountsController(store, KINDS).start()
     root_ca = RootCAPublisher(store, KINDS, bundle.ca_pem).start()
     node_lifecycle = NodeLifecycle(store, KINDS).start()
+    jobs = JobController(store, speed, cluster.pod_security, api.pod_security_audit).start()
+    ttl = TTLAfterFinished(store, speed).start()
+    garbage = GarbageCollector(store, KINDS).start()
     stoppables = [scheduler, *([api.kubelet] if api.kubelet else []), finalizer, accounts]
-    stoppables += [root_ca, node_lifecycle]
+    stoppables += [root_ca, node_lifecycle, jobs, ttl, garbage]
     stoppables += [_StateSaver(store)] if state else []
     serve_in_thread(server)
     if fresh:  # what other teams run was there before any fault a client meets

@@ -16,11 +16,18 @@ SUBRESOURCE_VERBS = {
     "token": ["create"],
     "finalize": ["update"],
     "eviction": ["create"],
+    "proxy": ["create", "delete", "get", "patch", "update"],
 }
 # Subresources of another group's kind: (group, version, kind), as upstream lists them.
 SUBRESOURCE_KINDS = {
     "token": ("authentication.k8s.io", "v1", "TokenRequest"),
     "eviction": ("policy", "v1", "Eviction"),
+}
+# Subresources whose kind is another of the same group-version.
+SUBRESOURCE_OWN_GROUP_KINDS = {
+    "pods/binding": "Binding",
+    "pods/proxy": "PodProxyOptions",
+    "services/proxy": "ServiceProxyOptions",
 }
 # Served kinds that `kubectl get all` lists, as upstream marks them.
 CATEGORY_ALL = ("pods", "services", "deployments", "jobs")
@@ -127,7 +134,7 @@ def _subresource(kind: Any, subresource: str) -> dict[str, Any]:
         group, version, other = SUBRESOURCE_KINDS[subresource]
         resource |= {"group": group, "version": version, "kind": other}
     else:
-        resource["kind"] = "Binding" if subresource == "binding" else kind.kind
+        resource["kind"] = SUBRESOURCE_OWN_GROUP_KINDS.get(resource["name"], kind.kind)
     resource["verbs"] = SUBRESOURCE_VERBS.get(subresource, ["get"])
     return resource
 

@@ -12,6 +12,7 @@ from typing import Any
 from kubesim.apiserver import handlers
 from kubesim.base import errors
 from kubesim.base.http import Request, Response, json_response
+from kubesim.registry.store import now_rfc3339
 
 KIND = "Eviction"
 API_VERSIONS = ("policy/v1", "policy/v1beta1")
@@ -37,6 +38,29 @@ def evict(api: Any, request: Request, target: Any) -> Response:
     deleting = dataclasses.replace(request, method="DELETE", body=json.dumps(options).encode())
     pod = copy.copy(target)
     pod.subresource = None
+    _add_disruption_target(api, target)
     handlers.delete_one(api, deleting, pod)
     status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
     return json_response(201, status | {"code": 201})
+
+
+def _add_disruption_target(api: Any, target: Any) -> None:
+    """addConditionAndDeletePod: a Pod not yet finished gets the DisruptionTarget condition
+    (reason EvictionByEvictionAPI) before it is deleted."""
+    stored = api.store.get(target.kind, target.namespace, target.name)
+    status = stored.setdefault("status", {})
+    conditions = status.get("conditions") or []
+    if status.get("phase") in ("Succeeded", "Failed") or any(
+        c.get("type") == "DisruptionTarget" for c in conditions
+    ):
+        return
+    condition = {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "lastProbeTime": None,
+        "lastTransitionTime": now_rfc3339(),
+        "reason": "EvictionByEvictionAPI",
+        "message": "Eviction API: evicting",
+    }
+    status["conditions"] = [*conditions, condition]
+    api.store.update(target.kind, stored)

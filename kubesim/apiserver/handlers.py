@@ -12,6 +12,7 @@ from kubesim.apiserver import tables
 from kubesim.apiserver.listing import selected_items
 from kubesim.base import errors
 from kubesim.base.http import Request, Response, json_response
+from kubesim.controllers import garbage
 from kubesim.registry import graceful, patch
 from kubesim.registry.admission import (
     api_version_of,
@@ -292,14 +293,23 @@ def delete_one(api: Any, request: Request, target: Any) -> dict[str, Any]:
     if target.kind.plural == "pods":
         query = request.query.get("gracePeriodSeconds")
         grace = graceful.pod_grace_seconds(old, graceful.with_query(options, query))
-    return api.store.delete(target.kind, target.namespace, target.name, grace=grace)
+    policy, warnings = garbage.propagation_policy(target.kind, options, request.query)
+    request.warnings += warnings
+    return api.store.delete(
+        target.kind,
+        target.namespace,
+        target.name,
+        grace=grace,
+        finalizer=garbage.finalizer_for(policy),
+    )
 
 
 def delete(api: Any, request: Request, target: Any) -> Response:
     deleted = delete_one(api, request, target)
+    headers = warning_headers(request.warnings)
     if target.kind.plural in RETURNS_DELETED_OBJECT or deleted["metadata"].get("deletionTimestamp"):
-        return json_response(200, served(target, deleted))
-    return json_response(200, _success(target, deleted))
+        return json_response(200, served(target, deleted), headers)
+    return json_response(200, _success(target, deleted), headers)
 
 
 def delete_collection(api: Any, request: Request, target: Any) -> Response:

@@ -6,8 +6,9 @@ import json
 import threading
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
-from kubesim.apiserver import discovery, eviction, handlers, openapi, streams
+from kubesim.apiserver import discovery, eviction, handlers, openapi, proxy, streams
 from kubesim.apiserver.faults import Faults, parse_fault
 from kubesim.apiserver.listing import list_objects
 from kubesim.auth import escalation, reviews
@@ -192,6 +193,15 @@ class Api:
             return NOT_FOUND_PAGE
         if len(parts) == 1:
             return json_response(200, self.resource_list("", "v1"))
+        if (
+            len(parts) >= 6
+            and parts[1] == "namespaces"
+            and parts[3] in ("pods", "services")
+            and parts[5] == "proxy"
+        ):
+            marker = f"/{parts[3]}/{parts[4]}/proxy"
+            path = request.path.split(marker, 1)[1] or "/"
+            return proxy.proxy(self, request, parts[3], parts[2], unquote(parts[4]), path)
         return self._resource(request, "", "v1", parts[1:])
 
     def _groups(self, request: Request, parts: list[str]) -> Response | Stream:

@@ -23,6 +23,7 @@ class Request:
     # Fields the JSON body names twice (the last one counts): refused or warned about as
     # fieldValidation says, like the strict decoder's findings.
     duplicate_fields: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # 299 Warnings a handler adds
 
     def flag(self, name: str) -> bool:
         """Booleans as the API server reads them: anything but 0/false is true."""

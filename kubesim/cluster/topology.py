@@ -28,6 +28,12 @@ DEFAULT_IMAGES = (
     "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
     "nvcr.io/nvidia/k8s/cuda-sample:devicequery",
     "nvcr.io/nvidia/k8s/cuda-sample:devicequery-cuda12.5.0",
+    # kubesim's training-like image and Jupyter's CUDA images (kubelet/programs.py)
+    "ghcr.io/gpu-portal/train-sim:1.0",
+    "quay.io/jupyter/pytorch-notebook:cuda12-latest",
+    "quay.io/jupyter/pytorch-notebook:cuda12-python-3.12",
+    "quay.io/jupyter/base-notebook:latest",
+    "busybox:1.36",
 )
 # An image's first pull on a node, in simulated seconds: a real pull of a CUDA sample image
 # takes tens of seconds; a few keep `make run` (speed 1) pleasant and still show the pull.

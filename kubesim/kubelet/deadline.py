@@ -56,12 +56,16 @@ def _grace_seconds(run: Any) -> float:
 
 def stop(run: Any, running: list[str], grace_seconds: float) -> None:
     """SIGTERM, which a CUDA sample as PID 1 ignores: each process runs on until it exits
-    by itself or the grace period (wall-clock seconds) ends with SIGKILL."""
+    by itself or the grace period (wall-clock seconds) ends with SIGKILL. A Jupyter server
+    handles it and exits 0 at once."""
     if not running:
         return
     now = time.monotonic()
     killed_at = now + grace_seconds
-    ends = {name: run.ends.get(name, now) for name in running}
+    ends = {
+        name: now if run.results[name].stops_on_sigterm else run.ends.get(name, now)
+        for name in running
+    }
     run.kubelet.wait(max(min(max(ends.values()), killed_at) - now, 0.0))
     for name in running:
         started = run.states[name]["running"]["startedAt"]

@@ -46,6 +46,7 @@ class Kubelet:
         self._logs: dict[tuple[str, str, str], list[LogLine]] = {}
         self._changed = threading.Condition()
         self._running: dict[tuple[str, str], str] = {}
+        self.servers: dict[tuple[str, str, str], Any] = {}  # (ns, pod, container): HTTP
         self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._dispatch, name="kubesim-kubelet", daemon=True)
@@ -135,6 +136,8 @@ class Kubelet:
         with self._changed:
             for log_key in [k for k in self._logs if k[:2] == key]:
                 del self._logs[log_key]
+            for server_key in [k for k in self.servers if k[:2] == key]:
+                del self.servers[server_key]
             self._changed.notify_all()
 
     # -- one pod ---------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from kubesim.base.errors import ApiError
-from kubesim.kubelet import cuda, deadline, images, pod_status, pod_termination
+from kubesim.kubelet import deadline, images, pod_status, pod_termination, programs
 from kubesim.registry.kinds import kind_for
 from kubesim.registry.ownership import KUBELET, record_write
 from kubesim.registry.reservations import (
@@ -53,7 +53,8 @@ class PodRun:
         self.restarts = {c["name"]: 0 for c in self.containers}
         self.start_time = pod_status.now()
         self.started = time.monotonic()  # status.startTime, on the clock the deadline uses
-        self.results: dict[str, cuda.SampleRun] = {}
+        self.results: dict[str, programs.Program] = {}
+        self.started_at: dict[str, float] = {}  # when each running container's process began
         self.ends: dict[str, float] = {}  # when each running container's process exits
         self.pull_errors: dict[str, str] = {}
         self.runnable: list[dict] = []
@@ -252,18 +253,20 @@ class PodRun:
             self.write()
 
     def _start(self, container: dict) -> None:
-        """Create and start one container; its output is in the log at once."""
-        name, image = container["name"], container["image"]
+        """Create and start one container: what its image does (programs.py), printing as
+        it goes."""
+        name = container["name"]
         self.event("Normal", "Created", f"Created container: {name}")
         self.event("Normal", "Started", f"Started container {name}")
         self.states[name] = pod_status.running()
         registries = self.kubelet.topology.registries
-        result = cuda.run_image(image, self.devices.get(name, []), registries)
-        if runs_until_stopped(container):
-            result = cuda.SampleRun([], 0)
-        self.results[name] = result
-        self.ends[name] = time.monotonic() + self._run_seconds(container) / self.kubelet.speed
-        self.kubelet.append_logs((*self.key, name), result.lines)
+        program = programs.start(container, self.devices.get(name, []), registries, RUN_SECONDS)
+        self.results[name] = program
+        self.started_at[name] = time.monotonic()
+        self.ends[name] = self.started_at[name] + program.seconds / self.kubelet.speed
+        if program.server is not None:
+            self.kubelet.servers[(*self.key, name)] = program.server
+        self.kubelet.append_logs((*self.key, name), program.due(0.0))
 
     def _wait_for_reserved_claims(self) -> None:
         """A pod starts only once every claim it uses is reserved for it (as the kubelet checks)."""
@@ -285,18 +288,26 @@ class PodRun:
             self.sleep(0.05 * self.kubelet.speed)
             pod = self._pod()
 
-    @staticmethod
-    def _run_seconds(container: dict) -> float:
-        return math.inf if runs_until_stopped(container) else RUN_SECONDS
-
     def _end_round(self, runnable: list[dict]) -> list[dict]:
-        """Let the started containers run and end; the ones to restart come back."""
-        self.sleep(max(self._run_seconds(container) for container in runnable))
-        for container in runnable:
-            name = container["name"]
-            started = self.states[name]["running"]["startedAt"]
-            self.states[name] = pod_status.terminated(self.results[name].exit_code, started)
-        self.write()
+        """Let the started containers run, printing as they go, until each has exited (a
+        server runs until the pod ends); the ones to restart come back."""
+        speed, running = self.kubelet.speed, {c["name"] for c in runnable}
+        while running:
+            moments = [self.ends[n] for n in running] + [
+                self.started_at[n] + self.results[n].next_line_at() / speed for n in running
+            ]
+            self.sleep(max(min(moments) - time.monotonic(), 0.0) * speed)
+            now = time.monotonic()
+            for name in running:
+                elapsed = (now - self.started_at[name]) * speed
+                self.kubelet.append_logs((*self.key, name), self.results[name].due(elapsed))
+            ended = {name for name in running if self.ends[name] <= now}
+            for name in ended:
+                started = self.states[name]["running"]["startedAt"]
+                self.states[name] = pod_status.terminated(self.results[name].exit_code, started)
+            if ended:
+                self.write()
+            running -= ended
         again = [c for c in runnable if self._restarts(self.results[c["name"]].exit_code)]
         if again:
             restarts = max(self.restarts[c["name"]] for c in again)
@@ -310,15 +321,6 @@ class PodRun:
         return self.restart_policy == "Always" or (
             self.restart_policy == "OnFailure" and exit_code != 0
         )
-
-
-def runs_until_stopped(container: dict) -> bool:
-    """`sleep infinity` (coreutils and busybox): the process never exits by itself, and as
-    PID 1 without a handler it ignores SIGTERM, so a deletion ends it at the grace period."""
-    return [*(container.get("command") or []), *(container.get("args") or [])] == [
-        "sleep",
-        "infinity",
-    ]
 
 
 def go_duration(seconds: float) -> str:

@@ -74,6 +74,9 @@ def phase(states: list[dict], restart_policy: str, last_states: list[dict] | Non
     return "Pending"
 
 
+KEPT = ("DisruptionTarget",)
+
+
 def _condition(kind: str, ok: bool, reason: str = "", message: str = "") -> dict:
     condition = {
         "type": kind,
@@ -115,6 +118,8 @@ def conditions(pod: dict, states: dict[str, dict], pod_phase: str) -> list[dict]
     ]
     if pod_phase in ("Succeeded", "Failed"):
         new[0]["status"] = "False"
+    kept = [c for c in (pod.get("status") or {}).get("conditions") or [] if c["type"] in KEPT]
+    new += kept  # conditions others set (the eviction's DisruptionTarget) stay
     return _keep_transition_times((pod.get("status") or {}).get("conditions") or [], new)
 
 

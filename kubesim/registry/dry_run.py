@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubesim.base import errors
-from kubesim.registry.store import fill_system_fields
+from kubesim.registry.store import fill_system_fields, with_uid
 
 
 def would_create(api: Any, target: Any, storage: dict[str, Any]) -> dict[str, Any]:
@@ -25,5 +25,6 @@ def would_create(api: Any, target: Any, storage: dict[str, Any]) -> dict[str, An
     else:
         raise errors.already_exists(kind.group, kind.plural, meta.get("name", ""))
     fill_system_fields(kind, meta)
+    with_uid(kind, storage)
     meta.pop("resourceVersion", None)
     return storage

@@ -83,6 +83,13 @@ def fill_system_fields(ref: Any, meta: dict[str, Any]) -> None:
         meta.pop(transient, None)
 
 
+def with_uid(ref: Any, obj: dict[str, Any]) -> None:
+    """What a kind's strategy derives from the new uid (a Job's generated selector)."""
+    derive = getattr(ref, "from_uid", None)
+    if derive is not None:
+        derive(obj)
+
+
 class Store:
     def __init__(self, state_path: str | None = None, history_size: int = HISTORY_SIZE) -> None:
         self._lock = threading.RLock()
@@ -155,6 +162,7 @@ class Store:
             if key in bucket:
                 raise errors.already_exists(ref.group, ref.plural, key[1])
             fill_system_fields(ref, meta)
+            with_uid(ref, obj)
             stored = self._commit(ref, key, obj, "ADDED")
         self._notify("ADDED", ref, stored)
         return stored
@@ -189,17 +197,26 @@ class Store:
         return stored
 
     def delete(
-        self, ref: Any, namespace: str | None, name: str, grace: int | None = None
+        self,
+        ref: Any,
+        namespace: str | None,
+        name: str,
+        grace: int | None = None,
+        finalizer: str | None = None,
     ) -> dict[str, Any]:
         """Remove the object, or mark it deleted while finalizers or a grace period (`grace`
-        seconds, for kinds with graceful deletion) hold it; see kubesim.registry.graceful."""
+        seconds, for kinds with graceful deletion) hold it; see kubesim.registry.graceful.
+        `finalizer`: what the propagation policy adds first (orphan, foregroundDeletion)."""
         key = (namespace or "", name)
         with self._lock:
             old = self._bucket(ref).get(key)
             if old is None:
                 raise errors.not_found(ref.group, ref.plural, name)
             obj = clone(old)
-            action = graceful.mark(obj, grace, pending_finalizers=bool(_finalizers(old)))
+            pending = obj["metadata"].get("finalizers") or []
+            if finalizer and finalizer not in pending:
+                obj["metadata"]["finalizers"] = [*pending, finalizer]
+            action = graceful.mark(obj, grace, pending_finalizers=bool(_finalizers(obj)))
             if action == "keep":
                 return obj
             if action == "update":

@@ -89,6 +89,8 @@ class Kind:
     # Another resource whose objects this one serves (group, plural), and the module that
     # converts between the two forms (`to_storage`, `from_storage`): events.k8s.io Events.
     shares_storage_of: tuple[str, str] | None = None
+    # What the strategy derives from the uid the API server gives a new object.
+    from_uid: Callable[[dict], None] | None = field(default=None, repr=False)
     codec: Any = field(default=None, repr=False)
 
     @property
@@ -207,7 +209,7 @@ _ALL = (
         "Pod",
         True,
         short_names=("po",),
-        subresources=("status", "log", "binding", "eviction"),
+        subresources=("status", "log", "binding", "eviction", "proxy"),
         field_selectors=POD_FIELD_SELECTORS,
         defaulter=kinds_core.default_pod,
         decoding_defaulter=kinds_core.default_pod_as_decoded,
@@ -298,7 +300,7 @@ _ALL = (
     ),
 )
 
-# The portal's own workloads (deploy/), stored and validated, run by no controller.
+# The portal's own workloads (deploy/), stored and validated; only Jobs run (controllers/jobs.py).
 _WORKLOADS = (
     Kind(
         "apps",
@@ -320,13 +322,14 @@ _WORKLOADS = (
         subresources=("status",),
         defaulter=kinds_apps.default_job,
         validator=kinds_apps.validate_job,
+        from_uid=kinds_apps.generate_job_selector,
     ),
     _core(
         "services",
         "Service",
         True,
         short_names=("svc",),
-        subresources=("status",),
+        subresources=("status", "proxy"),
         defaulter=kinds_apps.default_service,
         validator=kinds_apps.validate_service,
     ),

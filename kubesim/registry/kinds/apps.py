@@ -2,10 +2,10 @@
 Deployments, batch/v1 Jobs, core/v1 Services, networking.k8s.io/v1 Ingresses and policy/v1
 PodDisruptionBudgets. Stored, defaulted and validated (the checks below, with upstream's
 messages, plus the strict schema every kind gets), so `kubectl apply --server-side` of the
-portal's manifests meets what a real API server would say. No controller runs them: a
-Deployment makes no Pods, a Job never starts, a Service gets a cluster IP and no endpoints.
-Not done: a Job's generated selector and labels (upstream derives them from the uid in
-Validate, which kubesim assigns later), the scale subresource, the printed Go value in an
+portal's manifests meets what a real API server would say. Jobs are run by the Job controller
+(kubesim/controllers/jobs.py) and get their generated selector and labels from the uid; no
+controller runs the others: a Deployment makes no Pods, a Service gets a cluster IP and no
+endpoints. Not done: the scale subresource, the printed Go value in an
 "field is immutable" error of a Job's template (kubesim names the field only), tables.
 """
 
@@ -60,8 +60,7 @@ def default_deployment(obj: dict) -> None:
 
 
 def default_job(obj: dict) -> None:
-    """batch/v1 SetDefaults_Job (no pod failure policy: pods are replaced once terminal or
-    failed)."""
+    """batch/v1 SetDefaults_Job."""
     spec = obj.setdefault("spec", {})
     if not isinstance(spec, dict):
         return
@@ -71,9 +70,38 @@ def default_job(obj: dict) -> None:
     spec.setdefault("backoffLimit", 6)
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
-    spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+    # A pod failure policy makes Failed the default (SetDefaults_Job).
+    replacement = "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed"
+    spec.setdefault("podReplacementPolicy", replacement)
     _template_spec_defaults(spec)
     obj.setdefault("status", {})
+
+
+JOB_LABELS = (
+    "batch.kubernetes.io/controller-uid",
+    "batch.kubernetes.io/job-name",
+    "controller-uid",
+    "job-name",
+)
+
+
+def generate_job_selector(obj: dict) -> None:
+    """The Job strategy's generateSelector (pkg/registry/batch/job/strategy.go): without
+    spec.manualSelector the Pod template gets the Job's uid and name as labels (kept when
+    already set) and the selector is its batch.kubernetes.io/controller-uid."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or spec.get("manualSelector"):
+        return
+    meta = obj.get("metadata") or {}
+    uid, name = meta.get("uid", ""), meta.get("name", "")
+    template = spec.setdefault("template", {})
+    template_meta = template.setdefault("metadata", {})
+    labels = template_meta.get("labels") or {}
+    for key, value in zip(JOB_LABELS, (uid, name, uid, name), strict=True):
+        labels.setdefault(key, value)
+    template_meta["labels"] = labels
+    if not spec.get("selector"):
+        spec["selector"] = {"matchLabels": {JOB_LABELS[0]: uid}}
 
 
 def _cluster_ip(obj: dict) -> str:
