@@ -26,7 +26,8 @@ from schemathesis.checks import (
 )
 from schemathesis.core.result import Ok
 
-from claims.models import ClaimRequest, Cluster, Team, VerificationRun
+from claims.domain import services
+from claims.models import ClaimRequest, Cluster, Team, VerificationRun, WorkloadProfile
 from portal.wsgi import application
 from tests.api.conftest import started_run
 
@@ -127,6 +128,10 @@ def real_ids(run: VerificationRun) -> dict[str, int]:
         "claims": claim.pk,
         "runs": run.pk,
         "teams": Team.objects.get(members=claim.owner).pk,
+        "workload-profiles": WorkloadProfile.objects.first().pk,
+        "workloads": services.workload_start(
+            user=claim.owner, claim_request=claim, profile=WorkloadProfile.objects.first()
+        ).pk,
     }
 
 

@@ -27,6 +27,8 @@ from claims.domain.services.namespaces import (
 )
 from claims.domain.services.runs import verification_run_cancel, verification_run_start
 from claims.domain.services.workloads import (
+    NotebookAccess,
+    notebook_access,
     workload_access_token,
     workload_profile_delete,
     workload_profile_save,
@@ -35,6 +37,7 @@ from claims.domain.services.workloads import (
 )
 
 __all__ = [
+    "NotebookAccess",
     "claim_request_approve",
     "claim_request_expire",
     "claim_request_reject",
@@ -46,6 +49,7 @@ __all__ = [
     "namespace_request_reject",
     "namespace_request_retry",
     "namespace_request_submit",
+    "notebook_access",
     "verification_run_cancel",
     "verification_run_start",
     "workload_access_token",

@@ -5,6 +5,7 @@ and the expiry stop them first, claims.domain.services.steps._release)."""
 from __future__ import annotations
 
 import secrets
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
@@ -14,12 +15,13 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from claims.clusters import credentials
-from claims.domain import state_messages
+from claims.domain import access, state_messages
 from claims.domain.services.steps import User, _require_owner_or_approver
 from claims.domain.transitions import change, created, enqueue
-from claims.kube import names
+from claims.kube import manifests, names
 from claims.models import ClaimRequest, Workload, WorkloadKind, WorkloadProfile
 from claims.policy import workloads as checks
+from claims.read import planned
 
 CS = ClaimRequest.State
 WS = Workload.State
@@ -245,3 +247,34 @@ def workload_stop(*, user: User, workload: Workload) -> Workload:
         change(workload, "stop", actor=user, message=message, finished_at=timezone.now())
         enqueue("claims.worker.tasks.delete_workload", workload.pk)
     return workload
+
+
+@dataclass(frozen=True)
+class NotebookAccess:
+    """How a notebook is reached: the port-forward command with the owner's kubeconfig, the
+    address it then answers at, the Ingress's link where there is one, and the token (its
+    owner's eyes only: "" for anyone else)."""
+
+    port_forward: str
+    local_url: str
+    url: str
+    token: str
+
+
+def notebook_access(*, user: User, workload: Workload) -> NotebookAccess | None:
+    if workload.kind != WorkloadKind.NOTEBOOK or not workload.name:
+        return None
+    claim = workload.claim
+    port = (workload.ports or [manifests.NOTEBOOK_PORT])[0]
+    kubeconfig = access.kubeconfig_filename(claim.namespace_request)
+    command = (
+        f"kubectl --kubeconfig {kubeconfig} --namespace {claim.namespace} "
+        f"port-forward service/{workload.name} {port}:{port}"
+    )
+    host = planned.notebook_host(workload)
+    return NotebookAccess(
+        port_forward=command,
+        local_url=f"http://localhost:{port}/lab",
+        url=f"https://{host}/lab" if host else "",
+        token=workload_access_token(user=user, workload=workload),
+    )
