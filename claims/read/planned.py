@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 from datetime import datetime
 
 from django.conf import settings
@@ -92,11 +93,17 @@ def workload_spec(workload: Workload) -> manifests.WorkloadSpec:
 
 
 def workload_manifests(
-    workload: Workload, *, token: str = TOKEN_PLACEHOLDER, now: datetime | None = None
+    workload: Workload,
+    *,
+    token: str = TOKEN_PLACEHOLDER,
+    now: datetime | None = None,
+    preview: bool = False,
 ) -> list[dict]:
     """What starting the workload applies, in order: its Job, or its notebook's Pod, Service
-    (and Ingress)."""
+    (and Ingress). `preview`: a workload not yet started, which has no id (nor a name) yet."""
     spec = workload_spec(workload)
+    if preview:
+        spec = replace(spec, labels={**spec.labels, label_keys.WORKLOAD: ""})
     deadline = workload_deadline_seconds(workload, now)
     if workload.kind == WorkloadKind.JOB:
         job = manifests.job_manifest(

@@ -337,7 +337,9 @@ def dashboard_fingerprint(*, user: Any) -> str:
     return dashboard_glance(user=user).fingerprint
 
 
-def events_for(obj: NamespaceRequest | ClaimRequest | VerificationRun) -> QuerySet[AuditEvent]:
+def events_for(
+    obj: NamespaceRequest | ClaimRequest | VerificationRun | Workload,
+) -> QuerySet[AuditEvent]:
     return AuditEvent.objects.filter(
         object_kind=AUDIT_KINDS[type(obj)], object_id=obj.pk
     ).select_related("actor")

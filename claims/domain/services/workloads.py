@@ -53,6 +53,14 @@ PROFILE_FIELDS = (
 
 def workload_profile_save(*, profile: WorkloadProfile, **fields: Any) -> WorkloadProfile:
     """Create (an unsaved profile) or change one; every field error at once."""
+    if errors := workload_profile_problems(profile=profile, **fields):
+        raise ValidationError(errors)
+    profile.save()
+    return profile
+
+
+def workload_profile_problems(*, profile: WorkloadProfile, **fields: Any) -> dict[str, list[str]]:
+    """Set the fields on profile (not saved) and say what is wrong with it, field by field."""
     for name, value in fields.items():
         if name not in PROFILE_FIELDS:
             raise TypeError(f"no profile field {name!r}")
@@ -83,10 +91,7 @@ def workload_profile_save(*, profile: WorkloadProfile, **fields: Any) -> Workloa
     except ValidationError as error:
         for field, messages in error.message_dict.items():
             errors.setdefault(field, []).extend(messages)
-    if errors:
-        raise ValidationError(errors)
-    profile.save()
-    return profile
+    return errors
 
 
 def workload_profile_delete(*, profile: WorkloadProfile) -> None:
