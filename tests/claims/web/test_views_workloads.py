@@ -13,13 +13,22 @@ import yaml
 from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 
+from claims.domain import observations, services
 from claims.models import ClaimRequest, Workload, WorkloadProfile
 from tests.claims.web.test_views import *  # noqa: F403 (shared fixtures)
 from tests.claims.web.test_views import client_for
-from tests.claims.web.test_views_claims import applied  # noqa: F401 (fixture)
 
 BATCH = "Batch job: your image and command"
 JUPYTER = "JupyterLab with CUDA"
+
+
+@pytest.fixture
+def applied(claim: ClaimRequest, charlie: User) -> ClaimRequest:
+    """Approved and created in the cluster: a workload may start on it."""
+    services.claim_request_approve(user=charlie, claim_request=claim)
+    observations.claim_applying(claim_request=claim)
+    observations.claim_applied(claim_request=claim, api_version="v1", manifest={})
+    return ClaimRequest.objects.get(pk=claim.pk)
 
 
 def profile_id(name: str) -> int:
@@ -28,16 +37,13 @@ def profile_id(name: str) -> int:
 
 def field_errors(page: str, field: str) -> str:
     """The text of the errors shown in the field's own block."""
-    block = re.search(
-        rf'<div class="field has-error" id="field-{field}">(.*?)</div>\s*(?=<div class="field|<button)',
-        page,
-        re.S,
-    )
+    start = rf'<div class="field has-error" id="field-{field}">'
+    block = re.search(rf'{start}(.*?)</div>\s*(?=<div class="field|<button)', page, re.S)
     return html.unescape(re.sub(r"<[^>]+>", " ", block.group(1))) if block else ""
 
 
 def test_the_claim_page_offers_to_start_and_lists_its_workloads(
-    applied: ClaimRequest,  # noqa: F811
+    applied: ClaimRequest,
 ) -> None:
     client = client_for(applied.owner)
     page = client.get(reverse("claim", args=[applied.pk])).content.decode()
@@ -58,7 +64,7 @@ def test_a_pending_claim_offers_no_start(claim: ClaimRequest) -> None:
 
 
 def test_the_form_shows_each_error_next_to_its_field_and_starts_nothing(
-    applied: ClaimRequest,  # noqa: F811
+    applied: ClaimRequest,
 ) -> None:
     response = client_for(applied.owner).post(
         reverse("workload-start", args=[applied.pk]),
@@ -81,7 +87,7 @@ def test_the_form_shows_each_error_next_to_its_field_and_starts_nothing(
     assert field_errors(gone.content.decode(), "profile")
 
 
-def test_the_preview_shows_the_job_it_will_apply(applied: ClaimRequest) -> None:  # noqa: F811
+def test_the_preview_shows_the_job_it_will_apply(applied: ClaimRequest) -> None:
     response = client_for(applied.owner).post(
         reverse("workload-preview", args=[applied.pk]),
         {"profile": profile_id(BATCH), "command": "python train.py", "args": "--epochs 3"},
@@ -102,7 +108,7 @@ def test_the_preview_shows_the_job_it_will_apply(applied: ClaimRequest) -> None:
 
 def test_a_notebooks_page_shows_its_owner_how_to_reach_it(
     applied: ClaimRequest,
-    charlie: User,  # noqa: F811
+    charlie: User,
 ) -> None:
     client = client_for(applied.owner)
     client.post(reverse("workload-start", args=[applied.pk]), {"profile": profile_id(JUPYTER)})
@@ -116,7 +122,7 @@ def test_a_notebooks_page_shows_its_owner_how_to_reach_it(
 
 
 def test_stop_and_the_release_that_names_what_it_stops(
-    applied: ClaimRequest,  # noqa: F811
+    applied: ClaimRequest,
 ) -> None:
     client = client_for(applied.owner)
     for name in (BATCH, JUPYTER):

@@ -48,7 +48,8 @@ def profile(name: str) -> WorkloadProfile:
 
 def objects(handle: Any, namespace: str, path: str) -> list[str]:
     items = handle.admin("GET", path.format(ns=namespace))["items"]
-    return sorted(i["metadata"]["name"] for i in items if not i["metadata"].get("deletionTimestamp"))
+    live = [i for i in items if not i["metadata"].get("deletionTimestamp")]
+    return sorted(i["metadata"]["name"] for i in live)
 
 
 JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
