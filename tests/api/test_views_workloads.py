@@ -12,18 +12,19 @@ from rest_framework.test import APIClient
 
 from claims.models import ClaimRequest, Cluster, Workload, WorkloadProfile
 from tests.api.conftest import applied_claim, namespace_with_claim
+from tests.fixtures.workloads import BATCH, JUPYTER, seeded_profile
 
 Api = Callable[[str], APIClient]
 PERSONAS = ("anonymous", "alice", "bob", "carol")
-BATCH = "Batch job: your image and command"
-JUPYTER = "JupyterLab with CUDA"
 
 
 def profile_id(name: str) -> int:
-    return WorkloadProfile.objects.get(name=name).pk
+    return seeded_profile(name).pk
 
 
 def test_everyone_reads_the_offered_profiles(api: Api) -> None:
+    seeded_profile(BATCH)
+    seeded_profile(JUPYTER)
     WorkloadProfile.objects.filter(name=JUPYTER).update(active=False)
     got = api("alice").get("/api/v1/workload-profiles/")
     assert got.status_code == 200

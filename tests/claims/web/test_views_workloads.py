@@ -17,9 +17,7 @@ from claims.domain import observations, services
 from claims.models import ClaimRequest, Workload, WorkloadProfile
 from tests.claims.web.test_views import *  # noqa: F403 (shared fixtures)
 from tests.claims.web.test_views import client_for
-
-BATCH = "Batch job: your image and command"
-JUPYTER = "JupyterLab with CUDA"
+from tests.fixtures.workloads import BATCH, JUPYTER, seeded_profile
 
 
 @pytest.fixture
@@ -32,7 +30,7 @@ def applied(claim: ClaimRequest, charlie: User) -> ClaimRequest:
 
 
 def profile_id(name: str) -> int:
-    return WorkloadProfile.objects.get(name=name).pk
+    return seeded_profile(name).pk
 
 
 def field_errors(page: str, field: str) -> str:
@@ -141,6 +139,7 @@ def test_stop_and_the_release_that_names_what_it_stops(
 def test_only_admins_manage_profiles(who: str, alice: User, charlie: User) -> None:
     user = {"alice": alice, "charlie": charlie}[who]
     client = client_for(user)
+    seeded_profile(JUPYTER)
     listed = client.get(reverse("workload-profiles")).content.decode()
     assert JUPYTER in listed and 'id="add-profile"' not in listed
     assert client.get(reverse("workload-profile-new")).status_code == 403

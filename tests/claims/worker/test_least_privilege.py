@@ -29,7 +29,6 @@ from claims.models import (
     TeamQuota,
     VerificationRun,
     Workload,
-    WorkloadProfile,
 )
 from claims.worker import cluster_steps, reconciler, sync, workload_steps
 from claims.worker.cluster_loop import ClusterLoop
@@ -37,6 +36,7 @@ from kubesim.auth.audit import Decision
 from kubesim.auth.authentication import UserInfo
 from kubesim.auth.rbac import Attributes, rule_allows
 from tests.fixtures.kubesim import raw_request, wait_until
+from tests.fixtures.workloads import BATCH, JUPYTER, seeded_profile
 
 ROLE = Path(__file__).resolve().parents[3] / "deploy" / "base" / "clusterrole.yaml"
 PORTAL = "system:serviceaccount:gpu-portal-system:gpu-portal"
@@ -192,12 +192,12 @@ def workloads_started_and_stopped(alice: User, claim: ClaimRequest) -> None:
     """A notebook (Pod, Service, Ingress) and a batch Job, each started, started again by the
     retry of a worker that died after creating them (they are adopted), and stopped; one more
     Job is left for the claim's release to remove."""
-    names = ("JupyterLab with CUDA", "Batch job: your image and command")
+    names = (JUPYTER, BATCH)
     for name in names:
         workload = services.workload_start(
             user=alice,
             claim_request=ClaimRequest.objects.get(pk=claim.pk),
-            profile=WorkloadProfile.objects.get(name=name),
+            profile=seeded_profile(name),
         )
         workload_steps.start_workload(Workload.objects.get(pk=workload.pk))
         Workload.objects.filter(pk=workload.pk).update(state=Workload.State.APPLYING)
@@ -209,7 +209,7 @@ def workloads_started_and_stopped(alice: User, claim: ClaimRequest) -> None:
     left = services.workload_start(
         user=alice,
         claim_request=ClaimRequest.objects.get(pk=claim.pk),
-        profile=WorkloadProfile.objects.get(name=names[1]),
+        profile=seeded_profile(BATCH),
     )
     workload_steps.start_workload(Workload.objects.get(pk=left.pk))
 

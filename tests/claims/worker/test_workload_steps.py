@@ -22,9 +22,7 @@ from claims.read import planned
 from claims.worker import cluster_steps, sync, workload_steps
 from kubesim.registry.pod_security import violations
 from tests.fixtures.portal import pods_in, wait_until
-
-JUPYTER = "JupyterLab with CUDA"
-BATCH = "Batch job: your image and command"
+from tests.fixtures.workloads import BATCH, JUPYTER, seeded_profile
 
 
 def waiting_claim(user: User, cluster: Cluster) -> ClaimRequest:
@@ -43,7 +41,7 @@ def waiting_claim(user: User, cluster: Cluster) -> ClaimRequest:
 
 
 def profile(name: str) -> WorkloadProfile:
-    return WorkloadProfile.objects.get(name=name)
+    return seeded_profile(name)
 
 
 def objects(handle: Any, namespace: str, path: str) -> list[str]:
