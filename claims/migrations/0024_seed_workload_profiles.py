@@ -47,8 +47,11 @@ PROFILES = [
 
 def seed(apps, schema_editor):
     WorkloadProfile = apps.get_model("claims", "WorkloadProfile")
-    for fields in PROFILES:
-        WorkloadProfile.objects.get_or_create(name=fields["name"], defaults=fields)
+    present = set(WorkloadProfile.objects.values_list("name", flat=True))
+    # bulk_create: no save signal, so no audit row of an admin's edit nobody made.
+    WorkloadProfile.objects.bulk_create(
+        WorkloadProfile(**fields) for fields in PROFILES if fields["name"] not in present
+    )
 
 
 def unseed(apps, schema_editor):

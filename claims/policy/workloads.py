@@ -51,14 +51,14 @@ def image_problem(reference: str) -> str | None:
     return None
 
 
-def image_allowed(reference: str, *, default: str, allow_any: bool, allowed: list[str]) -> bool:
+def image_allowed(reference: str, *, default: str, allow_any: bool, listed: list[str]) -> bool:
     """The profile's own image, any image, or one of the listed (an entry ending in "*" is a
     prefix: "nvcr.io/nvidia/*")."""
     if allow_any or reference == default:
         return True
     return any(
         fnmatchcase(reference, entry) if entry.endswith("*") else reference == entry
-        for entry in allowed
+        for entry in listed
     )
 
 

@@ -214,7 +214,7 @@ def build_workload(
         image,
         default=chosen.image,
         allow_any=chosen.allow_any_image,
-        allowed=chosen.allowed_images,
+        listed=chosen.allowed_images,
     ):
         errors["image"] = [
             _("The profile %(profile)s does not allow this image.") % {"profile": chosen.name}

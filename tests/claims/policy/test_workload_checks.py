@@ -41,14 +41,14 @@ def test_it_refuses_what_is_not_an_image_reference(image: str, words: str) -> No
 def test_an_image_is_allowed_by_the_profile_a_list_or_a_prefix() -> None:
     listed = ["nvcr.io/nvidia/*", "ghcr.io/team/train:v1"]
     allowed = lambda image: checks.image_allowed(  # noqa: E731
-        image, default="busybox", allow_any=False, allowed=listed
+        image, default="busybox", allow_any=False, listed=listed
     )
     assert allowed("busybox")
     assert allowed("nvcr.io/nvidia/pytorch:24.05-py3")
     assert allowed("ghcr.io/team/train:v1")
     assert not allowed("ghcr.io/team/train:v2")
     assert not allowed("docker.io/evil/miner")
-    assert checks.image_allowed("anything", default="busybox", allow_any=True, allowed=[])
+    assert checks.image_allowed("anything", default="busybox", allow_any=True, listed=[])
 
 
 def test_a_command_that_does_not_parse_is_a_field_error() -> None:
