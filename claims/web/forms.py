@@ -277,9 +277,6 @@ class WorkloadForm(SubmissionTokenMixin):
         field = cast(forms.TypedChoiceField, self.fields["profile"])
         field.choices = [(p.pk, f"{p.name} ({p.get_kind_display()})") for p in profiles]
 
-    def clean_profile(self) -> int | None:
-        return self.cleaned_data.get("profile")
-
 
 class WorkloadProfileForm(forms.ModelForm):
     """An admin's profile: command and args as shell words, env as NAME=value lines, ports
