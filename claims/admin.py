@@ -20,6 +20,7 @@ from claims.models import (
     TeamWebhook,
     VerificationRun,
     WebhookDelivery,
+    Workload,
 )
 
 
@@ -103,6 +104,16 @@ class VerificationRunAdmin(ShownOnlyAdmin):
     list_display = ("pod_name", "claim", "owner", "state", "passed", "device_name", "created")
     list_filter = ("state",)
     inlines = [RunLogInline]
+
+
+@admin.register(Workload)
+class WorkloadAdmin(ShownOnlyAdmin):
+    """Profiles are managed on the portal's Workload profiles page (their fields checked as
+    the API does); a notebook's token is its owner's alone, never shown here."""
+
+    list_display = ("name", "claim", "owner", "kind", "profile_name", "state", "created")
+    list_filter = ("state", "kind")
+    exclude = ("access_token_encrypted",)
 
 
 @admin.register(AuditEvent)

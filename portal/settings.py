@@ -293,6 +293,15 @@ RUN_ACTIVE_DEADLINE_SECONDS = envint("RUN_ACTIVE_DEADLINE_SECONDS", "600")
 # ... and one that is still Pending after this long (never scheduled, image never pulled)
 # is deleted by the portal and the run fails with the cluster's reason.
 RUN_PENDING_TIMEOUT_SECONDS = envint("RUN_PENDING_TIMEOUT_SECONDS", "300")
+# Workloads on a claim (claims/domain/services/workloads.py): a Job's deadline when neither its
+# profile nor its claim's end sets one, and how long a finished Job is kept (then removed by
+# the cluster's TTL controller).
+WORKLOAD_MAX_SECONDS = envint("WORKLOAD_MAX_SECONDS", "604800")
+WORKLOAD_JOB_TTL_SECONDS = envint("WORKLOAD_JOB_TTL_SECONDS", "86400")
+# A notebook gets an Ingress at this host ("{name}" and "{namespace}" are filled in) with this
+# IngressClass, when both are set; otherwise users reach it with kubectl port-forward.
+NOTEBOOK_HOST_PATTERN = os.getenv("NOTEBOOK_HOST_PATTERN", "")
+NOTEBOOK_INGRESS_CLASS = os.getenv("NOTEBOOK_INGRESS_CLASS", "")
 # Access to an active namespace: its owner is bound to this ClusterRole there ...
 ACCESS_CLUSTER_ROLE = os.getenv("ACCESS_CLUSTER_ROLE", "edit")
 # ... as the cluster user "<ACCESS_USER_PREFIX><username>" (e.g. "oidc:" when the API

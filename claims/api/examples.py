@@ -229,3 +229,63 @@ KUBECONFIG: dict[str, Any] = {
     ],
     "current-context": "alice-team-vision@kubesim",
 }
+
+WORKLOAD_PROFILE: dict[str, Any] = {
+    "id": 2,
+    "name": "Batch job: your image and command",
+    "kind": "job",
+    "description": "Runs your image and command once on your claim's GPU and ends.",
+    "image": "nvcr.io/nvidia/cuda:12.5.0-base-ubuntu22.04",
+    "command": "nvidia-smi",
+    "args": "",
+    "env": {},
+    "cpu_request": "1",
+    "cpu_limit": "4",
+    "memory_request": "2Gi",
+    "memory_limit": "8Gi",
+    "ports": [],
+    "allow_any_image": True,
+    "allowed_images": [],
+    "active_deadline_seconds": None,
+    "backoff_limit": 2,
+    "active": True,
+    "created": WHEN,
+    "updated": WHEN,
+}
+
+WORKLOAD: dict[str, Any] = {
+    "id": 31,
+    "claim": 7,
+    "claim_name": "gpu-claim",
+    "namespace": "team-a",
+    "cluster_name": "berlin-a100",
+    "profile": 2,
+    "profile_name": "Batch job: your image and command",
+    "kind": "job",
+    "name": "gpu-claim-job-31",
+    "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+    "command": "python train.py",
+    "args": "--epochs 3 --out /tmp/model",
+    "env": {"WANDB_MODE": "offline"},
+    "resources": {
+        "requests": {"cpu": "1", "memory": "2Gi"},
+        "limits": {"cpu": "4", "memory": "8Gi"},
+    },
+    "ports": [],
+    "state": "running",
+    "state_message": "Running on gpu-node-1.",
+    "owner": "alice",
+    "node": "gpu-node-1",
+    "started_at": LATER,
+    "finished_at": None,
+    "access": None,
+    "created": WHEN,
+    "updated": LATER,
+}
+
+STOPPED_WORKLOAD: dict[str, Any] = {
+    **WORKLOAD,
+    "state": "stopped",
+    "state_message": "Stopped by alice.",
+    "finished_at": LATER,
+}

@@ -13,7 +13,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework.exceptions import ValidationError
 
-from claims.models import AuditEvent, ClaimRequest, NamespaceRequest, VerificationRun
+from claims.models import AuditEvent, ClaimRequest, NamespaceRequest, VerificationRun, Workload
 
 # The database's ids are 64-bit: a larger number would be an error there, not a miss.
 BIGINT = 2**63 - 1
@@ -92,6 +92,16 @@ class VerificationRunFilter(OwnedFilter):
     class Meta:
         model = VerificationRun
         fields = ["state", "claim", "cluster", "namespace", "owner"]
+
+
+class WorkloadFilter(OwnedFilter):
+    state = django_filters.MultipleChoiceFilter(choices=Workload.State.choices)
+    kind = django_filters.ChoiceFilter(choices=Workload.Kind.choices)
+    claim = IdFilter(field_name="claim_id")
+
+    class Meta:
+        model = Workload
+        fields = ["state", "kind", "claim", "owner"]
 
 
 class AuditEventFilter(OwnedFilter):

@@ -15,6 +15,7 @@ from claims.api.views import (
     runs,
     schema,
     teams,
+    workloads,
 )
 from claims.api.views import base as views_base
 
@@ -74,6 +75,15 @@ v1 = [
     path("runs/<int:pk>/", runs.RunDetailApi.as_view(), name="api-run"),
     path("runs/<int:pk>/logs/<str:container>/", runs.RunLogApi.as_view(), name="api-run-log"),
     path("events/", runs.EventListApi.as_view(), name="api-events"),
+    path("workload-profiles/", workloads.ProfileListApi.as_view(), name="api-workload-profiles"),
+    path(
+        "workload-profiles/<int:pk>/",
+        workloads.ProfileDetailApi.as_view(),
+        name="api-workload-profile",
+    ),
+    path("workloads/", workloads.WorkloadListApi.as_view(), name="api-workloads"),
+    path("workloads/<int:pk>/", workloads.WorkloadDetailApi.as_view(), name="api-workload"),
+    path("workloads/<int:pk>/stop/", workloads.WorkloadStopApi.as_view(), name="api-workload-stop"),
     path(
         "claims/<int:pk>/extensions/",
         extensions.ClaimExtensionListApi.as_view(),

@@ -102,6 +102,7 @@ STATEFUL_KINDS = {
     "namespacerequest": Kind.NAMESPACE_REQUEST,
     "claimrequest": Kind.CLAIM_REQUEST,
     "verificationrun": Kind.VERIFICATION_RUN,
+    "workload": Kind.WORKLOAD,
 }
 # Bookkeeping that every transition writes; the row says it in its own columns or not at all.
 UNRECORDED = {"state", "state_message", "updated", "next_attempt_at", "cluster_waits"}

@@ -88,15 +88,16 @@ def token_revoked(*, user: Any, token_key: str) -> None:
 # --- Admins' edits of teams, quotas, rules (claims.models.teams) and clusters ---
 
 AUDITED_MODULES = ("claims.models.teams",)
-AUDITED_MODELS = ("claims.TeamWebhook",)
+AUDITED_MODELS = ("claims.TeamWebhook", "claims.WorkloadProfile")
 # fmt: off
 CLUSTER_FIELDS = ["name", "kubeconfig_path", "kubeconfig_encrypted", "in_cluster", "context",
                   "simulated", "image_pull_secret"]
 # fmt: on
 SECRETS = ("secret", "kubeconfig_encrypted", "password", "token")
 # fmt: off
-KIND_WORDS = (("Member", Kind.TEAM_MEMBERSHIP), ("Quota", Kind.TEAM_QUOTA),
-              ("Rule", Kind.APPROVAL_RULE), ("Webhook", Kind.TEAM_WEBHOOK), ("Team", Kind.TEAM),
+KIND_WORDS = (("WorkloadProfile", Kind.WORKLOAD_PROFILE), ("Member", Kind.TEAM_MEMBERSHIP),
+              ("Quota", Kind.TEAM_QUOTA), ("Rule", Kind.APPROVAL_RULE),
+              ("Webhook", Kind.TEAM_WEBHOOK), ("Team", Kind.TEAM),
               ("Cluster", Kind.CLUSTER), ("User", Kind.USER))
 # fmt: on
 _BEFORE = "_audit_before"

@@ -26,6 +26,9 @@ CLAIM_IS = gettext_noop("The claim is %(state)s.")
 ALLOCATED = gettext_noop("Allocated %(devices)s on %(node)s.")
 RUNNING_ON = gettext_noop("Running on %(node)s.")
 CANCELLED_BY = gettext_noop("Cancelled by %(user)s.")
+STOPPED_BY = gettext_noop("Stopped by %(user)s.")
+WORKLOAD_FAILED = gettext_noop("The cluster refused it: %(reason)s")
+WORKLOAD_POD_FAILED = gettext_noop("Its Pod failed: %(reason)s")
 ORPHAN_DELETED = gettext_noop(
     "Deleted orphan %(kind)s %(where)s from the cluster: its request is gone."
 )
@@ -142,6 +145,9 @@ MESSAGES = (
     ALLOCATED,
     RUNNING_ON,
     CANCELLED_BY,
+    STOPPED_BY,
+    WORKLOAD_FAILED,
+    WORKLOAD_POD_FAILED,
     ORPHAN_DELETED,
     GAVE_UP_ON_LOGS,
     STILL_UNREADABLE,

@@ -18,10 +18,11 @@ from django.utils import timezone
 
 from claims.domain import audit
 from claims.live import changes
-from claims.models import ClaimExtension, ClaimRequest, NamespaceRequest, VerificationRun
+from claims.models import ClaimExtension, ClaimRequest, NamespaceRequest, VerificationRun, Workload
 
-Stateful = NamespaceRequest | ClaimRequest | VerificationRun
+Stateful = NamespaceRequest | ClaimRequest | VerificationRun | Workload
 NS, CS, RS = NamespaceRequest.State, ClaimRequest.State, VerificationRun.State
+WS = Workload.State
 ES = ClaimExtension.State
 
 
@@ -35,6 +36,8 @@ class Change:
 LIVE_CLAIMS = (CS.APPROVED, CS.APPLYING, CS.WAITING, CS.IN_USE)
 # A run that has not ended.
 OPEN_RUNS = (RS.QUEUED, RS.CREATING, RS.PENDING, RS.RUNNING)
+# A workload that has not ended.
+OPEN_WORKLOADS = (WS.PENDING, WS.APPLYING, WS.STARTED, WS.RUNNING)
 
 CHANGES: dict[type[models.Model], dict[str, Change]] = {
     NamespaceRequest: {
@@ -73,6 +76,16 @@ CHANGES: dict[type[models.Model], dict[str, Change]] = {
         # Ended by the portal: cancelled, its claim released or refused, no Pod to be had.
         "fail": Change(OPEN_RUNS, RS.FAILED),
         "claim_not_applied": Change((RS.QUEUED,), RS.FAILED),
+    },
+    Workload: {
+        "apply": Change((WS.PENDING,), WS.APPLYING),
+        "applied": Change((WS.APPLYING,), WS.STARTED),
+        "running": Change((WS.STARTED,), WS.RUNNING),
+        "succeeded": Change((WS.STARTED, WS.RUNNING), WS.SUCCEEDED),
+        # Refused by the cluster, or its Pod or Job failed.
+        "fail": Change(OPEN_WORKLOADS, WS.FAILED),
+        # Stopped by its owner, or with its claim (released, expired): nothing outlives it.
+        "stop": Change(OPEN_WORKLOADS, WS.STOPPED),
     },
     # A claim's extension is decided once (claims.domain.expiry); it lapses with its claim.
     ClaimExtension: {

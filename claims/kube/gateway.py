@@ -167,10 +167,15 @@ class ClusterGateway:
         name: str,
         *,
         uid: str | None = None,
+        propagation_policy: str = "",
     ) -> bool:
         """True when deleted (or already gone); with `uid`, only that very object is deleted:
-        False when the object there now is another one (precondition failed, 409)."""
-        body = {"preconditions": {"uid": uid}} if uid else None
+        False when the object there now is another one (precondition failed, 409).
+        `propagation_policy`: "Background" deletes a Job's Pods after it (a Job's default,
+        Orphan, would leave them running on the GPU)."""
+        body: Obj | None = {"preconditions": {"uid": uid}} if uid else None
+        if propagation_policy:
+            body = {**(body or {}), "propagationPolicy": propagation_policy}
 
         def attempt(version: str) -> bool:
             try:

@@ -8,6 +8,7 @@ INSTANCE = "gpu-portal.io/instance"
 NAMESPACE_REQUEST = "gpu-portal.io/namespace-request"
 CLAIM_REQUEST = "gpu-portal.io/claim-request"
 VERIFICATION_RUN = "gpu-portal.io/verification-run"
+WORKLOAD = "gpu-portal.io/workload"
 # Pod Security admission's, on the namespaces the portal creates (NAMESPACE_POD_SECURITY).
 POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 POD_SECURITY_WARN = "pod-security.kubernetes.io/warn"

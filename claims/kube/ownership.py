@@ -109,6 +109,7 @@ def delete_owned(
     *,
     uid: str = "",
     labels: dict[str, str],
+    propagation_policy: str = "",
 ) -> None:
     """Delete the object if it is the one we made; leave alone whatever else has its name.
 
@@ -121,4 +122,6 @@ def delete_owned(
         if existing is None or not owns(existing, labels):
             return
         uid = uid_of(existing)
-    gateway.delete(api_version, kind, namespace, name, uid=uid)
+    gateway.delete(
+        api_version, kind, namespace, name, uid=uid, propagation_policy=propagation_policy
+    )

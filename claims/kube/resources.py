@@ -16,10 +16,17 @@ KINDS = {
     "ServiceAccount": ("serviceaccounts", True),
     "RoleBinding": ("rolebindings", True),
     "ResourceQuota": ("resourcequotas", True),
+    "Job": ("jobs", True),
+    "Service": ("services", True),
+    "Ingress": ("ingresses", True),
 }
 RESOURCE_KINDS = ("ResourceClaim", "DeviceClass", "ResourceSlice")
 # The apiVersion of the kinds outside resource.k8s.io and the core group (v1).
-GROUP_VERSIONS = {"RoleBinding": "rbac.authorization.k8s.io/v1"}
+GROUP_VERSIONS = {
+    "RoleBinding": "rbac.authorization.k8s.io/v1",
+    "Job": "batch/v1",
+    "Ingress": "networking.k8s.io/v1",
+}
 
 Obj = dict[str, Any]
 

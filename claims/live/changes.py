@@ -24,7 +24,14 @@ from django.db import models, transaction
 from django.db.models import Subquery
 
 from claims.live import connections
-from claims.models import AuditEvent, ClaimRequest, NamespaceRequest, RunLog, VerificationRun
+from claims.models import (
+    AuditEvent,
+    ClaimRequest,
+    NamespaceRequest,
+    RunLog,
+    VerificationRun,
+    Workload,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +55,12 @@ def channel(kind: str, pk: Any) -> str:
 
 
 def channel_of(model: type[models.Model], pk: Any) -> str:
-    kinds = {VerificationRun: "run", ClaimRequest: "claim", NamespaceRequest: "namespace"}
+    kinds = {
+        VerificationRun: "run",
+        ClaimRequest: "claim",
+        NamespaceRequest: "namespace",
+        Workload: "workload",
+    }
     return channel(kinds[model], pk)
 
 
@@ -56,6 +68,8 @@ def channels_of(obj: models.Model) -> list[str]:
     """Where a change to obj is announced: itself, the pages that show it, its owner."""
     if isinstance(obj, VerificationRun):
         own = [channel("run", obj.pk), channel("claim", obj.claim_id)]
+    elif isinstance(obj, Workload):
+        own = [channel("workload", obj.pk), channel("claim", obj.claim_id)]
     elif isinstance(obj, ClaimRequest):
         own = [channel("claim", obj.pk), channel("namespace", obj.namespace_request_id)]
     elif isinstance(obj, NamespaceRequest):
@@ -86,7 +100,7 @@ def announce(obj: models.Model, *, state: str | None = None) -> None:
 def announce_deleted(sender: type, instance: models.Model, **kwargs: Any) -> None:
     """A post_delete receiver (ClaimsConfig.ready): a removed request or run is a change too
     (the admin deletes rows without a state change); no state: the waiter reads the row."""
-    if isinstance(instance, NamespaceRequest | ClaimRequest | VerificationRun):
+    if isinstance(instance, NamespaceRequest | ClaimRequest | VerificationRun | Workload):
         announce(instance, state="")
 
 
@@ -170,6 +184,7 @@ def claim_version(pk: int) -> int:
     return _newest(
         ClaimRequest.objects.filter(pk=pk).values_list("updated", flat=True),
         VerificationRun.objects.filter(claim_id=pk).values_list("updated", flat=True),
+        Workload.objects.filter(claim_id=pk).values_list("updated", flat=True),
         _events(AuditEvent.Kind.CLAIM_REQUEST, pk),
     )
 

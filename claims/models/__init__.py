@@ -21,12 +21,14 @@ from claims.models.expiry import ClaimExtension
 from claims.models.notifications import TeamWebhook, WebhookDelivery
 from claims.models.profile import Profile
 from claims.models.teams import ApprovalRule, Team, TeamMembership, TeamQuota
+from claims.models.workloads import Workload, WorkloadKind, WorkloadProfile
 
 # The audit trail's name for each kind of request row (AuditEvent.object_kind).
 AUDIT_KINDS: dict[type, str] = {
     NamespaceRequest: AuditEvent.Kind.NAMESPACE_REQUEST,
     ClaimRequest: AuditEvent.Kind.CLAIM_REQUEST,
     VerificationRun: AuditEvent.Kind.VERIFICATION_RUN,
+    Workload: AuditEvent.Kind.WORKLOAD,
 }
 
 __all__ = [
@@ -48,6 +50,9 @@ __all__ = [
     "TeamWebhook",
     "VerificationRun",
     "WebhookDelivery",
+    "Workload",
+    "WorkloadKind",
+    "WorkloadProfile",
     "list_indexes",
     "managed_labels",
     "managed_selector",

@@ -38,6 +38,8 @@ class AuditEvent(models.Model):
         TEAM_QUOTA = "team_quota", pgettext_lazy("audit", "team quota")
         APPROVAL_RULE = "approval_rule", pgettext_lazy("audit", "approval rule")
         TEAM_WEBHOOK = "team_webhook", pgettext_lazy("audit", "team webhook")
+        WORKLOAD = "workload", pgettext_lazy("audit", "workload")
+        WORKLOAD_PROFILE = "workload_profile", pgettext_lazy("audit", "workload profile")
 
     class Action(models.TextChoices):
         STATE_CHANGE = "state_change", pgettext_lazy("audit", "state change")

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import shlex
+from dataclasses import replace
+from datetime import datetime
+
 from django.conf import settings
+from django.utils import timezone
 
 from claims.kube import labels as label_keys
 from claims.kube import manifests
-from claims.models import ClaimRequest
+from claims.models import ClaimRequest, Workload, WorkloadKind
 
 
 def pod_security_labels() -> dict[str, str]:
@@ -39,3 +44,79 @@ def claim_manifest(claim: ClaimRequest, api_version: str) -> dict:
 def planned_claim_manifest(claim: ClaimRequest) -> dict:
     """The ResourceClaim as the portal applies it, in the version last discovered (for pages)."""
     return claim_manifest(claim, claim.cluster.preferred_resource_version or "v1")
+
+
+# --- Workloads (claims/domain/services/workloads.py starts them) ---
+
+# Shown in a preview where the token will be: the real one is made at the start.
+TOKEN_PLACEHOLDER = "<made when it starts; shown to you only>"
+
+
+def workload_deadline_seconds(workload: Workload, now: datetime | None = None) -> int | None:
+    """A job's or notebook's activeDeadlineSeconds: the profile's, and never past its claim's
+    end (at least one second: the API server refuses 0)."""
+    seconds = workload.active_deadline_seconds
+    expires_at = workload.claim.expires_at
+    if expires_at is not None:
+        left = int((expires_at - (now or timezone.now())).total_seconds())
+        seconds = max(1, left if seconds is None else min(seconds, left))
+    if seconds is None and workload.kind == WorkloadKind.JOB:
+        seconds = settings.WORKLOAD_MAX_SECONDS
+    return seconds
+
+
+def notebook_host(workload: Workload) -> str:
+    """The notebook's Ingress host from NOTEBOOK_HOST_PATTERN, "" without one."""
+    pattern = settings.NOTEBOOK_HOST_PATTERN
+    if not (pattern and settings.NOTEBOOK_INGRESS_CLASS):
+        return ""
+    return pattern.format(name=workload.name, namespace=workload.claim.namespace)
+
+
+def workload_spec(workload: Workload) -> manifests.WorkloadSpec:
+    claim = workload.claim
+    resources = workload.resources or {}
+    return manifests.WorkloadSpec(
+        namespace=claim.namespace,
+        name=workload.name,
+        claim_name=claim.name,
+        labels=workload.labels(),
+        image=workload.image,
+        command=shlex.split(workload.command),
+        args=shlex.split(workload.args),
+        env=dict(workload.env or {}),
+        requests=dict(resources.get("requests") or {}),
+        limits=dict(resources.get("limits") or {}),
+        ports=list(workload.ports or []),
+        image_pull_secret=claim.cluster.image_pull_secret,
+    )
+
+
+def workload_manifests(
+    workload: Workload,
+    *,
+    token: str = TOKEN_PLACEHOLDER,
+    now: datetime | None = None,
+    preview: bool = False,
+) -> list[dict]:
+    """What starting the workload applies, in order: its Job, or its notebook's Pod, Service
+    (and Ingress). `preview`: a workload not yet started, which has no id (nor a name) yet."""
+    spec = workload_spec(workload)
+    if preview:
+        spec = replace(spec, labels={**spec.labels, label_keys.WORKLOAD: ""})
+    deadline = workload_deadline_seconds(workload, now)
+    if workload.kind == WorkloadKind.JOB:
+        job = manifests.job_manifest(
+            spec,
+            backoff_limit=workload.backoff_limit,
+            active_deadline_seconds=deadline or settings.WORKLOAD_MAX_SECONDS,
+            ttl_seconds_after_finished=settings.WORKLOAD_JOB_TTL_SECONDS,
+        )
+        return [job]
+    return manifests.notebook_manifests(
+        spec,
+        token=token,
+        active_deadline_seconds=deadline,
+        host=notebook_host(workload),
+        ingress_class=settings.NOTEBOOK_INGRESS_CLASS,
+    )

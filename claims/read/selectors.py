@@ -23,6 +23,8 @@ from claims.models import (
     RunLog,
     Team,
     VerificationRun,
+    Workload,
+    WorkloadProfile,
 )
 from claims.models.teams import approved_team_ids, first_team_members
 
@@ -209,6 +211,28 @@ def verification_run_log_get(*, user: Any, pk: int, container: str) -> tuple[Any
     return run, RunLog(run=run, container=container, text=text, truncated=truncated)
 
 
+def _workloads() -> QuerySet[Workload]:
+    claim = _without("claim", fields=CLAIM_JSON)
+    cluster = _without("claim__namespace_request__cluster", fields=CLUSTER_JSON)
+    rows = Workload.objects.select_related("claim__namespace_request__cluster", "owner")
+    return rows.defer(*claim, *cluster)
+
+
+def workload_list(*, user: Any) -> QuerySet[Workload]:
+    """Workloads: every one for staff approvers, else one's own (as runs)."""
+    return _runs_visible(_workloads(), user)
+
+
+def workload_get(*, user: Any, pk: int) -> Workload:
+    return _get_visible(_workloads(), pk, user, team_approvers_see=False)
+
+
+def workload_profile_list(*, user: Any) -> QuerySet[WorkloadProfile]:
+    """The profiles offered; staff see the ones no longer offered too."""
+    profiles = WorkloadProfile.objects.all()
+    return profiles if user.is_staff else profiles.filter(active=True)
+
+
 def namespace_request_get(*, user: Any, pk: int) -> NamespaceRequest:
     return _get_visible(_namespace_requests(), pk, user, team_approvers_see=True)
 
@@ -320,7 +344,9 @@ def dashboard_fingerprint(*, user: Any) -> str:
     return dashboard_glance(user=user).fingerprint
 
 
-def events_for(obj: NamespaceRequest | ClaimRequest | VerificationRun) -> QuerySet[AuditEvent]:
+def events_for(
+    obj: NamespaceRequest | ClaimRequest | VerificationRun | Workload,
+) -> QuerySet[AuditEvent]:
     return AuditEvent.objects.filter(
         object_kind=AUDIT_KINDS[type(obj)], object_id=obj.pk
     ).select_related("actor")

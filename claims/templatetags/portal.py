@@ -34,6 +34,7 @@ BADGE_TONES = {
     "waiting": "ok",
     "creating": "info",
     "running": "info",
+    "started": "info",
     "rejected": "bad",
     "failed": "bad",
 }
@@ -54,6 +55,8 @@ BADGE_LABELS = {
     "rejected": pgettext_lazy("state", "rejected"),
     "released": pgettext_lazy("state", "released"),
     "running": pgettext_lazy("state", "running"),
+    "started": pgettext_lazy("state", "started"),
+    "stopped": pgettext_lazy("state", "stopped"),
     "succeeded": pgettext_lazy("state", "succeeded"),
     "waiting": pgettext_lazy("state", "ready · not in use"),
 }

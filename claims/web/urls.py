@@ -4,7 +4,17 @@ from django.urls import path
 
 from claims.web import views
 from claims.web.views import audit as audit_views
-from claims.web.views import cluster_admin, confirm, extensions, language, profile, teams, tokens
+from claims.web.views import (
+    cluster_admin,
+    confirm,
+    extensions,
+    language,
+    profile,
+    teams,
+    tokens,
+    workload_profiles,
+    workloads,
+)
 
 NS = {"kind": "namespace"}
 CLAIM = {"kind": "claim"}
@@ -24,6 +34,26 @@ urlpatterns = [
     path("claims/<int:pk>/release/", views.claim_release, name="claim-release"),
     path("claims/<int:pk>/retry/", views.claim_retry, name="claim-retry"),
     path("claims/<int:pk>/verify/", views.claim_verify, name="claim-verify"),
+    path("claims/<int:pk>/workloads/new/", workloads.workload_start, name="workload-start"),
+    path(
+        "claims/<int:pk>/workloads/preview/",
+        workloads.workload_preview,
+        name="workload-preview",
+    ),
+    path("workloads/<int:pk>/", workloads.workload_detail, name="workload"),
+    path("workloads/<int:pk>/stop/", workloads.workload_stop, name="workload-stop"),
+    path("workload-profiles/", workload_profiles.profile_list, name="workload-profiles"),
+    path("workload-profiles/new/", workload_profiles.profile_edit, name="workload-profile-new"),
+    path(
+        "workload-profiles/<int:pk>/",
+        workload_profiles.profile_edit,
+        name="workload-profile",
+    ),
+    path(
+        "workload-profiles/<int:pk>/remove/",
+        workload_profiles.profile_remove,
+        name="workload-profile-remove",
+    ),
     path("claims/<int:pk>/extend/", extensions.extension_request, name="claim-extend"),
     path("extensions/<int:pk>/approve/", extensions.extension_approve, name="extension-approve"),
     path("extensions/<int:pk>/reject/", extensions.extension_reject, name="extension-reject"),

@@ -32,6 +32,7 @@ from claims.models import (
 from claims.policy import quota
 from claims.read import planned
 from claims.read.planned import claim_manifest
+from claims.worker import workload_steps
 
 NS = NamespaceRequest.State
 CS = ClaimRequest.State
@@ -207,6 +208,8 @@ def delete_claim(claim: ClaimRequest) -> None:
     if claim.state != CS.RELEASED or claim.cleaned_up_at:
         return
     gateway = gateway_for(claim.cluster)
+    # Its workloads first: their Pods use the claim, which is not freed while they run.
+    workload_steps.delete_claim_workloads(claim, gateway)
     # One list of the claim's Pods, not a delete per run it ever had (most Pods are long gone).
     selector = f"{managed_selector()},{label_keys.CLAIM_REQUEST}={claim.pk}"
     present = {pod.name for pod in gateway.list_pods(selector)}

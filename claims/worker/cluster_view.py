@@ -164,6 +164,8 @@ class CachedView:
             informer: Informer[Any] = self._pods if kind == "Pod" else self._claims
             items, at = informer.snapshot()
             return None if at is None else [_as_metadata(state) for state in items]
+        if kind not in self._checked:
+            return None  # not watched by the loop: a one-off look (LiveView) lists it
         items, at = self._checked[kind].snapshot()
         return None if at is None else items
 

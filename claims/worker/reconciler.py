@@ -35,6 +35,7 @@ from claims.models import (
     Cluster,
     NamespaceRequest,
     VerificationRun,
+    Workload,
 )
 from claims.read import planned
 from claims.worker.cluster_view import ClusterView, LiveView
@@ -46,6 +47,7 @@ Obj = dict[str, Any]
 NS = NamespaceRequest.State
 CS = ClaimRequest.State
 RS = VerificationRun.State
+WS = Workload.State
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
@@ -71,6 +73,15 @@ def _pending_work() -> list[tuple[str, QuerySet[Any]]]:
         (
             "claims.worker.tasks.start_verification_run",
             VerificationRun.objects.filter(state__in=(RS.QUEUED, RS.CREATING)),
+        ),
+        (
+            "claims.worker.tasks.start_workload",
+            Workload.objects.filter(state__in=(WS.PENDING, WS.APPLYING)),
+        ),
+        (
+            # Stopped (by its owner, or with its claim) and its objects not yet deleted.
+            "claims.worker.tasks.delete_workload",
+            Workload.objects.filter(state=WS.STOPPED, cleaned_up_at__isnull=True),
         ),
     ]
 
@@ -205,8 +216,12 @@ REQUEST_LABELS: dict[str, type[Any]] = {
     label_keys.NAMESPACE_REQUEST: NamespaceRequest,
     label_keys.CLAIM_REQUEST: ClaimRequest,
     label_keys.VERIFICATION_RUN: VerificationRun,
+    label_keys.WORKLOAD: Workload,
 }
 SWEPT_KINDS = (
+    ("batch/v1", "Job"),
+    ("networking.k8s.io/v1", "Ingress"),
+    ("v1", "Service"),
     ("v1", "Pod"),
     ("resource.k8s.io/v1", "ResourceClaim"),
     ("v1", "ResourceQuota"),

@@ -37,7 +37,7 @@ from claims.models import (
     outside_selector,
 )
 from claims.read import inventory, planned
-from claims.worker import lease, run_pods
+from claims.worker import lease, run_pods, workload_steps
 from claims.worker.cluster_view import ClusterView, Listed, LiveView
 from claims.worker.run_pods import GONE_GRACE, Allocations, Pods
 
@@ -82,9 +82,11 @@ def _sync_cycle(
     if view.reads_inventory and _inventory_is_stale(cluster):
         _attempt(problems, "inventory", lambda: refresh_inventory(cluster, gateway))
     runs, awaiting = run_pods.followed_runs(cluster)
+    workloads = workload_steps.followed_workloads(cluster)
     # Pods first, claims right after: a Pod seen bound still holds its allocation then,
     # so the devices of a run are recorded in the first cycle that sees its Pod scheduled.
-    pods = _attempt(problems, "Pods", view.pods) if runs or awaiting else Listed([], timezone.now())
+    wanted = runs or awaiting or workloads
+    pods = _attempt(problems, "Pods", view.pods) if wanted else Listed([], timezone.now())
     allocations = _attempt(problems, "ResourceClaims", lambda: _sync_claims(cluster, gateway, view))
     if pods is not None:
         by_name = {(pod.namespace, pod.name): pod for pod in pods.items}
@@ -94,6 +96,7 @@ def _sync_cycle(
             runs, by_name, pods.at, gateway, allocations or {}, streamed
         )
         problems += run_pods.retry_logs(awaiting, by_name, gateway)
+        problems += workload_steps.follow_workloads(workloads, pods.items)
     record_outcome(cluster, problems, record_every)
     # Logs still to read keep the passes coming too (their back-off decides when to ask).
     awaited = [run for run in awaiting + runs if run.log_retry_until]  # as they are now

@@ -25,9 +25,10 @@ from claims.models import (
     NamespaceRequest,
     VerificationRun,
     WebhookDelivery,
+    Workload,
 )
 from claims.notify import notifications, webhooks
-from claims.worker import cluster_steps, reconciler
+from claims.worker import cluster_steps, reconciler, workload_steps
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +138,29 @@ def delete_run_pod(self: Task, run_id: int) -> None:
     if run is not None:
         # Giving up leaves the Pod to end by itself (restartPolicy Never).
         _step(self, run, lambda: cluster_steps.delete_run_pod(run))
+
+
+def _workload(workload_id: int) -> Workload | None:
+    related = Workload.objects.select_related("claim__namespace_request__cluster")
+    return related.filter(pk=workload_id).first()
+
+
+@shared_task(bind=True, max_retries=None)
+def start_workload(self: Task, workload_id: int, resume: bool = False) -> None:
+    """resume: carry on applying what an earlier attempt began."""
+    workload = _workload(workload_id)
+    if workload is None:
+        return
+    resume = resume or self.request.retries > 0
+    _step(self, workload, lambda: workload_steps.start_workload(workload, resume=resume))
+
+
+@shared_task(bind=True, max_retries=None)
+def delete_workload(self: Task, workload_id: int) -> None:
+    workload = _workload(workload_id)
+    if workload is not None:
+        # Giving up leaves it to the reconciler (cleaned_up_at stays empty).
+        _step(self, workload, lambda: workload_steps.delete_workload(workload))
 
 
 @shared_task

@@ -26,9 +26,11 @@ from schemathesis.checks import (
 )
 from schemathesis.core.result import Ok
 
+from claims.domain import services
 from claims.models import ClaimRequest, Cluster, Team, VerificationRun
 from portal.wsgi import application
 from tests.api.conftest import started_run
+from tests.fixtures.workloads import BATCH, seeded_profile
 
 schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", application)
 schema.config.generation.update(max_examples=10, deterministic=True, database="none")
@@ -127,6 +129,10 @@ def real_ids(run: VerificationRun) -> dict[str, int]:
         "claims": claim.pk,
         "runs": run.pk,
         "teams": Team.objects.get(members=claim.owner).pk,
+        "workload-profiles": seeded_profile(BATCH).pk,
+        "workloads": services.workload_start(
+            user=claim.owner, claim_request=claim, profile=seeded_profile(BATCH)
+        ).pk,
     }
 
 

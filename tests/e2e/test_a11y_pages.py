@@ -1,6 +1,7 @@
 """axe-core on the pages tests/e2e/test_ui_pages.py does not reach: the run-cancel and
 token-revoke confirmations, the audit trail (as an approver), the teams page, the profile
-(notifications, in English and after switching the language) and the API docs.
+(notifications, in English and after switching the language), the API docs, and starting a
+workload (its form with the live preview, its page, the profiles page).
 
 No serious or critical violation may be found; see tests/e2e/a11y.py.
 """
@@ -21,6 +22,7 @@ from playwright.sync_api import Page, expect
 from claims.domain import run_observations, services
 from claims.models import (
     ApprovalRule,
+    ClaimRequest,
     Cluster,
     Team,
     TeamMembership,
@@ -31,6 +33,7 @@ from tests.e2e.a11y import FAILING_IMPACTS, assert_accessible, describe
 from tests.e2e.conftest import log_in
 from tests.e2e.test_ui_pages import active_namespace, passed_run, ready_claim
 from tests.fixtures.portal import PASSWORD
+from tests.fixtures.workloads import BATCH, JUPYTER, seeded_profile
 
 pytestmark = pytest.mark.e2e
 _AXE = Axe()
@@ -138,3 +141,29 @@ def assert_portals_part_accessible(page: Page) -> None:
     results = _AXE.run(page, context={"exclude": [["#swagger-ui"]]}, options=options)
     found = [v for v in results.response["violations"] if v["impact"] in FAILING_IMPACTS]
     assert not found, f"accessibility violations on {page.url}:\n" + describe(found)
+
+
+def test_the_workload_pages_have_no_serious_violations(
+    live_server: Any, signed_in: Any, pages: dict[str, Any]
+) -> None:
+    """Starting a batch job from the claim page: the live preview (a command that does not
+    parse is said there), the workload's page, and the profiles page."""
+    seeded_profile(BATCH)
+    seeded_profile(JUPYTER)
+    claim = ClaimRequest.objects.get(name="train-gpu")
+    base = live_server.url
+    page = signed_in("alice")
+    page.goto(base + reverse("claim", args=[claim.pk]))
+    page.locator("#start-workload").click()
+    expect(page.locator("#manifest-yaml")).to_contain_text("kind: Job")
+    page.locator("#id_command").fill("python -c 'oops")
+    expect(page.locator("#manifest-preview")).to_contain_text("does not parse as shell words")
+    assert_accessible(page)
+    page.locator("#id_command").fill("python train.py")
+    expect(page.locator("#manifest-yaml")).to_contain_text("- train.py")
+    page.get_by_role("button", name="Start", exact=True).click()
+    expect(page.locator("#workload-status")).to_be_visible()
+    assert_accessible(page)
+    page.goto(base + reverse("workload-profiles"))
+    expect(page.locator("#workload-profiles")).to_contain_text(JUPYTER)
+    assert_accessible(page)

@@ -33,8 +33,11 @@ from claims.models import (
     TeamMembership,
     TeamQuota,
     VerificationRun,
+    Workload,
+    WorkloadProfile,
 )
 from tests.fixtures.portal import make_user, register_cluster
+from tests.fixtures.workloads import BATCH, seeded_profile
 from tests.reliability.conftest import figure
 
 # The owner goes last: her POSTs release and delete her own things.
@@ -110,6 +113,12 @@ EXPECTED: dict[str, dict[str, str]] = {
     "api-run": API_OWNED,
     "api-run-log": {"GET": "LNAAA", "POST": "LXXXX", "DELETE": "LXXXX"},
     "api-events": API_READ,
+    "api-workload-profiles": {"GET": "LAAAA", "POST": "LFFAF", "DELETE": "LXXXX"},
+    # Staff's DELETE removes it for real: the owner, probed after, finds it gone.
+    "api-workload-profile": {"GET": "LAAAN", "POST": "LXXXX", "DELETE": "LFFAF"},
+    "api-workloads": API_LIST_CREATE,
+    "api-workload": {"GET": "LNAAA", "POST": "LXXXX", "DELETE": "LXXXX"},
+    "api-workload-stop": API_OWNED_ACTION,
     "api/^v1/": {"GET": "NNNNN", "POST": "NNNNN", "DELETE": "NNNNN"},
     "api-schema": PUBLIC_READ,
     "api-docs": PUBLIC_READ,
@@ -130,6 +139,14 @@ EXPECTED: dict[str, dict[str, str]] = {
     "claim-retry": OWNED_ACTION,
     "claim-verify": OWNED_ACTION,
     "run": OWNED_PAGE,
+    "workload-start": OWNED_PAGE,
+    "workload-preview": OWNED_ACTION,
+    "workload": OWNED_PAGE,
+    "workload-stop": CONFIRMED_ACTION,
+    "workload-profiles": PAGE,
+    "workload-profile-new": STAFF_PAGE,
+    "workload-profile": STAFF_PAGE,
+    "workload-profile-remove": {"GET": "LXXXX", "POST": "LFFAF"},
     "run-cancel": CONFIRMED_ACTION,
     "approvals": APPROVER_PAGE,
     "namespace-approve": APPROVER_ACTION,
@@ -174,6 +191,7 @@ ADMIN_EXCEPTIONS = {
     "admin:claims_namespacerequest_add": {"GET": "LLLFL"},
     "admin:claims_claimrequest_add": {"GET": "LLLFL"},
     "admin:claims_verificationrun_add": {"GET": "LLLFL"},
+    "admin:claims_workload_add": {"GET": "LLLFL"},
     "admin:axes_accessfailurelog_add": {"GET": "LLLFL"},
 }
 SPECIAL_PATHS = {
@@ -230,6 +248,14 @@ class World:
         self.claim = self.submit_claim(f"c-{SECRET}")
         applied = self.applied_claim(f"a-{SECRET}")
         self.run = services.verification_run_start(user=owner, claim_request=applied)
+        self.workload = services.workload_start(
+            user=owner, claim_request=applied, profile=seeded_profile(BATCH)
+        )
+        # One profile per route that may delete one: a removal does not hide another's.
+        self.profiles = {
+            route: WorkloadProfile.objects.create(name=f"matrix {route}", kind="job", image="x")
+            for route in ("api", "page", "remove")
+        }
         self.extension = expiry.extension_request(
             user=owner, claim_request=applied, hours=1, reason=SECRET
         )
@@ -268,6 +294,8 @@ class World:
             *NamespaceRequest.objects.values_list("pk", "state", "updated"),
             *ClaimRequest.objects.values_list("pk", "state", "updated"),
             *VerificationRun.objects.values_list("pk", "state", "updated"),
+            *Workload.objects.values_list("pk", "state", "updated"),
+            *WorkloadProfile.objects.values_list("pk", "updated"),
         ]
         tokens = AuthToken.objects.filter(user=self.users["owner"]).values_list("token_key")
         # The probers' own sign-ins and outs (and failed ones) are recorded: nothing of hers.
@@ -313,6 +341,10 @@ class World:
 
     def pk_for(self, route: str) -> int:
         for marker, pk in (
+            ("api/v1/workload-profiles/", self.profiles["api"].pk),
+            ("workload-profiles/<int:pk>/remove/", self.profiles["remove"].pk),
+            ("workload-profiles/", self.profiles["page"].pk),
+            ("workloads/<int:pk>/", self.workload.pk),
             ("api/v1/teams/", self.team.pk),
             ("approval-rules/", self.rule.pk),
             ("clusters/<int:pk>/claims/", self.cluster.pk),

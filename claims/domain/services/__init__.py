@@ -7,7 +7,7 @@ conflict); a forbidden action raises PermissionDenied. State changes the cluster
 (through the Celery tasks) live in claims.domain.observations and
 claims.domain.run_observations.
 
-One module per model: namespaces, claims, runs; the steps they share are in steps.
+One module per model: namespaces, claims, runs, workloads; the steps they share are in steps.
 """
 
 from claims.domain.services.claims import (
@@ -26,8 +26,19 @@ from claims.domain.services.namespaces import (
     namespace_request_submit,
 )
 from claims.domain.services.runs import verification_run_cancel, verification_run_start
+from claims.domain.services.workloads import (
+    NotebookAccess,
+    notebook_access,
+    workload_access_token,
+    workload_profile_delete,
+    workload_profile_problems,
+    workload_profile_save,
+    workload_start,
+    workload_stop,
+)
 
 __all__ = [
+    "NotebookAccess",
     "claim_request_approve",
     "claim_request_expire",
     "claim_request_reject",
@@ -39,6 +50,13 @@ __all__ = [
     "namespace_request_reject",
     "namespace_request_retry",
     "namespace_request_submit",
+    "notebook_access",
     "verification_run_cancel",
     "verification_run_start",
+    "workload_access_token",
+    "workload_profile_delete",
+    "workload_profile_problems",
+    "workload_profile_save",
+    "workload_start",
+    "workload_stop",
 ]

@@ -17,7 +17,7 @@ from django.utils.translation import gettext_noop
 
 from claims.domain import observations
 from claims.domain.transitions import change, created, enqueue
-from claims.models import ClaimRequest, NamespaceRequest, VerificationRun
+from claims.models import ClaimRequest, NamespaceRequest, VerificationRun, Workload
 from claims.read.selectors import user_is_approver
 
 User = AbstractBaseUser | AnonymousUser
@@ -72,10 +72,23 @@ def _release(claim: ClaimRequest, user: User, message: str, *, enqueue_cleanup: 
             message=gettext_noop("The claim was released."),
             finished_at=timezone.now(),
         )
+    # Nothing the portal started outlives its claim: its workloads stop with it, and the
+    # claim's cleanup deletes their objects before the ResourceClaim.
+    stop_claim_workloads(claim, actor=user, message=gettext_noop("The claim was released."))
     if not was_applied:
         observations.claim_cleaned_up(claim_request=claim)
     elif enqueue_cleanup:
         enqueue("claims.worker.tasks.delete_claim", claim.pk)
+
+
+def stop_claim_workloads(claim: ClaimRequest, *, actor: Any, message: str) -> list[Workload]:
+    """The claim is going: its workloads still going end stopped (in the caller's
+    transaction); the claim's cleanup deletes their objects before the ResourceClaim."""
+    stopped = []
+    for workload in claim.workloads.exclude(state__in=Workload.FINAL_STATES):
+        if change(workload, "stop", actor=actor, message=message, finished_at=timezone.now()):
+            stopped.append(workload)
+    return stopped
 
 
 def _decide(

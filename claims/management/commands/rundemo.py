@@ -233,6 +233,11 @@ class Command(BaseCommand):
                 settings.CELERY_TASK_DEFAULT_QUEUE,
             ],
         )
+        # The schedule file holds only when each periodic task last ran. A demo killed while
+        # beat wrote it leaves one beat resets with a WARNING ("DB Reset"): start afresh.
+        schedule = Path(settings.CELERY_BEAT_SCHEDULE_FILENAME)
+        for stale in schedule.parent.glob(schedule.name + "*"):
+            stale.unlink(missing_ok=True)
         children.start("beat", [*celery, "beat", "-l", "warning"])
         # One loop per cluster: it alone keeps the database current with the cluster.
         children.start("follower", [PYTHON, "manage.py", "follow_clusters"])

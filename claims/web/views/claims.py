@@ -17,6 +17,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from claims.domain import services
+from claims.domain.services import workloads as workload_services
 from claims.kube import manifests
 from claims.live import changes
 from claims.models import AuditEvent, ClaimRequest, RunLog, VerificationRun
@@ -34,7 +35,9 @@ CS = ClaimRequest.State
 
 
 CLAIM_PAGE = live.LivePage(
-    "claims/claim_detail.html", "claim", parts=("status", "allocation", "runs", "timeline")
+    "claims/claim_detail.html",
+    "claim",
+    parts=("status", "allocation", "runs", "workloads", "timeline"),
 )
 RUN_PAGE = live.LivePage("claims/run_detail.html", "run", parts=("actions", "result"))
 
@@ -64,6 +67,8 @@ def _claim_context(request: HtmxHttpRequest, pk: int) -> dict[str, Any]:
         "events": selectors.events_for(claim),
         "live_final": final,
         "can_verify": claim.state in (CS.WAITING, CS.IN_USE) and not run_going,
+        "workloads": list(claim.workloads.all()),
+        "can_start_workload": workload_services.claim_problem(claim) is None,
         "can_release": not final,
         "can_retry": claim.state == CS.FAILED,
     }

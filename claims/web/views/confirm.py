@@ -16,7 +16,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 from knox.models import AuthToken
 
-from claims.models import ClaimRequest, NamespaceRequest, VerificationRun
+from claims.models import ClaimRequest, NamespaceRequest, VerificationRun, Workload
 from claims.read import selectors
 from claims.web.views import requests, tokens
 from claims.web.views.common import HtmxHttpRequest, login_required
@@ -43,7 +43,13 @@ def confirm_namespace_delete(request: HtmxHttpRequest, ns: NamespaceRequest) -> 
 def confirm_claim_release(request: HtmxHttpRequest, claim: ClaimRequest) -> HttpResponse:
     runs = claim.runs.exclude(state__in=VerificationRun.FINAL_STATES).order_by("created")
     unread = selectors.runs_with_unread_logs(claim)
-    context = {"claim": claim, "runs": list(runs), "unread_runs": unread}
+    workloads = claim.workloads.exclude(state__in=Workload.FINAL_STATES).order_by("created")
+    context = {
+        "claim": claim,
+        "runs": list(runs),
+        "unread_runs": unread,
+        "workloads": list(workloads),
+    }
     return render(request, "claims/confirm_claim_release.html", context)
 
 

@@ -28,13 +28,15 @@ from claims.models import (
     TeamMembership,
     TeamQuota,
     VerificationRun,
+    Workload,
 )
-from claims.worker import cluster_steps, reconciler, sync
+from claims.worker import cluster_steps, reconciler, sync, workload_steps
 from claims.worker.cluster_loop import ClusterLoop
 from kubesim.auth.audit import Decision
 from kubesim.auth.authentication import UserInfo
 from kubesim.auth.rbac import Attributes, rule_allows
 from tests.fixtures.kubesim import raw_request, wait_until
+from tests.fixtures.workloads import BATCH, JUPYTER, seeded_profile
 
 ROLE = Path(__file__).resolve().parents[3] / "deploy" / "base" / "clusterrole.yaml"
 PORTAL = "system:serviceaccount:gpu-portal-system:gpu-portal"
@@ -89,7 +91,7 @@ def settled(step: Any) -> bool:
 
 
 def run_the_whole_flow(alice: User, cluster: Cluster, handle: kubesim.Handle) -> None:
-    """A namespace, its quota, a claim, access, a kubeconfig, a run; then deleted."""
+    """A namespace, its quota, a claim, access, a kubeconfig, a run, workloads; then deleted."""
     assert all(check.ok for check in gateways.gateway_for(cluster).preflight())
     team_quota = with_a_team_quota(alice, cluster)
     ns = services.namespace_request_submit(user=alice, cluster=cluster, name="alice-rbac")
@@ -111,6 +113,7 @@ def run_the_whole_flow(alice: User, cluster: Cluster, handle: kubesim.Handle) ->
     a_pending_run_explained(alice, claim, cluster, handle)
 
     every_step_again_after_a_crash(alice, ns, claim)
+    workloads_started_and_stopped(alice, claim)
     drift_repaired(ns, claim, cluster, handle)
     team_quota.delete()
     cluster_steps.apply_namespace_quota(NamespaceRequest.objects.get(pk=ns.pk))  # removed
@@ -183,6 +186,32 @@ def every_step_again_after_a_crash(alice: User, ns: NamespaceRequest, claim: Cla
     cluster_steps.start_run(VerificationRun.objects.get(pk=run.pk), resume=True)  # its retry
     run = services.verification_run_cancel(user=alice, run=VerificationRun.objects.get(pk=run.pk))
     cluster_steps.delete_run_pod(run)
+
+
+def workloads_started_and_stopped(alice: User, claim: ClaimRequest) -> None:
+    """A notebook (Pod, Service, Ingress) and a batch Job, each started, started again by the
+    retry of a worker that died after creating them (they are adopted), and stopped; one more
+    Job is left for the claim's release to remove."""
+    names = (JUPYTER, BATCH)
+    for name in names:
+        workload = services.workload_start(
+            user=alice,
+            claim_request=ClaimRequest.objects.get(pk=claim.pk),
+            profile=seeded_profile(name),
+        )
+        workload_steps.start_workload(Workload.objects.get(pk=workload.pk))
+        Workload.objects.filter(pk=workload.pk).update(state=Workload.State.APPLYING)
+        workload_steps.start_workload(Workload.objects.get(pk=workload.pk), resume=True)
+        assert Workload.objects.get(pk=workload.pk).state == "started"
+        stopped = services.workload_stop(user=alice, workload=Workload.objects.get(pk=workload.pk))
+        workload_steps.delete_workload(stopped)
+        assert Workload.objects.get(pk=workload.pk).cleaned_up_at
+    left = services.workload_start(
+        user=alice,
+        claim_request=ClaimRequest.objects.get(pk=claim.pk),
+        profile=seeded_profile(BATCH),
+    )
+    workload_steps.start_workload(Workload.objects.get(pk=left.pk))
 
 
 def drift_repaired(
@@ -286,9 +315,11 @@ def refused(decisions: list[Decision]) -> list[str]:
 
 
 def test_the_role_grants_exactly_what_the_whole_flow_and_the_follower_use(
-    alice: User, least_privileged_cluster: tuple[Cluster, Any], caplog: Any
+    alice: User, least_privileged_cluster: tuple[Cluster, Any], caplog: Any, settings: Any
 ) -> None:
     cluster, handle = least_privileged_cluster
+    settings.NOTEBOOK_HOST_PATTERN = "{name}.{namespace}.nb.example.org"
+    settings.NOTEBOOK_INGRESS_CLASS = "nginx"
     run_the_whole_flow(alice, cluster, handle)
     open_the_followers_watches(cluster)
     decisions = handle.api.authorizer.decisions.of(PORTAL)

@@ -13,9 +13,16 @@ from django.utils import timezone
 import kubesim
 from claims.domain import services
 from claims.domain.transitions import transition
-from claims.models import ClaimRequest, Cluster, NamespaceRequest, VerificationRun
+from claims.models import (
+    ClaimRequest,
+    Cluster,
+    NamespaceRequest,
+    VerificationRun,
+    Workload,
+)
 from claims.worker import reconciler
 from tests.fixtures.portal import allocation_in, state_of, wait_until
+from tests.fixtures.workloads import BATCH, seeded_profile
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -102,3 +109,31 @@ def test_the_loop_deletes_the_pod_of_a_cancelled_run_whose_message_was_lost(
     wait_until(lambda: allocation_in(slow_kubesim, claim) is None)
     wait_until(lambda: state_of(claim) == "waiting")
     assert claim.allocation is None
+
+
+def test_it_starts_and_stops_workloads_whose_messages_were_lost(
+    alice: User, cluster: Cluster, celery_worker_process: Any, kubesim_cluster: Any
+) -> None:
+    """The row first, the task after: a worker or Redis that fails in between leaves a
+    pending workload (or a stopped one with its Job still there) for the reconciler."""
+    claim = lost_approval(alice, cluster)
+    reconciler.reconcile()
+    wait_until(lambda: state_of(claim) == "waiting")
+    batch = seeded_profile(BATCH)
+    workload = Workload.objects.create(
+        claim=claim, owner=alice, profile=batch, profile_name=batch.name, kind="job",
+        image=batch.image, command=batch.command, name=f"train-job-{uuid.uuid4().hex[:6]}",
+        updated=timezone.now() - timedelta(hours=1),
+    )  # fmt: skip
+    assert reconciler.reconcile() == 1
+    wait_until(lambda: state_of(workload) == "started")
+    jobs = f"/apis/batch/v1/namespaces/{claim.namespace}/jobs"
+    assert [j["metadata"]["name"] for j in kubesim_cluster.admin("GET", jobs)["items"]] == [
+        workload.name
+    ]
+    transition(workload, to="stopped", allowed=("started",), message="Stopped.")
+    Workload.objects.filter(pk=workload.pk).update(updated=timezone.now() - timedelta(hours=1))
+    assert reconciler.reconcile() == 1
+    wait_until(lambda: Workload.objects.get(pk=workload.pk).cleaned_up_at is not None)
+    live = kubesim_cluster.admin("GET", jobs)["items"]
+    assert all(j["metadata"].get("deletionTimestamp") for j in live)

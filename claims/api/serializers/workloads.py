@@ -1,0 +1,97 @@
+"""What the API shows of workload profiles and of the workloads started from them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
+from rest_framework import serializers
+
+from claims.api import examples
+from claims.api.serializers.common import _example
+from claims.domain import services
+from claims.models import Workload, WorkloadProfile
+
+
+@extend_schema_serializer(examples=_example("The seeded batch job", examples.WORKLOAD_PROFILE))
+class WorkloadProfileOutput(serializers.ModelSerializer):
+    class Meta:
+        model = WorkloadProfile
+        fields = [
+            "id",
+            "name",
+            "kind",
+            "description",
+            "image",
+            "command",
+            "args",
+            "env",
+            "cpu_request",
+            "cpu_limit",
+            "memory_request",
+            "memory_limit",
+            "ports",
+            "allow_any_image",
+            "allowed_images",
+            "active_deadline_seconds",
+            "backoff_limit",
+            "active",
+            "created",
+            "updated",
+        ]
+
+
+class NotebookAccessOutput(serializers.Serializer):
+    port_forward = serializers.CharField(
+        help_text="Run this with the namespace's kubeconfig (Namespace page, or "
+        "/api/v1/namespace-requests/{id}/kubeconfig/), then open local_url."
+    )
+    local_url = serializers.CharField()
+    url = serializers.CharField(help_text='Its Ingress\'s address; "" where there is none.')
+    token = serializers.CharField(help_text='The notebook\'s token: its owner only ("" else).')
+
+
+@extend_schema_serializer(examples=_example("A training job", examples.WORKLOAD))
+class WorkloadOutput(serializers.ModelSerializer):
+    claim_name = serializers.CharField(source="claim.name")
+    namespace = serializers.CharField(source="claim.namespace_request.name")
+    cluster_name = serializers.CharField(source="claim.namespace_request.cluster.name")
+    owner = serializers.CharField(source="owner.username")
+    profile = serializers.IntegerField(source="profile_id", allow_null=True)
+    access = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Workload
+        fields = [
+            "id",
+            "claim",
+            "claim_name",
+            "namespace",
+            "cluster_name",
+            "profile",
+            "profile_name",
+            "kind",
+            "name",
+            "image",
+            "command",
+            "args",
+            "env",
+            "resources",
+            "ports",
+            "state",
+            "state_message",
+            "owner",
+            "node",
+            "started_at",
+            "finished_at",
+            "access",
+            "created",
+            "updated",
+        ]
+
+    @extend_schema_field(NotebookAccessOutput(allow_null=True))
+    def get_access(self, workload: Workload) -> dict[str, Any] | None:
+        """A notebook's way in (null for a batch job)."""
+        user = self.context.get("user")
+        found = services.notebook_access(user=user, workload=workload) if user else None
+        return NotebookAccessOutput(found).data if found else None
