@@ -38,11 +38,15 @@ def _rule(group: str, resources: tuple[str, ...], verbs: tuple[str, ...]) -> lis
 
 
 ALL = ("get", "list", "watch", "create", "patch", "delete")
+WORKLOAD = ("get", "list", "create", "patch", "delete")  # a workload's objects: no watch
 RBAC = "rbac.authorization.k8s.io"
 
 # deploy/base/clusterrole.yaml, rule by rule (a test compares the two).
 NEEDED_WITHOUT_BIND: tuple[Permission, ...] = (
     *_rule("", ("namespaces", "pods", "resourcequotas"), ALL),
+    *_rule("batch", ("jobs",), WORKLOAD),
+    *_rule("", ("services",), WORKLOAD),
+    *_rule("networking.k8s.io", ("ingresses",), WORKLOAD),
     *_rule("", ("pods/log",), ("get",)),
     *_rule("", ("events",), ("list",)),
     *_rule("", ("serviceaccounts",), ("get", "list", "watch", "create", "patch")),
