@@ -32,6 +32,7 @@ DEFAULT_IMAGES = (
 # An image's first pull on a node, in simulated seconds: a real pull of a CUDA sample image
 # takes tens of seconds; a few keep `make run` (speed 1) pleasant and still show the pull.
 DEFAULT_PULL_SECONDS = 3.0
+GPU_EXTENDED_RESOURCE = "nvidia.com/gpu"
 DEVICE_CLASS_CEL = (
     "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == '{}'"
 )
@@ -406,9 +407,14 @@ def slice_object(topology: Topology, node: str, node_uid: str) -> dict:
     }
 
 
-def device_class_objects(topology: Topology) -> list[dict]:
+def device_class_objects(
+    topology: Topology, k8s_version: str = DEFAULT_K8S_VERSION, served: tuple[str, ...] = ("v1",)
+) -> list[dict]:
+    """The driver chart's DeviceClasses. Its HEAD chart renders them with resource.k8s.io/v1
+    when served and then gives `gpu.nvidia.com` `extendedResourceName: nvidia.com/gpu`
+    (templates/deviceclass-gpu.yaml); v1 is served from 1.34."""
     types = ["gpu", "mig"] if topology.has_mig() else ["gpu"]
-    return [
+    classes: list[dict[str, Any]] = [
         {
             "apiVersion": "resource.k8s.io/v1",
             "kind": "DeviceClass",
@@ -417,6 +423,9 @@ def device_class_objects(topology: Topology) -> list[dict]:
         }
         for device_type in types
     ]
+    if "v1" in served and int(k8s_version.lstrip("v").split(".")[1]) >= 34:
+        classes[0]["spec"]["extendedResourceName"] = GPU_EXTENDED_RESOURCE
+    return classes
 
 
 def _as_created(obj: dict) -> dict:
@@ -435,7 +444,13 @@ def _as_created(obj: dict) -> dict:
     return obj
 
 
-def seed(store: Any, topology: Topology, *, k8s_version: str = DEFAULT_K8S_VERSION) -> None:
+def seed(
+    store: Any,
+    topology: Topology,
+    *,
+    k8s_version: str = DEFAULT_K8S_VERSION,
+    served_versions: tuple[str, ...] = ("v1", "v1beta2", "v1beta1"),
+) -> None:
     """Create the Nodes, ResourceSlices and DeviceClasses of `topology` in an empty store;
     the kubelets report `k8s_version`."""
     from kubesim.registry.kinds import kind_for
@@ -451,5 +466,5 @@ def seed(store: Any, topology: Topology, *, k8s_version: str = DEFAULT_K8S_VERSI
         node = store.create(nodes, node_object(topology, name, k8s_version))
         if topology.devices_by_node[name]:  # the driver runs on GPU nodes only
             store.create(slices, slice_object(topology, name, node["metadata"]["uid"]))
-    for device_class in device_class_objects(topology):
+    for device_class in device_class_objects(topology, k8s_version, served_versions):
         store.create(kind_for("resource.k8s.io", "deviceclasses"), device_class)
