@@ -125,6 +125,8 @@ class Topology:
     image_sizes: dict[str, int] = field(default_factory=dict)  # normalised image -> bytes
     # Other teams' Pods and claims, made at start-up (kubesim/cluster/workloads.py).
     workloads: list[Workload] = field(default_factory=list)
+    # node -> device -> the taints its driver publishes on it (`deviceTaints:`).
+    device_taints: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
 
     @property
     def node_names(self) -> list[str]:
@@ -230,12 +232,13 @@ def from_dict(data: dict) -> Topology:
         str(data.get("driverVersion", "580.95.5")),
         str(data.get("cudaDriverVersion", "13.0.0")),
     )
-    devices_by_node, labels = {}, {}
+    devices_by_node, labels, taints = {}, {}, {}
     for node in data["nodes"]:
         if not isinstance(node, dict) or not node.get("name"):
             raise TopologyError("every node needs a `name`")
         devices_by_node[node["name"]] = _node_devices(node, versions)
         labels[node["name"]] = {str(k): str(v) for k, v in (node.get("labels") or {}).items()}
+        taints[node["name"]] = _device_taints(node, devices_by_node[node["name"]])
     images, pull_seconds, sizes = _images(data)
     offline = data.get("offline", False)
     if not isinstance(offline, bool):
@@ -256,7 +259,27 @@ def from_dict(data: dict) -> Topology:
         pull_seconds,
         sizes,
         workloads,
+        taints,
     )
+
+
+TAINT_KEYS = {"device", "key", "value", "effect", "timeAdded"}
+
+
+def _device_taints(node: dict, devices: list[Device]) -> dict[str, list[dict]]:
+    """A node's `deviceTaints:` [{device, key, value?, effect, timeAdded?}]: the taints its
+    driver puts on those devices (as the NVIDIA driver may after an XID error). The API server
+    validates them, and stamps timeAdded, when the slice is created."""
+    names = {device.name for device in devices}
+    found: dict[str, list[dict]] = {}
+    for entry in node.get("deviceTaints") or []:
+        if not isinstance(entry, dict) or set(entry) - TAINT_KEYS:
+            raise TopologyError(f"a device taint has the keys {sorted(TAINT_KEYS)}: {entry!r}")
+        if entry.get("device") not in names:
+            raise TopologyError(f"node {node['name']}: no device {entry.get('device')!r}")
+        taint = {k: str(v) for k, v in entry.items() if k != "device"}
+        found.setdefault(entry["device"], []).append(taint)
+    return found
 
 
 def _seconds(value: Any, what: str) -> float:
@@ -397,7 +420,10 @@ def slice_object(topology: Topology, node: str, node_uid: str) -> dict:
         "driver": DRIVER,
         "nodeName": node,
         "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-        "devices": [device.as_slice_device() for device in topology.devices_by_node[node]],
+        "devices": [
+            _with_taints(device.as_slice_device(), topology.device_taints.get(node, {}))
+            for device in topology.devices_by_node[node]
+        ],
     }
     return {
         "apiVersion": "resource.k8s.io/v1",
@@ -405,6 +431,12 @@ def slice_object(topology: Topology, node: str, node_uid: str) -> dict:
         "metadata": metadata,
         "spec": spec,
     }
+
+
+def _with_taints(device: dict, taints: dict[str, list[dict]]) -> dict:
+    if taints.get(device["name"]):
+        device["taints"] = [dict(taint) for taint in taints[device["name"]]]
+    return device
 
 
 def device_class_objects(
@@ -465,6 +497,8 @@ def seed(
     for name in topology.node_names:
         node = store.create(nodes, node_object(topology, name, k8s_version))
         if topology.devices_by_node[name]:  # the driver runs on GPU nodes only
-            store.create(slices, slice_object(topology, name, node["metadata"]["uid"]))
+            published = slice_object(topology, name, node["metadata"]["uid"])
+            slices.apply_defaults(published)  # the taints' timeAdded
+            store.create(slices, published)
     for device_class in device_class_objects(topology, k8s_version, served_versions):
         store.create(kind_for("resource.k8s.io", "deviceclasses"), device_class)
