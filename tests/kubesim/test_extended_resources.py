@@ -215,7 +215,11 @@ def test_it_stamps_a_slice_taint_with_the_time_added(cluster: kubesim.Handle) ->
         node_slice = next(s for s in slices if s.spec.node_name == "gpu-node-2")
         device = next(d for d in node_slice.spec.devices if d.name == "gpu-1")
         (stored,) = device.taints
-        assert (stored.key, stored.value, stored.effect) == ("gpu.nvidia.com/xid", "79", "NoExecute")
+        assert (stored.key, stored.value, stored.effect) == (
+            "gpu.nvidia.com/xid",
+            "79",
+            "NoExecute",
+        )
         assert stored.time_added is not None
     finally:
         slice_taint(cluster, "gpu-node-2", "gpu-1", None)
@@ -301,6 +305,7 @@ def test_it_refuses_a_device_class_with_a_native_extended_resource_name(
     }
     response = raw_request(cluster, "POST", "/apis/resource.k8s.io/v1/deviceclasses", body)
     assert response.status == 422
-    assert 'spec.extendedResourceName: Invalid value: "cpu": must be a valid extended resource' in (
-        response.json()["message"]
+    assert (
+        'spec.extendedResourceName: Invalid value: "cpu": must be a valid extended resource'
+        in (response.json()["message"])
     )

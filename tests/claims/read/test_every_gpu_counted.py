@@ -152,9 +152,7 @@ def test_a_data_scientist_sees_a_pod_held_gpu_and_tainted_ones_without_names(
 def test_an_admin_sees_which_pod_asked(admin: User, busy: Cluster) -> None:
     words = text_of(page(admin, reverse("cluster", args=[busy.pk])))
 
-    assert (
-        "held outside the portal (requested as nvidia.com/gpu by Pod jupyter/notebook)" in words
-    )
+    assert "held outside the portal (requested as nvidia.com/gpu by Pod jupyter/notebook)" in words
 
 
 @pytest.mark.django_db(transaction=True)
