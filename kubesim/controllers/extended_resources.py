@@ -12,6 +12,8 @@ generateName `<pod>-extended-resources-`, annotated and owned by the Pod, one re
 
 from typing import Any
 
+from kubesim.controllers.allocator import Candidate, DeviceId, allocate
+
 EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
 NATIVE_DOMAIN = "kubernetes.io"
@@ -148,3 +150,18 @@ def request_mappings(claim: dict, pod: dict) -> list[dict]:
                     }
                 )
     return mappings
+
+
+def fit(
+    pod: dict,
+    resources: dict[str, int],
+    mapping: dict[str, str],
+    devices: list[Candidate],
+    classes: dict[str, dict],
+    taken: set[DeviceId],
+) -> tuple[dict, list[dict]] | None:
+    """The node's variant of the special claim and its devices (after the user claims' in
+    `taken`), or None when they do not fit."""
+    claim = claim_for(pod, device_requests(pod, resources, mapping))
+    results = allocate(claim, classes, devices, taken)
+    return None if results is None else (claim, results)

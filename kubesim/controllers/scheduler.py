@@ -360,9 +360,13 @@ class Scheduler:
             try:
                 allocations = _fit_on_node(node, claims, devices, inventory.classes, in_use)
                 if through_dra:
-                    allocations[EXTENDED] = _fit_extended(
-                        pod, through_dra, mapping, devices, inventory.classes, in_use, allocations
+                    taken = set(in_use).union(*map(_device_ids, allocations.values()))
+                    special = extended_resources.fit(
+                        pod, through_dra, mapping, devices, inventory.classes, taken
                     )
+                    if special is None:
+                        raise Unschedulable(CANNOT_ALLOCATE)
+                    allocations[EXTENDED] = special
                 return node, allocations
             except Unschedulable as reason:
                 reasons[str(reason)] = reasons.get(str(reason), 0) + 1
@@ -400,25 +404,6 @@ class Scheduler:
 
 # The allocations' key of the claim the scheduler makes for extended resources.
 EXTENDED = ("", "")
-
-
-def _fit_extended(
-    pod: dict,
-    resources: dict[str, int],
-    mapping: dict[str, str],
-    devices: list[Candidate],
-    classes: dict,
-    in_use: set[DeviceId],
-    allocations: dict,
-) -> tuple[dict, list[dict]]:
-    """The node's variant of the special claim and its devices, after the user claims'."""
-    requests = extended_resources.device_requests(pod, resources, mapping)
-    claim = extended_resources.claim_for(pod, requests)
-    taken = set(in_use).union(*(_device_ids(r) for r in allocations.values()))
-    results = allocate(claim, classes, devices, taken)
-    if results is None:
-        raise Unschedulable(CANNOT_ALLOCATE)
-    return claim, results
 
 
 def _live_uids(pods: list[dict]) -> set[str]:
