@@ -180,3 +180,15 @@ def test_the_cluster_loop_follows_device_taint_rules() -> None:
         thread.join(timeout=30)
         gateways.forget_gateways()
         own.stop()
+
+
+def test_the_api_lists_a_device_with_its_taints(alice: User, busy: Cluster) -> None:
+    client = Client()
+    client.force_login(alice)
+
+    url = reverse("api-cluster-devices", args=[busy.pk])
+    devices = client.get(url, {"node": "gpu-node-2"}).json()
+
+    taints = {d["name"]: [(t["key"], t["effect"]) for t in d["taints"]] for d in devices}
+    assert taints["gpu-3"] == [("gpu.nvidia.com/xid", "NoSchedule")]
+    assert taints["gpu-0"] == []
