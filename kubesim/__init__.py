@@ -97,7 +97,9 @@ class Handle:
         self.stop()
 
 
-def _bootstrap(store: Store, kinds: dict, cluster: Topology, k8s_version: str) -> None:
+def _bootstrap(
+    store: Store, kinds: dict, cluster: Topology, k8s_version: str, served: tuple[str, ...]
+) -> None:
     namespaces = kinds[("", "namespaces")]
     for name in DEFAULT_NAMESPACES:
         if not store.exists(namespaces, None, name):
@@ -106,7 +108,7 @@ def _bootstrap(store: Store, kinds: dict, cluster: Topology, k8s_version: str) -
             record_write(namespaces, None, obj, "kube-apiserver")  # its system namespaces
             store.create(namespaces, obj)
     if not store.has_objects("", "nodes"):  # a --state file brings its own
-        seed(store, cluster, k8s_version=k8s_version)
+        seed(store, cluster, k8s_version=k8s_version, served_versions=served)
     seed_policy(store, kinds)
 
 
@@ -238,7 +240,7 @@ def start(
     store = Store(state_path=state)
     cluster = load_topology(topology)
     fresh = not store.has_objects("", "nodes")  # a --state file brings its own workloads
-    _bootstrap(store, KINDS, cluster, k8s_version)
+    _bootstrap(store, KINDS, cluster, k8s_version, tuple(served_versions))
     api = Api(
         store=store,
         kinds=KINDS,

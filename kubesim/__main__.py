@@ -15,9 +15,9 @@ import kubesim
 
 def _versions(text: str) -> tuple[str, ...]:
     versions = tuple(v.strip() for v in text.split(",") if v.strip())
-    unknown = [v for v in versions if v not in ("v1", "v1beta2", "v1beta1")]
+    unknown = [v for v in versions if v not in ("v1", "v1beta2", "v1beta1", "v1alpha3")]
     if not versions or unknown:
-        raise argparse.ArgumentTypeError("choose from v1, v1beta2, v1beta1")
+        raise argparse.ArgumentTypeError("choose from v1, v1beta2, v1beta1, v1alpha3")
     return versions
 
 

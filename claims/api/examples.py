@@ -14,6 +14,7 @@ DEVICE: dict[str, Any] = {
     "device": "gpu-0",
     "attributes": {"productName": "NVIDIA H100 80GB HBM3", "architecture": "Hopper"},
     "capacity": {"memory": "81559Mi"},
+    "taints": [],
 }
 
 INVENTORY_DEVICE: dict[str, Any] = {

@@ -31,6 +31,7 @@ from claims.kube.parsing import (
     LogLine,
     PodState,
     PreflightCheck,
+    TaintRule,
 )
 from claims.kube.pod_reads import (
     PodEvent,
@@ -45,6 +46,7 @@ from claims.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS, Limiter, TokenBuck
 from claims.kube.resources import (
     GROUP_VERSIONS,
     RESOURCE_KINDS,
+    TAINT_RULE_VERSION,
     Obj,
     _full_api_version,
     _object_path,
@@ -63,6 +65,7 @@ __all__ = [
     "PodState",
     "PreflightCheck",
     "ResourceVersionExpired",
+    "TaintRule",
     "TransientKubeError",
 ]
 
@@ -269,6 +272,13 @@ class ClusterGateway:
         """All matching claims in every namespace, in one API call."""
         claims = self._list_resources("ResourceClaim", label_selector)
         return [parsing.claim_state(o) for o in claims]
+
+    def list_taint_rules(self) -> list[TaintRule]:
+        """The DeviceTaintRules (resource.k8s.io/v1alpha3); [] where it is not served."""
+        if TAINT_RULE_VERSION not in self._cached_info().resource_versions:
+            return []
+        found = self._list(self._collection_path("DeviceTaintRule"), "")
+        return [parsing.taint_rule(o) for o in found]
 
     def list_holdings(self, label_selector: str) -> list[Holding]:
         """What the matching claims in every namespace hold (parsing.claim_holding)."""

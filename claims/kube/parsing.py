@@ -21,6 +21,9 @@ class ClusterInfo:
 class DeviceClassInfo:
     name: str
     selectors: list[str]
+    # The extended resource (`nvidia.com/gpu`) a Pod may ask for to get this class's devices
+    # through a claim the scheduler makes (spec.extendedResourceName, 1.34+).
+    extended_resource_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,21 @@ class DeviceInfo:
     name: str
     attributes: dict[str, AttributeValue]
     capacity: dict[str, str]
+    # Taints its driver put on it: [{key, value, effect, timeAdded}] (DRADeviceTaints).
+    taints: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TaintRule:
+    """A DeviceTaintRule (resource.k8s.io/v1alpha3): one taint for the devices it selects."""
+
+    name: str
+    driver: str | None
+    pool: str | None
+    device: str | None
+    device_class: str | None
+    selectors: list[str]
+    taint: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -61,7 +79,15 @@ class Holding:
     namespace: str
     name: str
     devices: tuple[tuple[str, str, str], ...] = ()
-    kind: str = "ResourceClaim"  # who holds it: a claim today; other kinds may follow
+    # Who holds it: a ResourceClaim, or (POD) a Pod that asked for an extended resource such as
+    # `nvidia.com/gpu`, through the claim the scheduler made for it: then namespace and name
+    # are the Pod's and device_classes says what it asked for.
+    kind: str = "ResourceClaim"
+    device_classes: tuple[str, ...] = ()
+
+
+POD_HOLDING = "Pod"
+EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 
 
 @dataclass(frozen=True)
@@ -117,7 +143,35 @@ def parse_time(value: str | None) -> datetime | None:
 def device_class_info(obj: Obj) -> DeviceClassInfo:
     selectors = obj.get("spec", {}).get("selectors") or []
     expressions = [s["cel"]["expression"] for s in selectors if "cel" in s]
-    return DeviceClassInfo(name=obj["metadata"]["name"], selectors=expressions)
+    return DeviceClassInfo(
+        name=obj["metadata"]["name"],
+        selectors=expressions,
+        extended_resource_name=obj.get("spec", {}).get("extendedResourceName") or "",
+    )
+
+
+def _taint(taint: Obj) -> dict[str, str]:
+    return {
+        "key": str(taint.get("key") or ""),
+        "value": str(taint.get("value") or ""),
+        "effect": str(taint.get("effect") or ""),
+        "timeAdded": str(taint.get("timeAdded") or ""),
+    }
+
+
+def taint_rule(obj: Obj) -> TaintRule:
+    spec = obj.get("spec") or {}
+    selector = spec.get("deviceSelector") or {}
+    expressions = [s["cel"]["expression"] for s in selector.get("selectors") or [] if "cel" in s]
+    return TaintRule(
+        name=obj["metadata"]["name"],
+        driver=selector.get("driver"),
+        pool=selector.get("pool"),
+        device=selector.get("device"),
+        device_class=selector.get("deviceClassName"),
+        selectors=expressions,
+        taint=_taint(spec.get("taint") or {}),
+    )
 
 
 def _attribute_value(value: Any) -> AttributeValue:
@@ -143,6 +197,7 @@ def _device_info(slice_spec: Obj, device: Obj) -> DeviceInfo:
         name=device["name"],
         attributes={k: _attribute_value(v) for k, v in (body.get("attributes") or {}).items()},
         capacity={k: _capacity_value(v) for k, v in (body.get("capacity") or {}).items()},
+        taints=[_taint(t) for t in body.get("taints") or []],
     )
 
 
@@ -197,14 +252,37 @@ def claim_state(obj: Obj) -> ClaimState:
 
 
 def claim_holding(obj: Obj) -> Holding:
-    """A claim outside the portal as its allocation: the rest of it wakes nobody."""
+    """A claim outside the portal as its allocation: the rest of it wakes nobody. The claim
+    the scheduler made for a Pod's extended resources is that Pod's holding."""
+    metadata = obj["metadata"]
     allocation = (obj.get("status") or {}).get("allocation") or {}
     results = (allocation.get("devices") or {}).get("results") or []
-    return Holding(
-        namespace=obj["metadata"].get("namespace", ""),
-        name=obj["metadata"]["name"],
-        devices=tuple(sorted((r["driver"], r["pool"], r["device"]) for r in results)),
+    devices = tuple(sorted((r["driver"], r["pool"], r["device"]) for r in results))
+    annotations = metadata.get("annotations") or {}
+    pod = next(
+        (
+            owner.get("name", "")
+            for owner in metadata.get("ownerReferences") or []
+            if owner.get("kind") == "Pod" and owner.get("controller")
+        ),
+        None,
     )
+    if annotations.get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true" and pod is not None:
+        requests = ((obj.get("spec") or {}).get("devices") or {}).get("requests") or []
+        classes = sorted({_request_class(request) for request in requests} - {""})
+        return Holding(
+            namespace=metadata.get("namespace", ""),
+            name=pod,
+            devices=devices,
+            kind=POD_HOLDING,
+            device_classes=tuple(classes),
+        )
+    return Holding(namespace=metadata.get("namespace", ""), name=metadata["name"], devices=devices)
+
+
+def _request_class(request: Obj) -> str:
+    # v1 and v1beta2 put the class under `exactly`; v1beta1 on the request itself.
+    return str((request.get("exactly") or request).get("deviceClassName") or "")
 
 
 def _container_state(status: Obj) -> ContainerState:

@@ -54,6 +54,7 @@ NEEDED_WITHOUT_BIND: tuple[Permission, ...] = (
     *_rule("", ("nodes",), ("list",)),
     *_rule("resource.k8s.io", ("resourceclaims",), ALL),
     *_rule("resource.k8s.io", ("deviceclasses", "resourceslices"), ("list", "watch")),
+    *_rule("resource.k8s.io", ("devicetaintrules",), ("list", "watch")),
     *_rule(RBAC, ("rolebindings",), ("get", "list", "watch", "create", "patch")),
 )  # fmt: skip
 

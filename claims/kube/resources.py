@@ -19,13 +19,18 @@ KINDS = {
     "Job": ("jobs", True),
     "Service": ("services", True),
     "Ingress": ("ingresses", True),
+    "DeviceTaintRule": ("devicetaintrules", False),
 }
 RESOURCE_KINDS = ("ResourceClaim", "DeviceClass", "ResourceSlice")
 # The apiVersion of the kinds outside resource.k8s.io and the core group (v1).
+# DeviceTaintRule is served only in resource.k8s.io/v1alpha3 (1.33-1.35, alpha: off unless the
+# cluster's runtime-config enables it); the portal reads it only where discovery lists that.
+TAINT_RULE_VERSION = "v1alpha3"
 GROUP_VERSIONS = {
     "RoleBinding": "rbac.authorization.k8s.io/v1",
     "Job": "batch/v1",
     "Ingress": "networking.k8s.io/v1",
+    "DeviceTaintRule": f"{RESOURCE_GROUP}/{TAINT_RULE_VERSION}",
 }
 
 Obj = dict[str, Any]

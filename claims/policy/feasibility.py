@@ -6,7 +6,8 @@ devices a node publishes plus those published for every node (no node name). So 
 
 "Free now" counts the devices allocated to no claim at all: the portal's (from the last sync)
 and those made outside it (Cluster.inventory's held_outside, from the cluster loop), so a claim
-that cannot fit because another team holds the GPUs says so before it is approved.
+that cannot fit because another team holds the GPUs says so before it is approved. A tainted
+device (NoSchedule or NoExecute) is not free either: the portal's claims tolerate no taint.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from django.utils.translation import ngettext
 import dracel
 from claims.models import ClaimRequest, Cluster
 from claims.policy import device_picker
-from claims.read.inventory import held_outside_ids
+from claims.read.inventory import held_outside_ids, tainted_ids, unavailable_ids
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class Feasibility:
     unevaluated: int = 0
     of_class: int = 0
     held_outside: int = 0  # matching devices held by claims made outside the portal
+    tainted: int = 0  # matching devices tainted NoSchedule or NoExecute, held or not
     # The most matching devices on one node that no claim of the portal holds.
     free_on_best_node_but_outside: int = 0
 
@@ -123,6 +125,7 @@ class Feasibility:
             "free_now_in_cluster": self.free_in_cluster,
             "node": self.best_node,
             "held_outside_portal": self.held_outside,
+            "tainted": self.tainted,
             "selector_evaluated": self.selector_evaluated,
             "summary": self.summary(),
         }
@@ -183,10 +186,11 @@ class Feasibility:
 
     def _outside(self) -> list[str]:
         """What claims made outside the portal hold of the matching devices, and whether they
-        are why the claim cannot get its devices now."""
+        are why the claim cannot get its devices now; and how many are tainted."""
+        said = self._tainted()
         if not self.held_outside:
-            return []
-        said = [
+            return said
+        said += [
             ngettext(
                 "%(n)d matching device is held outside the portal.",
                 "%(n)d matching devices are held outside the portal.",
@@ -202,6 +206,18 @@ class Feasibility:
                 )
             )
         return said
+
+    def _tainted(self) -> list[str]:
+        if not self.tainted:
+            return []
+        return [
+            ngettext(
+                "%(n)d matching device is tainted and not given to new claims.",
+                "%(n)d matching devices are tainted and not given to new claims.",
+                self.tainted,
+            )
+            % {"n": self.tainted}
+        ]
 
 
 Taken = dict[int, set[tuple[str, str, str]]]
@@ -223,7 +239,7 @@ def of_claim(
     known = {} if known is None else known
     if cluster.pk not in taken:
         taken[cluster.pk] = _allocated(cluster)
-    allocated = taken[cluster.pk] | held_outside_ids(cluster.inventory)
+    allocated = taken[cluster.pk] | unavailable_ids(cluster.inventory)
     # A count of 0 stays 0: it is the count field's error, not a claim for 1.
     count = None if claim.all_devices else (1 if claim.count is None else claim.count)
     key = (cluster.pk, claim.device_class, count, claim.selector)
@@ -271,6 +287,7 @@ def assess(
         unevaluated=unevaluated,
         of_class=of_class,
         held_outside=sum(1 for d in devices if _id(d) in outside),
+        tainted=len({_id(d) for d in devices} & tainted_ids(cluster.inventory)),
         free_on_best_node_but_outside=max(but_outside.values(), default=0),
     )
 
@@ -345,8 +362,8 @@ def _devices_of(allocation: dict[str, Any] | None) -> set[tuple[str, str, str]]:
 
 
 def _allocated(cluster: Cluster) -> set[tuple[str, str, str]]:
-    """Devices held: by the claims the portal follows, as the last sync saw them, and by
-    claims made outside it, as the cluster loop last stored them."""
+    """Devices not free: held by the claims the portal follows, as the last sync saw them,
+    by claims made outside it, and tainted, as the cluster loop last stored them."""
     allocations = ClaimRequest.objects.filter(
         namespace_request__cluster=cluster, allocation__isnull=False
     ).values_list("allocation", flat=True)
@@ -355,4 +372,4 @@ def _allocated(cluster: Cluster) -> set[tuple[str, str, str]]:
         for allocation in allocations
         for d in (allocation or {}).get("devices", [])
     }
-    return ours | held_outside_ids(cluster.inventory)
+    return ours | unavailable_ids(cluster.inventory)

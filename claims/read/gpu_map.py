@@ -4,8 +4,9 @@ A pure function of what the portal stored (Cluster.inventory from the ResourceSl
 claims made outside the portal hold, and the allocations of the claims it follows), so the
 page is drawn without asking the cluster. A GPU cut into MIG devices is one card with its
 partitions; a whole GPU is one device. A device held outside the portal is "held outside the
-portal"; whose it is (namespace and claim) only an admin sees. The inventory carries no device
-taints, so the map has no "tainted" state yet.
+portal"; whose it is (namespace and claim, or the Pod that asked for `nvidia.com/gpu`) only an
+admin sees. A device tainted NoSchedule or NoExecute is "tainted", not free, with its taint
+(key=value:effect) and since when.
 """
 
 from __future__ import annotations
@@ -17,18 +18,21 @@ from typing import Any
 
 from django.utils.translation import gettext, gettext_lazy, pgettext_lazy
 
+from claims.kube.parsing import POD_HOLDING
 from claims.read import inventory
 
 DeviceId = tuple[str, str, str]  # driver, pool, device
 MIG_SEPARATOR = "-mig-"
 # What a tile of the map shows, with the mark that says it without colour (the legend's order).
 FREE, MINE, TEAM, OTHER, OUTSIDE = "free", "mine", "team", "other", "outside"
+TAINTED = "tainted"
 LEGEND = (
     (FREE, "○", pgettext_lazy("device", "free")),
     (MINE, "●", gettext_lazy("held by you")),
     (TEAM, "◐", gettext_lazy("held by your team")),
     (OTHER, "■", gettext_lazy("held by others")),
     (OUTSIDE, "▣", gettext_lazy("held outside the portal")),
+    (TAINTED, "⊘", gettext_lazy("tainted, not free")),
 )
 MARKS = {status: (mark, label) for status, mark, label in LEGEND}
 
@@ -45,6 +49,9 @@ class Hold:
     devices: frozenset[DeviceId]
     shown: bool = False  # the viewer may see whose claim it is (an approver, or its owner)
     whose: str = OTHER  # MINE, TEAM, OTHER or OUTSIDE, as the viewer sees it (see `whose`)
+    # OUTSIDE only: the extended resource a Pod asked for (then namespace and claim_name are
+    # the Pod's), "" for a claim.
+    requested_as: str = ""
 
     @property
     def outside(self) -> bool:
@@ -54,6 +61,20 @@ class Hold:
     def label(self) -> str:
         """Whose claim, for a viewer it is shown to: owner/claim, or namespace/claim."""
         return f"{self.namespace if self.outside else self.owner}/{self.claim_name}"
+
+    @property
+    def detail(self) -> str:
+        """Who holds a device held outside the portal, in the words the viewer may see."""
+        if not self.outside:
+            return ""
+        if self.requested_as and self.shown:
+            return gettext("requested as %(resource)s by Pod %(pod)s") % {
+                "resource": self.requested_as,
+                "pod": self.label,
+            }
+        if self.requested_as:
+            return gettext("requested as %(resource)s by a Pod") % {"resource": self.requested_as}
+        return gettext("claim %(claim)s") % {"claim": self.label} if self.shown else ""
 
 
 @dataclass(frozen=True)
@@ -68,19 +89,42 @@ class DeviceCell:
     holder: Hold | None
     highlighted: bool
     matching: bool
+    taints: tuple[dict[str, str], ...] = ()  # NoSchedule or NoExecute ones
 
     @property
     def id(self) -> DeviceId:
         return (self.driver, self.pool, self.name)
 
     @property
+    def free(self) -> bool:
+        return not self.holder and not self.taints
+
+    @property
     def state(self) -> str:
-        return "held" if self.holder else "free"
+        if self.holder:
+            return "held"
+        return TAINTED if self.taints else "free"
 
     @property
     def status(self) -> str:
-        """The tile's state: whose claim holds it, or free."""
-        return self.holder.whose if self.holder else FREE
+        """The tile's state: whose claim holds it, tainted, or free."""
+        if self.holder:
+            return self.holder.whose
+        return TAINTED if self.taints else FREE
+
+    @property
+    def taint_words(self) -> str:
+        """Each taint as key=value:effect and since when (its timeAdded)."""
+        words = []
+        for taint in self.taints:
+            said = f"{taint['key']}={taint.get('value', '')}:{taint['effect']}"
+            if taint.get("timeAdded"):
+                said = gettext("%(taint)s since %(since)s") % {
+                    "taint": said,
+                    "since": taint["timeAdded"],
+                }
+            words.append(said)
+        return ", ".join(words)
 
     @property
     def mark(self) -> str:
@@ -95,8 +139,12 @@ class DeviceCell:
         """The tile's text label: the device, its model and memory, and its state."""
         parts = [f"{self.name}: {' '.join(filter(None, [self.model, self.profile]))}"]
         parts += [self.memory, self.status_label]
-        if self.holder and self.holder.shown:
+        if self.holder and self.holder.outside:
+            parts.append(self.holder.detail)
+        elif self.holder and self.holder.shown:
             parts.append(gettext("claim %(claim)s") % {"claim": self.holder.label})
+        if self.taints:
+            parts.append(gettext("taint %(taints)s") % {"taints": self.taint_words})
         return ", ".join(part for part in parts if part)
 
     @property
@@ -131,7 +179,7 @@ class NodeMap:
 
     @property
     def free(self) -> int:
-        return sum(1 for cell in self.devices if not cell.holder)
+        return sum(1 for cell in self.devices if cell.free)
 
     @property
     def highlighted(self) -> bool:
@@ -179,9 +227,12 @@ def whose(*, owner_id: int, owner_team_id: int | None, viewer: Any, viewer_teams
 def outside_holds(inv: dict[str, Any], *, shown: bool) -> list[Hold]:
     """What claims made outside the portal hold, one Hold per claim; namespace and claim name
     only when `shown` (an admin): another team's names are not the portal's to show."""
-    by_claim: dict[tuple[str, str, str], set[DeviceId]] = {}
+    by_claim: dict[tuple[str, str, str, str], set[DeviceId]] = {}
     for row in inventory.held_outside(inv):
-        key = (row.get("kind", ""), row.get("namespace", ""), row.get("name", ""))
+        asked = ""
+        if row.get("kind") == POD_HOLDING:
+            asked = inventory.requested_as(inv, row.get("device_classes") or [])
+        key = (row.get("kind", ""), row.get("namespace", ""), row.get("name", ""), asked)
         by_claim.setdefault(key, set()).add((row["driver"], row["pool"], row["device"]))
     return [
         Hold(
@@ -192,8 +243,9 @@ def outside_holds(inv: dict[str, Any], *, shown: bool) -> list[Hold]:
             devices=frozenset(devices),
             shown=shown,
             whose=OUTSIDE,
+            requested_as=asked,
         )
-        for number, ((_, namespace, name), devices) in enumerate(sorted(by_claim.items()), 1)
+        for number, ((_, namespace, name, asked), devices) in enumerate(sorted(by_claim.items()), 1)
     ]
 
 
@@ -262,6 +314,7 @@ def _cell(
         holder=hold,
         highlighted=highlighted,
         matching=matching,
+        taints=tuple(inventory.blocking_taints(device)),
     )
 
 
@@ -301,7 +354,7 @@ def _model_counts(node_maps: list[NodeMap]) -> list[ModelCount]:
         for cell in node.devices:
             key = (cell.model, cell.profile or gettext("whole GPU"))
             totals[key] += 1
-            free[key] += 0 if cell.holder else 1
+            free[key] += 1 if cell.free else 0
     return [
         ModelCount(model, kind, free[(model, kind)], total)
         for (model, kind), total in sorted(totals.items())

@@ -3,7 +3,11 @@
 Device counts per class come from evaluating each class's CEL selectors against the devices,
 as the scheduler does, so "count more than the cluster has" is checked against real numbers.
 `held_outside` lists the devices something other than this portal holds (claims made outside
-it): whoever holds a device, it is not free.
+it, and the claims the scheduler made for Pods asking for an extended resource such as
+`nvidia.com/gpu`): whoever holds a device, it is not free. Nor is a tainted one: each device row
+carries its taints, its driver's (in the ResourceSlice) and the DeviceTaintRules' that select it;
+a NoSchedule or NoExecute taint keeps the scheduler from giving it to a claim that does not
+tolerate it, and the portal's claims tolerate none.
 """
 
 from __future__ import annotations
@@ -15,7 +19,10 @@ from typing import Any
 
 import celpy
 
-from claims.kube.parsing import DeviceClassInfo, DeviceInfo, Holding
+from claims.kube.parsing import DeviceClassInfo, DeviceInfo, Holding, TaintRule
+
+# The effects that keep a device from a claim that does not tolerate them (DRADeviceTaints).
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +84,14 @@ def build_inventory(
     classes: list[DeviceClassInfo],
     devices: list[DeviceInfo],
     outside: list[Holding] | None = None,
+    taint_rules: list[TaintRule] | None = None,
 ) -> dict[str, Any]:
     class_rows = [asdict(dc) for dc in classes]
     device_rows = [asdict(device) for device in devices]
+    for rule in taint_rules or []:
+        for row in device_rows:
+            if rule_selects(rule, row, class_rows):
+                row["taints"] = [*row.get("taints", []), dict(rule.taint)]
     return {
         "device_classes": class_rows,
         "devices": device_rows,
@@ -88,12 +100,58 @@ def build_inventory(
     }
 
 
+def rule_selects(rule: TaintRule, device: dict[str, Any], classes: list[dict[str, Any]]) -> bool:
+    """Whether a DeviceTaintRule's selector picks the device, as the scheduler's slice tracker
+    decides: driver, pool and device name, then its class's CEL selectors and its own (a
+    class that does not exist, or an expression that fails, picks nothing)."""
+    wanted = (("driver", rule.driver), ("pool", rule.pool), ("name", rule.device))
+    if any(value is not None and device[key] != value for key, value in wanted):
+        return False
+    expressions = list(rule.selectors)
+    if rule.device_class is not None:
+        by_name = {dc["name"]: dc["selectors"] for dc in classes}
+        if rule.device_class not in by_name:
+            return False
+        expressions = [*by_name[rule.device_class], *expressions]
+    return matches(expressions, device)
+
+
+def blocking_taints(device: dict[str, Any]) -> list[dict[str, str]]:
+    return [t for t in device.get("taints") or [] if t.get("effect") in BLOCKING_EFFECTS]
+
+
+def tainted_ids(inv: dict[str, Any]) -> set[tuple[str, str, str]]:
+    """Devices no claim of the portal can get: tainted NoSchedule or NoExecute."""
+    return {
+        (device["driver"], device["pool"], device["name"])
+        for device in inv.get("devices") or []
+        if blocking_taints(device)
+    }
+
+
+def unavailable_ids(inv: dict[str, Any]) -> set[tuple[str, str, str]]:
+    """Devices not free for the portal's claims whatever it holds: held outside it, or
+    tainted."""
+    return held_outside_ids(inv) | tainted_ids(inv)
+
+
+def requested_as(inv: dict[str, Any], device_classes: list[str]) -> str:
+    """The extended resource a Pod asked for to get devices of these classes: the class's
+    extendedResourceName, else the implicit deviceclass.resource.kubernetes.io/<class>."""
+    names = {
+        dc["name"]: dc.get("extended_resource_name") or "" for dc in inv.get("device_classes") or []
+    }
+    found = [names.get(c) or f"deviceclass.resource.kubernetes.io/{c}" for c in device_classes]
+    return ", ".join(found)
+
+
 def held_outside_rows(outside: list[Holding]) -> list[dict[str, Any]]:
     """One row per device held outside the portal, in a stable order (a change of order is
     no change of the inventory)."""
     rows = [
         {"driver": driver, "pool": pool, "device": device, "kind": holding.kind}
         | {"namespace": holding.namespace, "name": holding.name}
+        | ({"device_classes": list(holding.device_classes)} if holding.device_classes else {})
         for holding in outside
         for driver, pool, device in holding.devices
     ]

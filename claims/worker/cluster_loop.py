@@ -41,8 +41,10 @@ from claims.kube.gateway import (
     Holding,
     KubeError,
     PodState,
+    TaintRule,
 )
 from claims.kube.informer import Informer
+from claims.kube.resources import TAINT_RULE_VERSION
 from claims.models import Cluster, managed_selector, outside_selector
 from claims.worker import reconciler, sync
 from claims.worker.cluster_view import CHECKED_KINDS, AllocationsSeen, CachedView
@@ -78,10 +80,19 @@ class Watches(NamedTuple):
     classes: Informer[DeviceClassInfo]
     checked: dict[str, Informer[dict[str, Any]]]  # CHECKED_KINDS
     outside: Informer[Holding]  # claims the portal did not make: only what they hold
+    # DeviceTaintRules, where the cluster serves resource.k8s.io/v1alpha3 (else None).
+    taint_rules: Informer[TaintRule] | None = None
+
+    def inventory(self) -> list[Informer[Any]]:
+        rules = [self.taint_rules] if self.taint_rules else []
+        return [self.slices, self.classes, self.outside, *rules]
 
     def all(self) -> list[Informer[Any]]:
-        inventory: list[Informer[Any]] = [self.slices, self.classes, self.outside]
-        return [self.claims, self.pods, *inventory, *self.checked.values()]
+        return [self.claims, self.pods, *self.inventory(), *self.checked.values()]
+
+
+def _rule_name(rule: TaintRule) -> str:
+    return rule.name
 
 
 class Timer:
@@ -153,7 +164,8 @@ class ClusterLoop:
         self.connection = connection_of(cluster)
         gateway = gateway_for(cluster)
         self._discover(cluster, gateway)
-        watched = self.watched = self.watches(gateway)
+        taint_rules = TAINT_RULE_VERSION in cluster.resource_versions
+        watched = self.watched = self.watches(gateway, taint_rules=taint_rules)
         streams = self.log_streams = LogStreams(gateway)
         view = CachedView(watched.claims, watched.pods, watched.checked, streams, self.allocations)
         for informer in watched.all():
@@ -172,9 +184,10 @@ class ClusterLoop:
 
         return changed
 
-    def watches(self, gateway: ClusterGateway) -> Watches:
+    def watches(self, gateway: ClusterGateway, *, taint_rules: bool = False) -> Watches:
         """Every list and watch the loop keeps open, not yet started (the ClusterRole must
-        allow each: tests/claims/worker/test_least_privilege.py starts these)."""
+        allow each: tests/claims/worker/test_least_privilege.py starts these); `taint_rules`:
+        DeviceTaintRules too (where discovery found resource.k8s.io/v1alpha3)."""
         selector = managed_selector()
         seconds = settings.FOLLOWER_WATCH_SECONDS
         refused = settings.FOLLOWER_REFUSED_RETRY_SECONDS
@@ -231,6 +244,17 @@ class ClusterLoop:
                 inventory,
                 watch_seconds=seconds,
             ),
+            Informer(
+                gateway,
+                "DeviceTaintRule",
+                "",
+                parsing.taint_rule,
+                inventory,
+                watch_seconds=seconds,
+                refused_retry_seconds=refused,
+            )
+            if taint_rules
+            else None,
         )
 
     def _follow_changes(self, cluster: Cluster, gateway: ClusterGateway, view: CachedView) -> None:
@@ -356,13 +380,14 @@ class ClusterLoop:
         watched = self.watched
         if watched is None or not self.inventory_changed.is_set():
             return
-        if not all(i.current_at for i in (watched.classes, watched.slices, watched.outside)):
+        if not all(i.current_at for i in watched.inventory()):
             return
         self.inventory_changed.clear()
         devices = parsing.devices_from_slices(watched.slices.snapshot()[0])
         by_name = sorted(watched.classes.snapshot()[0], key=lambda device_class: device_class.name)
         holding = [h for h in watched.outside.snapshot()[0] if h.devices]
-        sync.inventory_seen(cluster, by_name, devices, holding)
+        rules = watched.taint_rules.snapshot()[0] if watched.taint_rules else []
+        sync.inventory_seen(cluster, by_name, devices, holding, sorted(rules, key=_rule_name))
 
     @staticmethod
     def _refreshed(cluster: Cluster) -> bool:

@@ -27,6 +27,7 @@ from claims.kube.gateway import (
     DeviceInfo,
     Holding,
     KubeError,
+    TaintRule,
 )
 from claims.kube.ownership import uid_of
 from claims.models import (
@@ -173,7 +174,8 @@ def refresh_inventory(cluster: Cluster, gateway: ClusterGateway | None = None) -
     if cluster.preferred_resource_version:
         classes, devices = gateway.list_device_classes(), gateway.list_devices()
         outside = gateway.list_holdings(outside_selector())
-        built = inventory.build_inventory(classes, devices, outside)
+        rules = gateway.list_taint_rules()
+        built = inventory.build_inventory(classes, devices, outside, rules)
     _store_inventory(cluster, built)
 
 
@@ -198,10 +200,12 @@ def inventory_seen(
     classes: list[DeviceClassInfo],
     devices: list[DeviceInfo],
     outside: list[Holding],
+    taint_rules: list[TaintRule] | None = None,
 ) -> bool:
-    """The device classes, devices and holdings outside the portal the loop's caches hold;
-    True when they changed."""
-    return _store_inventory(cluster, inventory.build_inventory(classes, devices, outside))
+    """The device classes, devices, holdings outside the portal and DeviceTaintRules the
+    loop's caches hold; True when they changed."""
+    built = inventory.build_inventory(classes, devices, outside, taint_rules)
+    return _store_inventory(cluster, built)
 
 
 def _store_inventory(cluster: Cluster, built: dict[str, Any]) -> bool:

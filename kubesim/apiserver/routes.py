@@ -18,6 +18,7 @@ from kubesim.base import errors
 from kubesim.base.http import Request, Response, Stream, json_response
 from kubesim.controllers.namespaces import terminate
 from kubesim.registry import binding, events, pod_security, quota
+from kubesim.registry.kinds import ALPHA_VERSION
 from kubesim.registry.store import Store
 
 RESOURCE_GROUP = "resource.k8s.io"
@@ -102,7 +103,17 @@ class Api:
         if group in reviews.RESOURCES:
             return reviews.resource_list(group)
         group_version = f"{group}/{version}" if group else version
-        return discovery.resource_list(group_version, self.kinds_in(group), self.k8s_version)
+        kinds = [kind for kind in self.kinds_in(group) if self.serves(kind, version)]
+        return discovery.resource_list(group_version, kinds, self.k8s_version)
+
+    def serves(self, kind: Any, version: str) -> bool:
+        """Whether `kind` is served in `version` (DeviceTaintRule only in v1alpha3, and only
+        kinds other than it there)."""
+        if kind.group != RESOURCE_GROUP:
+            return True
+        if kind.only_version:
+            return version in kind.served_versions(self.served_versions)
+        return version != ALPHA_VERSION
 
     def _aggregated(self, groups: dict[str, list[str]]) -> Response:
         document = discovery.aggregated_list(
@@ -234,6 +245,7 @@ class Api:
         kind = self.kinds.get((group, parts[0]))
         if (
             kind is None
+            or not self.serves(kind, version)
             or len(parts) > 3
             or (kind.namespaced and namespace is None and len(parts) > 1)
         ):

@@ -38,6 +38,7 @@ DEFAULT_IMAGES = (
 # An image's first pull on a node, in simulated seconds: a real pull of a CUDA sample image
 # takes tens of seconds; a few keep `make run` (speed 1) pleasant and still show the pull.
 DEFAULT_PULL_SECONDS = 3.0
+GPU_EXTENDED_RESOURCE = "nvidia.com/gpu"
 DEVICE_CLASS_CEL = (
     "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == '{}'"
 )
@@ -130,6 +131,8 @@ class Topology:
     image_sizes: dict[str, int] = field(default_factory=dict)  # normalised image -> bytes
     # Other teams' Pods and claims, made at start-up (kubesim/cluster/workloads.py).
     workloads: list[Workload] = field(default_factory=list)
+    # node -> device -> the taints its driver publishes on it (`deviceTaints:`).
+    device_taints: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
 
     @property
     def node_names(self) -> list[str]:
@@ -235,12 +238,13 @@ def from_dict(data: dict) -> Topology:
         str(data.get("driverVersion", "580.95.5")),
         str(data.get("cudaDriverVersion", "13.0.0")),
     )
-    devices_by_node, labels = {}, {}
+    devices_by_node, labels, taints = {}, {}, {}
     for node in data["nodes"]:
         if not isinstance(node, dict) or not node.get("name"):
             raise TopologyError("every node needs a `name`")
         devices_by_node[node["name"]] = _node_devices(node, versions)
         labels[node["name"]] = {str(k): str(v) for k, v in (node.get("labels") or {}).items()}
+        taints[node["name"]] = _device_taints(node, devices_by_node[node["name"]])
     images, pull_seconds, sizes = _images(data)
     offline = data.get("offline", False)
     if not isinstance(offline, bool):
@@ -261,7 +265,27 @@ def from_dict(data: dict) -> Topology:
         pull_seconds,
         sizes,
         workloads,
+        taints,
     )
+
+
+TAINT_KEYS = {"device", "key", "value", "effect", "timeAdded"}
+
+
+def _device_taints(node: dict, devices: list[Device]) -> dict[str, list[dict]]:
+    """A node's `deviceTaints:` [{device, key, value?, effect, timeAdded?}]: the taints its
+    driver puts on those devices (as the NVIDIA driver may after an XID error). The API server
+    validates them, and stamps timeAdded, when the slice is created."""
+    names = {device.name for device in devices}
+    found: dict[str, list[dict]] = {}
+    for entry in node.get("deviceTaints") or []:
+        if not isinstance(entry, dict) or set(entry) - TAINT_KEYS:
+            raise TopologyError(f"a device taint has the keys {sorted(TAINT_KEYS)}: {entry!r}")
+        if entry.get("device") not in names:
+            raise TopologyError(f"node {node['name']}: no device {entry.get('device')!r}")
+        taint = {k: str(v) for k, v in entry.items() if k != "device"}
+        found.setdefault(entry["device"], []).append(taint)
+    return found
 
 
 def _seconds(value: Any, what: str) -> float:
@@ -402,7 +426,10 @@ def slice_object(topology: Topology, node: str, node_uid: str) -> dict:
         "driver": DRIVER,
         "nodeName": node,
         "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-        "devices": [device.as_slice_device() for device in topology.devices_by_node[node]],
+        "devices": [
+            _with_taints(device.as_slice_device(), topology.device_taints.get(node, {}))
+            for device in topology.devices_by_node[node]
+        ],
     }
     return {
         "apiVersion": "resource.k8s.io/v1",
@@ -412,9 +439,20 @@ def slice_object(topology: Topology, node: str, node_uid: str) -> dict:
     }
 
 
-def device_class_objects(topology: Topology) -> list[dict]:
+def _with_taints(device: dict, taints: dict[str, list[dict]]) -> dict:
+    if taints.get(device["name"]):
+        device["taints"] = [dict(taint) for taint in taints[device["name"]]]
+    return device
+
+
+def device_class_objects(
+    topology: Topology, k8s_version: str = DEFAULT_K8S_VERSION, served: tuple[str, ...] = ("v1",)
+) -> list[dict]:
+    """The driver chart's DeviceClasses. Its HEAD chart renders them with resource.k8s.io/v1
+    when served and then gives `gpu.nvidia.com` `extendedResourceName: nvidia.com/gpu`
+    (templates/deviceclass-gpu.yaml); v1 is served from 1.34."""
     types = ["gpu", "mig"] if topology.has_mig() else ["gpu"]
-    return [
+    classes: list[dict[str, Any]] = [
         {
             "apiVersion": "resource.k8s.io/v1",
             "kind": "DeviceClass",
@@ -423,6 +461,9 @@ def device_class_objects(topology: Topology) -> list[dict]:
         }
         for device_type in types
     ]
+    if "v1" in served and int(k8s_version.lstrip("v").split(".")[1]) >= 34:
+        classes[0]["spec"]["extendedResourceName"] = GPU_EXTENDED_RESOURCE
+    return classes
 
 
 def _as_created(obj: dict) -> dict:
@@ -441,7 +482,13 @@ def _as_created(obj: dict) -> dict:
     return obj
 
 
-def seed(store: Any, topology: Topology, *, k8s_version: str = DEFAULT_K8S_VERSION) -> None:
+def seed(
+    store: Any,
+    topology: Topology,
+    *,
+    k8s_version: str = DEFAULT_K8S_VERSION,
+    served_versions: tuple[str, ...] = ("v1", "v1beta2", "v1beta1"),
+) -> None:
     """Create the Nodes, ResourceSlices and DeviceClasses of `topology` in an empty store;
     the kubelets report `k8s_version`."""
     from kubesim.registry.kinds import kind_for
@@ -456,6 +503,8 @@ def seed(store: Any, topology: Topology, *, k8s_version: str = DEFAULT_K8S_VERSI
     for name in topology.node_names:
         node = store.create(nodes, node_object(topology, name, k8s_version))
         if topology.devices_by_node[name]:  # the driver runs on GPU nodes only
-            store.create(slices, slice_object(topology, name, node["metadata"]["uid"]))
-    for device_class in device_class_objects(topology):
+            published = slice_object(topology, name, node["metadata"]["uid"])
+            slices.apply_defaults(published)  # the taints' timeAdded
+            store.create(slices, published)
+    for device_class in device_class_objects(topology, k8s_version, served_versions):
         store.create(kind_for("resource.k8s.io", "deviceclasses"), device_class)

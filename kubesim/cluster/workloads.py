@@ -36,14 +36,18 @@ class Workload:
     device_class: str = "gpu.nvidia.com"
     node: str = ""  # pinned by a nodeSelector on kubernetes.io/hostname; "" = any node
     image: str = IMAGE
+    # Asked the device-plugin way (`nvidia.com/gpu: 2` in the container's limits) instead of
+    # by a claim: the scheduler makes the claim (a DeviceClass's extendedResourceName).
+    extended_resource: str = ""
 
     def manifests(self, version: str) -> list[tuple[str, dict[str, Any]]]:
         """(collection path, object) in the order they are created; the claim in `version`
         of resource.k8s.io."""
         namespaced = f"/namespaces/{self.namespace}"
+        claims = f"/apis/resource.k8s.io/{version}{namespaced}/resourceclaims"
         return [
             ("/api/v1/namespaces", _namespace(self.namespace)),
-            (f"/apis/resource.k8s.io/{version}{namespaced}/resourceclaims", self.claim(version)),
+            *([] if self.extended_resource else [(claims, self.claim(version))]),
             (f"/api/v1{namespaced}/pods", self.pod()),
         ]
 
@@ -63,7 +67,7 @@ class Workload:
             "name": "train",
             "image": self.image,
             "command": ["sleep", "infinity"],
-            "resources": {"claims": [{"name": "gpus"}]},
+            "resources": self._resources(),
             # Pod Security "restricted": it runs where a cluster enforces that everywhere.
             "securityContext": {
                 "allowPrivilegeEscalation": False,
@@ -73,10 +77,9 @@ class Workload:
                 "seccompProfile": {"type": "RuntimeDefault"},
             },
         }
-        spec: dict[str, Any] = {
-            "containers": [container],
-            "resourceClaims": [{"name": "gpus", "resourceClaimName": self.name}],
-        }
+        spec: dict[str, Any] = {"containers": [container]}
+        if not self.extended_resource:
+            spec["resourceClaims"] = [{"name": "gpus", "resourceClaimName": self.name}]
         if self.node:
             spec["nodeSelector"] = {"kubernetes.io/hostname": self.node}
         return {
@@ -85,6 +88,11 @@ class Workload:
             "metadata": {"name": self.name, "namespace": self.namespace},
             "spec": spec,
         }
+
+    def _resources(self) -> dict[str, Any]:
+        if self.extended_resource:
+            return {"limits": {self.extended_resource: str(self.gpus)}}
+        return {"claims": [{"name": "gpus"}]}
 
 
 def _namespace(name: str) -> dict[str, Any]:
@@ -97,7 +105,7 @@ def from_list(entries: Any, nodes: list[str]) -> list[Workload]:
         return []
     if not isinstance(entries, list):
         raise WorkloadError("`workloads:` must be a list")
-    known = {"namespace", "name", "gpus", "deviceClass", "node", "image"}
+    known = {"namespace", "name", "gpus", "deviceClass", "node", "image", "extendedResource"}
     workloads = []
     for entry in entries:
         if not isinstance(entry, dict) or set(entry) - known:
@@ -118,6 +126,7 @@ def from_list(entries: Any, nodes: list[str]) -> list[Workload]:
                 device_class=str(entry.get("deviceClass") or "gpu.nvidia.com"),
                 node=node,
                 image=str(entry.get("image") or IMAGE),
+                extended_resource=str(entry.get("extendedResource") or ""),
             )
         )
     return workloads
@@ -161,7 +170,15 @@ def _default_service_account(api: Any, namespace: str) -> bool:
 
 def _reserved(api: Any, workload: Workload) -> bool:
     claims = kind_for("resource.k8s.io", "resourceclaims")
-    if not api.store.exists(claims, workload.namespace, workload.name):
+    name = workload.name
+    if workload.extended_resource:
+        pods = kind_for("", "pods")
+        if not api.store.exists(pods, workload.namespace, workload.name):
+            return False
+        pod = api.store.get(pods, workload.namespace, workload.name)
+        status = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
+        name = status.get("resourceClaimName") or ""
+    if not name or not api.store.exists(claims, workload.namespace, name):
         return False
-    claim = api.store.get(claims, workload.namespace, workload.name)
+    claim = api.store.get(claims, workload.namespace, name)
     return bool((claim.get("status") or {}).get("reservedFor"))

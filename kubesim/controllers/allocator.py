@@ -2,9 +2,12 @@
 
 Pure functions over plain dicts (storage form), as the scheduler's DRA plugin does it:
 DeviceClass selectors and request selectors (CEL) must all hold, ExactCount or All,
-firstAvailable subrequests in order, matchAttribute constraints, no device used twice.
+firstAvailable subrequests in order, matchAttribute constraints, no device used twice, and no
+device with a taint (NoSchedule or NoExecute, from its slice or a DeviceTaintRule) that the
+request does not tolerate (DRADeviceTaints, taken as on).
 """
 
+import copy
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -57,6 +60,69 @@ def candidates(slices: Iterable[dict], node: str) -> list[Candidate]:
     return found
 
 
+def tolerates(toleration: dict, taint: dict) -> bool:
+    """resourceclaim.ToleratesTaint: an empty effect or key matches any; Equal (the default)
+    compares values, Exists matches any value."""
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    if toleration.get("key") and toleration["key"] != taint.get("key"):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return True
+    return operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def taints_tolerated(device: dict, tolerations: list[dict] | None) -> bool:
+    """allTaintsTolerated: every taint of the device is tolerated by one of the request's."""
+    return all(
+        any(tolerates(toleration, taint) for toleration in tolerations or [])
+        for taint in device.get("taints") or []
+    )
+
+
+def rule_selects(rule: dict, driver: str, pool: str, device: dict, classes: dict) -> bool:
+    """Whether a DeviceTaintRule's deviceSelector picks the device (the resourceslice
+    tracker's applyPatches): driver, pool, device name, then the class's and its own CEL
+    selectors; a selector that fails to evaluate does not pick the device."""
+    selector = (rule.get("spec") or {}).get("deviceSelector")
+    if selector is None:
+        return True
+    for key, actual in (("driver", driver), ("pool", pool), ("device", device.get("name"))):
+        if selector.get(key) is not None and selector[key] != actual:
+            return False
+    candidate = Candidate(driver, pool, device.get("name", ""), "", device)
+    expressions = list(selector.get("selectors") or [])
+    if selector.get("deviceClassName") is not None:
+        device_class = classes.get(selector["deviceClassName"])
+        if device_class is None:
+            return False
+        expressions = [*((device_class.get("spec") or {}).get("selectors") or []), *expressions]
+    try:
+        return _selectors_hold(expressions, candidate, "")
+    except SelectorFailed:
+        return False
+
+
+def with_taint_rules(slices: list[dict], rules: list[dict], classes: dict) -> list[dict]:
+    """The slices as the scheduler sees them: each rule's taint added to the devices it
+    selects (ListWithDeviceTaintRules)."""
+    if not rules:
+        return slices
+    patched = []
+    for resource_slice in slices:
+        resource_slice = copy.deepcopy(resource_slice)
+        spec = resource_slice.get("spec") or {}
+        pool = (spec.get("pool") or {}).get("name", "")
+        for device in spec.get("devices") or []:
+            for rule in rules:
+                if rule_selects(rule, spec.get("driver", ""), pool, device, classes):
+                    taint = (rule.get("spec") or {}).get("taint") or {}
+                    device.setdefault("taints", []).append(dict(taint))
+        patched.append(resource_slice)
+    return patched
+
+
 def _selectors_hold(selectors: list[dict] | None, candidate: Candidate, owner: str) -> bool:
     """All hold, evaluated in order up to the first that does not (as isSelectable)."""
     activation = device_activation(candidate.driver, candidate.device)
@@ -85,10 +151,12 @@ def matching(
     if device_class is None:
         raise ClassMissing(f"request {request_name}: device class {class_name} does not exist")
     class_selectors = (device_class.get("spec") or {}).get("selectors") or []
+    tolerations = exact.get("tolerations")
     return [
         d
         for d in devices
-        if _selectors_hold(class_selectors, d, f"class {class_name}")
+        if taints_tolerated(d.device, tolerations)  # checked first: cheaper than CEL
+        and _selectors_hold(class_selectors, d, f"class {class_name}")
         and _selectors_hold(exact.get("selectors"), d, f"claim {claim_ref}")
     ]
 

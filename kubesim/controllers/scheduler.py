@@ -12,6 +12,7 @@ import threading
 from typing import Any, NamedTuple
 
 from kubesim.base.errors import ApiError
+from kubesim.controllers import extended_resources
 from kubesim.controllers.allocator import (
     Candidate,
     ClassMissing,
@@ -19,6 +20,7 @@ from kubesim.controllers.allocator import (
     SelectorFailed,
     allocate,
     candidates,
+    with_taint_rules,
 )
 from kubesim.controllers.node_affinity import pod_fits_node
 from kubesim.registry.kinds import kind_for
@@ -27,10 +29,12 @@ from kubesim.registry.reservations import (
     allocation_results,
     bind,
     claims_for_pod,
+    create_extended_claim,
     delete_generated_claims,
     mark_unschedulable,
     object_key,
     pod_claims,
+    record_extended_claim,
     release_claim,
     reserve,
     unreserve,
@@ -44,6 +48,7 @@ SLICES, CLASSES = (
     kind_for("resource.k8s.io", "deviceclasses"),
 )
 NODES = kind_for("", "nodes")
+TAINT_RULES = kind_for("resource.k8s.io", "devicetaintrules")
 CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_ON_NODE = "resourceclaim not available on the node"
 SELECTOR_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
@@ -74,6 +79,7 @@ class Inventory(NamedTuple):
     labels: dict[str, dict[str, str]]
     cordoned: frozenset[str] = frozenset()
     taints: dict[str, list[dict]] = {}
+    allocatable: dict[str, dict] = {}
 
 
 def read_inventory(store: Any) -> Inventory:
@@ -87,10 +93,15 @@ def read_inventory(store: Any) -> Inventory:
     taints = {
         node["metadata"]["name"]: (node.get("spec") or {}).get("taints") or [] for node in listed
     }
-    slices, _ = store.list(SLICES, copy=False)
+    allocatable = {
+        node["metadata"]["name"]: (node.get("status") or {}).get("allocatable") or {}
+        for node in listed
+    }
     classes = {c["metadata"]["name"]: c for c in store.list(CLASSES, copy=False)[0]}
+    rules = store.list(TAINT_RULES, copy=False)[0]
+    slices = with_taint_rules(store.list(SLICES, copy=False)[0], rules, classes)
     devices = {node: candidates(slices, node) for node in nodes}
-    return Inventory(nodes, devices, classes, labels, cordoned, taints)
+    return Inventory(nodes, devices, classes, labels, cordoned, taints, allocatable)
 
 
 def tolerates(pod: dict, taint: dict) -> bool:
@@ -318,7 +329,9 @@ class Scheduler:
         self, pod: dict, claims: list[dict], inventory: Inventory
     ) -> tuple[str, dict[tuple[str, str], list[dict]]]:
         nodes = inventory.nodes
-        postfilter = STILL_NOT_SCHEDULABLE if claims else NO_CLAIMS_TO_DEALLOCATE
+        mapping = extended_resources.class_mapping(inventory.classes)
+        wants_dra = any(name in mapping for name in extended_resources.pod_extended_requests(pod))
+        postfilter = STILL_NOT_SCHEDULABLE if claims or wants_dra else NO_CLAIMS_TO_DEALLOCATE
         for claim in claims:
             if claim["metadata"].get("deletionTimestamp"):
                 deleting = f'resourceclaim "{claim["metadata"]["name"]}" is being deleted'
@@ -335,9 +348,26 @@ class Scheduler:
             if not pod_fits_node(pod, node, inventory.labels.get(node, {})):
                 reasons[SELECTOR_MISMATCH] = reasons.get(SELECTOR_MISMATCH, 0) + 1
                 continue
+            through_dra, missing = extended_resources.node_needs(
+                pod, inventory.allocatable.get(node, {}), mapping
+            )
+            if missing:  # NodeResourcesFit, before the DRA plugin
+                for name in missing:
+                    reason = f"Insufficient {name}"
+                    reasons[reason] = reasons.get(reason, 0) + 1
+                continue
             devices = inventory.devices[node]
             try:
-                return node, _fit_on_node(node, claims, devices, inventory.classes, in_use)
+                allocations = _fit_on_node(node, claims, devices, inventory.classes, in_use)
+                if through_dra:
+                    taken = set(in_use).union(*map(_device_ids, allocations.values()))
+                    special = extended_resources.fit(
+                        pod, through_dra, mapping, devices, inventory.classes, taken
+                    )
+                    if special is None:
+                        raise Unschedulable(CANNOT_ALLOCATE)
+                    allocations[EXTENDED] = special
+                return node, allocations
             except Unschedulable as reason:
                 reasons[str(reason)] = reasons.get(str(reason), 0) + 1
             except ClassMissing as missing:
@@ -354,11 +384,26 @@ class Scheduler:
                 results = allocations.get(object_key(claim))
                 stored = reserve(self.store, claim, pod, node, results, self.allocation_timestamp)
                 self._in_use[object_key(stored)] = _allocated_devices(stored)
+            if EXTENDED in allocations:
+                pod = self._commit_extended(pod, node, *allocations[EXTENDED])
             bind(self.store, pod, node)
         except ApiError as error:
             log.info("binding %s/%s failed, retrying: %s", *object_key(pod), error)
             return
         self._waiting.pop(object_key(pod), None)
+
+    def _commit_extended(self, pod: dict, node: str, claim: dict, results: list[dict]) -> dict:
+        """PreBind for the special claim: create it, allocate and reserve it for the pod, then
+        record it in the pod's status."""
+        created = create_extended_claim(self.store, claim)
+        stored = reserve(self.store, created, pod, node, results, self.allocation_timestamp)
+        self._in_use[object_key(stored)] = _allocated_devices(stored)
+        mappings = extended_resources.request_mappings(stored, pod)
+        return record_extended_claim(self.store, pod, stored["metadata"]["name"], mappings)
+
+
+# The allocations' key of the claim the scheduler makes for extended resources.
+EXTENDED = ("", "")
 
 
 def _live_uids(pods: list[dict]) -> set[str]:

@@ -351,5 +351,26 @@ def container_devices(store: Any, topology: Any, pod: dict) -> dict[str, list]:
                 device = topology.device(result["pool"], result["device"])
                 if device is not None and device not in devices:
                     devices.append(device)
+        devices += _extended_devices(topology, pod, claims, container["name"], devices)
         seen[container["name"]] = devices
     return seen
+
+
+def _extended_devices(
+    topology: Any, pod: dict, claims: dict[str, dict], container: str, have: list
+) -> list:
+    """The devices the scheduler's extended-resource claim gives the container, by the
+    pod's status.extendedResourceClaimStatus.requestMappings."""
+    status = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
+    claim = claims.get(status.get("resourceClaimName") or "")
+    wanted = {
+        m.get("requestName")
+        for m in status.get("requestMappings") or []
+        if m.get("containerName") == container
+    }
+    found: list = []
+    for result in allocation_results(claim) if wanted else []:
+        device = topology.device(result["pool"], result["device"])
+        if result["request"] in wanted and device is not None and device not in have + found:
+            found.append(device)
+    return found

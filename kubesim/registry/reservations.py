@@ -58,9 +58,17 @@ def _claim_names(pod: dict) -> list[str]:
     return [name for name in claim_names_by_pod_claim(pod).values() if name]
 
 
+def extended_claim_name(pod: dict) -> str:
+    """The claim the scheduler made for the pod's extended resources ("" if none)."""
+    status = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
+    return status.get("resourceClaimName") or ""
+
+
 def pod_claims(store: Any, pod: dict) -> list[dict]:
+    """Every claim the pod uses, the scheduler's one for extended resources included."""
     found = []
-    for name in _claim_names(pod):
+    extended = extended_claim_name(pod)
+    for name in _claim_names(pod) + ([extended] if extended else []):
         try:
             found.append(store.get(CLAIMS, pod["metadata"]["namespace"], name))
         except ApiError:
@@ -74,10 +82,33 @@ def claims_for_pod(store: Any, pod: dict) -> list[dict]:
     names = _claim_names(pod)
     if len(names) != len((pod.get("spec") or {}).get("resourceClaims") or []):
         raise ClaimNotReady(f"pod {object_key(pod)}: ResourceClaim not created yet")
-    claims = pod_claims(store, pod)
+    claims = [c for c in pod_claims(store, pod) if c["metadata"]["name"] in names]
     if len(claims) != len(names):
         raise ClaimNotReady(f"pod {object_key(pod)}: a resourceclaim was not found")
     return claims
+
+
+def create_extended_claim(store: Any, claim: dict) -> dict:
+    """PreBind's Create of the special claim; the API server generates its name."""
+    base = claim["metadata"]["generateName"][:58]
+    suffix = "".join(secrets.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
+    claim["metadata"]["name"] = base + suffix
+    CLAIMS.apply_defaults(claim)
+    record_write(CLAIMS, None, claim, SCHEDULER)
+    with quota.admitting(store, CLAIMS, claim):
+        return store.create(CLAIMS, claim)
+
+
+def record_extended_claim(store: Any, pod: dict, claim_name: str, mappings: list[dict]) -> dict:
+    """The scheduler's patch of the pod's status.extendedResourceClaimStatus."""
+    pod = store.get(PODS, *object_key(pod))
+    before = copy.deepcopy(pod)
+    pod.setdefault("status", {})["extendedResourceClaimStatus"] = {
+        "requestMappings": mappings,
+        "resourceClaimName": claim_name,
+    }
+    record_write(PODS, before, pod, SCHEDULER, "status")
+    return store.update(PODS, pod)
 
 
 def _create_template_claims(store: Any, pod: dict) -> dict:

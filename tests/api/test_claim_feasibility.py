@@ -39,6 +39,7 @@ def test_it_says_whether_a_pending_claim_can_be_met(api: Api, namespace: Namespa
         "max_on_one_node": 4,
         "free_now_on_one_node": 4,
         "held_outside_portal": 0,
+        "tainted": 0,
         "free_now_in_cluster": 8,
         "node": "",
         "selector_evaluated": True,

@@ -30,6 +30,13 @@ class DeviceOutput(serializers.Serializer):
     name = serializers.CharField()
     attributes = serializers.DictField(child=serializers.JSONField())
     capacity = serializers.DictField(child=serializers.CharField())
+    taints = serializers.ListField(
+        child=serializers.DictField(child=serializers.CharField()),
+        required=False,
+        help_text="Device taints {key, value, effect, timeAdded}: its driver's and those "
+        "DeviceTaintRules add. One with effect NoSchedule or NoExecute keeps the device from "
+        "the portal's claims.",
+    )
 
 
 @extend_schema_serializer(examples=_example("A simulated cluster", examples.CLUSTER))

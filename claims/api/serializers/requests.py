@@ -85,6 +85,10 @@ class FeasibilityOutput(serializers.Serializer):
     held_outside_portal = serializers.IntegerField(
         help_text="Matching devices held by claims made outside the portal (not free)."
     )
+    tainted = serializers.IntegerField(
+        help_text="Matching devices with a NoSchedule or NoExecute device taint (not free: "
+        "the portal's claims tolerate no taint)."
+    )
     selector_evaluated = serializers.BooleanField(
         help_text="False when the selector fails to evaluate on some device of the class (an "
         "attribute it does not publish, a comparison CEL cannot make): the scheduler stops "

@@ -95,6 +95,7 @@ EXAMPLE_OUT = {
         "free_now_in_cluster": 6,
         "node": "gpu-node-2",
         "held_outside_portal": 2,
+        "tainted": 0,
         "selector_evaluated": True,
         "summary": "Can be satisfied: up to 4 devices of class gpu.nvidia.com matching the "
         "selector on one node. Free now: 4 on gpu-node-2, 6 in the cluster. 2 matching "

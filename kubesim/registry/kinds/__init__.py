@@ -60,11 +60,22 @@ EVENT_FIELD_SELECTORS = (
 )
 
 
-def _served_from_config(config: Any) -> list[str]:
+def _configured_versions(config: Any) -> list[str]:
     versions = getattr(config, "served_versions", config)
     if isinstance(versions, str):
         versions = versions.split(",")
-    return [v for v in conversion.VERSIONS if v in set(versions or conversion.VERSIONS)]
+    return list(versions or conversion.VERSIONS)
+
+
+def _served_from_config(config: Any) -> list[str]:
+    configured = set(_configured_versions(config))
+    return [v for v in conversion.VERSIONS if v in configured]
+
+
+# resource.k8s.io/v1alpha3 holds only DeviceTaintRule in 1.34 and, as an alpha version, is
+# served only when enabled (--runtime-config=resource.k8s.io/v1alpha3=true): kubesim serves it
+# when `served_versions` names it.
+ALPHA_VERSION = "v1alpha3"
 
 
 @dataclass(frozen=True)
@@ -92,6 +103,8 @@ class Kind:
     # What the strategy derives from the uid the API server gives a new object.
     from_uid: Callable[[dict], None] | None = field(default=None, repr=False)
     codec: Any = field(default=None, repr=False)
+    # The one version of a kind outside the group's common ones (DeviceTaintRule: v1alpha3).
+    only_version: str = ""
 
     @property
     def storage_key(self) -> tuple[str, str]:
@@ -103,13 +116,16 @@ class Kind:
 
     @property
     def api_version_storage(self) -> str:
-        return f"{self.group}/v1" if self.group else "v1"
+        return f"{self.group}/{self.only_version or 'v1'}" if self.group else "v1"
 
     def api_version(self, version: str) -> str:
         return f"{self.group}/{version}" if self.group else version
 
     def served_versions(self, config: Any = None) -> list[str]:
         """Versions served for this kind; `config` has `served_versions` (or is that list)."""
+        if self.only_version:
+            configured = _configured_versions(config)
+            return [self.only_version] if self.only_version in configured else []
         if self.group != RESOURCE_GROUP:
             return ["v1"]
         return _served_from_config(config)
@@ -128,7 +144,10 @@ class Kind:
 
     def _converted(self, obj: dict, version: str, convert: Callable) -> dict:
         """A copy of `obj` converted by `convert`; other groups than resource.k8s.io have v1."""
-        if self.group == RESOURCE_GROUP:
+        if self.only_version:
+            converted = copy.deepcopy(obj)
+            converted["apiVersion"] = self.api_version(self.only_version)
+        elif self.group == RESOURCE_GROUP:
             converted = convert(obj, self.kind, version)
         else:
             converted = copy.deepcopy(obj)
@@ -267,7 +286,16 @@ _ALL = (
         "ResourceSlice",
         False,
         field_selectors=("metadata.name", "spec.nodeName", "spec.driver"),
+        defaulter=kinds_resource.default_slice,
         validator=kinds_resource.validate_slice,
+    ),
+    _resource(
+        "devicetaintrules",
+        "DeviceTaintRule",
+        False,
+        defaulter=kinds_resource.default_taint_rule,
+        validator=kinds_resource.validate_taint_rule,
+        only_version=ALPHA_VERSION,
     ),
     _resource(
         "resourceclaims",

@@ -54,7 +54,15 @@ def _pull_policy(image: str) -> str:
 
 def default_container(container: dict) -> None:
     container.setdefault("imagePullPolicy", _pull_policy(str(container.get("image") or "")))
-    container.setdefault("resources", {})
+    resources = container.setdefault("resources", {})
+    # SetDefaults_Pod: "If limits are specified, but requests are not, default requests to
+    # limits" (per resource), as for `nvidia.com/gpu: 1` asked for under limits only.
+    limits = resources.get("limits") if isinstance(resources, dict) else None
+    if isinstance(limits, dict) and limits:
+        requests = resources.setdefault("requests", {})
+        if isinstance(requests, dict):
+            for name, quantity in limits.items():
+                requests.setdefault(name, quantity)
     container.setdefault("terminationMessagePath", "/dev/termination-log")
     container.setdefault("terminationMessagePolicy", "File")
 

@@ -1,9 +1,22 @@
-"""Defaulting and validation of the resource.k8s.io kinds, on their storage (v1) form."""
+"""Defaulting and validation of the resource.k8s.io kinds, on their storage (v1) form.
 
+The alpha features DRAExtendedResource (DeviceClass `extendedResourceName`) and DRADeviceTaints
+(device taints in slices, DeviceTaintRules in v1alpha3) are treated as enabled: a 1.34 server
+with the gates off would drop those fields (docs/kubesim.md, "Feature gates").
+"""
+
+from datetime import UTC, datetime
 from typing import Any
 
 from kubesim.base import goprint
 from kubesim.base.cel_env import compile_error
+from kubesim.base.labels import (
+    DNS_SUBDOMAIN,
+    LABEL_VALUE,
+    LABEL_VALUE_MSG,
+    NAME_PART_MSG,
+    QUALIFIED_NAME,
+)
 from kubesim.registry.validation import (
     DUPLICATE,
     FORBIDDEN,
@@ -226,9 +239,98 @@ def validate_template(obj: dict, old: dict | None) -> list[FieldError]:
     return errors + claim_spec_errors((obj.get("spec") or {}).get("spec"), "spec.spec")
 
 
+def is_extended_resource_name(name: str) -> bool:
+    """v1helper.IsExtendedResourceName: not a native resource (no domain, or under
+    kubernetes.io), not `requests.`-prefixed, and `requests.<name>` a qualified name."""
+    domain, slash, _ = name.partition("/")
+    native = not slash or domain == "kubernetes.io" or domain.endswith(".kubernetes.io")
+    if native or name.startswith("requests."):
+        return False
+    return not qualified_name_problems(f"requests.{name}")
+
+
 def validate_device_class(obj: dict, old: dict | None) -> list[FieldError]:
+    spec = obj.get("spec") or {}
     errors = metadata_name_errors(obj)
-    return errors + selector_errors((obj.get("spec") or {}).get("selectors"), "spec.selectors")
+    errors += selector_errors(spec.get("selectors"), "spec.selectors")
+    name = spec.get("extendedResourceName")
+    if name is not None and not is_extended_resource_name(str(name)):
+        field = "spec.extendedResourceName"
+        errors.append(FieldError(INVALID, field, name, "must be a valid extended resource name"))
+    return errors
+
+
+def qualified_name_problems(key: str) -> list[str]:
+    """metav1validation.ValidateLabelName's (IsQualifiedName's) complaints."""
+    if not key:
+        return ["name part must be non-empty"]
+    prefix, slash, name = key.rpartition("/")
+    problems = []
+    if not name:
+        problems.append("name part must be non-empty")
+    elif len(name) > 63:
+        problems.append("name part must be no more than 63 characters")
+    elif not QUALIFIED_NAME.match(name):
+        problems.append(NAME_PART_MSG)
+    if slash and not (prefix and len(prefix) <= 253 and DNS_SUBDOMAIN.match(prefix)):
+        problems.append("prefix part must be a valid DNS subdomain")
+    return problems
+
+
+def taint_errors(taint: Any, path: str) -> list[FieldError]:
+    """validateDeviceTaint: key a label name, value a label value, effect required."""
+    taint = _dict(taint)
+    key, value, effect = taint.get("key") or "", taint.get("value") or "", taint.get("effect")
+    errors = [FieldError(INVALID, f"{path}.key", key, p) for p in qualified_name_problems(key)]
+    if value and (len(value) > 63 or not LABEL_VALUE.match(value)):
+        detail = "must be no more than 63 characters" if len(value) > 63 else LABEL_VALUE_MSG
+        errors.append(FieldError(INVALID, f"{path}.value", value, detail))
+    if not effect:
+        errors.append(FieldError(REQUIRED, f"{path}.effect"))
+    elif effect not in TAINT_EFFECTS:
+        detail = 'supported values: "NoExecute", "NoSchedule"'
+        errors.append(FieldError(UNSUPPORTED, f"{path}.effect", effect, detail))
+    return errors
+
+
+TAINT_EFFECTS = ("NoExecute", "NoSchedule")
+MAX_TAINTS = 4
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def stamp_taint(taint: Any) -> None:
+    """TimeAdded "added automatically during create or update if not set" (API@1.34)."""
+    if isinstance(taint, dict) and not taint.get("timeAdded"):
+        taint["timeAdded"] = _now()
+
+
+def default_slice(obj: dict) -> None:
+    for device in _list(_dict(obj.get("spec")).get("devices")):
+        for taint in _list(_dict(device).get("taints")):
+            stamp_taint(taint)
+
+
+def default_taint_rule(obj: dict) -> None:
+    stamp_taint(_dict(obj.get("spec")).get("taint"))
+
+
+def validate_taint_rule(obj: dict, old: dict | None) -> list[FieldError]:
+    """ValidateDeviceTaintRule (v1alpha3 in 1.34): the selector's names, and one taint."""
+    spec = _dict(obj.get("spec"))
+    errors = metadata_name_errors(obj)
+    selector = _dict(spec.get("deviceSelector"))
+    path = "spec.deviceSelector"
+    if selector.get("deviceClassName") is not None:
+        errors += dns_subdomain_errors(selector["deviceClassName"], f"{path}.deviceClassName")
+    if selector.get("driver") is not None:
+        errors += dns_subdomain_errors(selector["driver"], f"{path}.driver")
+    if selector.get("device") is not None:
+        errors += dns_label_errors(selector["device"], f"{path}.device")
+    errors += selector_errors(selector.get("selectors"), f"{path}.selectors")
+    return errors + taint_errors(spec.get("taint"), "spec.taint")
 
 
 def slice_device_errors(devices: Any, path: str) -> list[FieldError]:
@@ -245,6 +347,12 @@ def slice_device_errors(devices: Any, path: str) -> list[FieldError]:
         if name in seen:
             errors.append(FieldError(DUPLICATE, field, name))
         seen.add(name)
+        taints = _list(_dict(device).get("taints"))
+        if len(taints) > MAX_TAINTS:
+            detail = f"must have at most {MAX_TAINTS} items"
+            errors.append(FieldError(TOO_MANY, f"{path}[{index}].taints", len(taints), detail))
+        for position, taint in enumerate(taints):
+            errors += taint_errors(taint, f"{path}[{index}].taints[{position}]")
     return errors
 
 

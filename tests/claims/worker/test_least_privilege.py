@@ -73,7 +73,9 @@ def portal_identity(handle: kubesim.Handle, path: Path) -> Path:
 
 @pytest.fixture
 def least_privileged_cluster(db: None, tmp_path: Path) -> Iterator[tuple[Cluster, Any]]:
-    with kubesim.start(speed=50) as handle:
+    # v1alpha3 served: the follower also lists and watches DeviceTaintRules.
+    served = ("v1", "v1beta2", "v1beta1", "v1alpha3")
+    with kubesim.start(speed=50, served_versions=served) as handle:
         kubeconfig = portal_identity(handle, tmp_path / "portal.kubeconfig")
         cluster = Cluster.objects.create(name="rbac", kubeconfig_path=str(kubeconfig))
         sync.refresh_inventory(cluster)
@@ -255,9 +257,10 @@ def deleted(alice: User, ns: NamespaceRequest) -> None:
 def open_the_followers_watches(cluster: Cluster) -> None:
     """The loop's own informers, every kind it follows, each listed and then watched."""
     loop = ClusterLoop(cluster.pk, threading.Event())
-    informers = loop.watches(gateways.gateway_for(cluster)).all()
-    # claims, Pods, slices, classes, the CHECKED_KINDS, and claims made outside the portal
-    assert len(informers) == 9
+    informers = loop.watches(gateways.gateway_for(cluster), taint_rules=True).all()
+    # claims, Pods, slices, classes, the CHECKED_KINDS, claims made outside the portal and
+    # DeviceTaintRules
+    assert len(informers) == 10
     for informer in informers:
         informer.start()
     try:
