@@ -231,7 +231,7 @@ def _pod_holders(store: Any, pod: dict) -> list[tuple[str, dict[str, str]]]:
         for reference in (container.get("resources") or {}).get("claims") or []:
             claim = claims.get(names.get(reference.get("name"), ""))
             for result in allocation_results(claim):
-                if result.get("driver") != DRA_DRIVER:
+                if claim is None or result.get("driver") != DRA_DRIVER:
                     continue
                 attributes = {
                     "pod": pod["metadata"]["name"],
