@@ -27,8 +27,26 @@ XID = "DCGM_FI_DEV_XID_ERRORS"
 CLAIM_LABELS = ("dra_claim_namespace", "dra_claim_name")
 
 
+def gettext_noop(message: str) -> str:
+    """Marks a message for makemessages (this layer imports no Django)."""
+    return message
+
+
+UNREACHABLE = gettext_noop("Prometheus is unreachable (%(error)s)")
+TOO_SLOW = gettext_noop("Prometheus did not answer within %(seconds)s s")
+HTTP_STATUS = gettext_noop("Prometheus answered HTTP %(status)s")
+REFUSED = gettext_noop("Prometheus refused the query: %(error)s")
+NO_EXPORTER = gettext_noop("no dcgm-exporter answered (%(errors)s)")
+NOT_TEXT = gettext_noop("an exporter's answer is not Prometheus text: %(error)s")
+
+
 class NoMetrics(Exception):
-    """No numbers could be had; the message says why (in English)."""
+    """No numbers could be had: `message % params` says why (English; the page translates
+    `message`)."""
+
+    def __init__(self, message: str, **params: object) -> None:
+        self.message, self.params = message, params
+        super().__init__(message % params)
 
 
 @dataclass(frozen=True)
@@ -57,15 +75,15 @@ class Prometheus:
         try:
             response = requests.get(self.url + path, params=params, timeout=self.timeout)
         except requests.Timeout:
-            raise NoMetrics(f"Prometheus did not answer within {self.timeout:g} s") from None
+            raise NoMetrics(TOO_SLOW, seconds=f"{self.timeout:g}") from None
         except requests.RequestException as error:
-            raise NoMetrics(f"Prometheus is unreachable ({type(error).__name__})") from None
+            raise NoMetrics(UNREACHABLE, error=type(error).__name__) from None
         try:
             body = response.json()
         except ValueError:
-            raise NoMetrics(f"Prometheus answered HTTP {response.status_code}") from None
+            raise NoMetrics(HTTP_STATUS, status=response.status_code) from None
         if body.get("status") != "success":
-            raise NoMetrics(f"Prometheus refused the query: {body.get('error', '?')}")
+            raise NoMetrics(REFUSED, error=body.get("error", "?"))
         return list((body.get("data") or {}).get("result") or [])
 
     def instant(self, query: str) -> list[Sample]:
@@ -103,7 +121,7 @@ class Exporters:
                 continue
             found += parse_exposition(response.text)
         if failures and len(failures) == len(self.urls):
-            raise NoMetrics("no dcgm-exporter answered (" + "; ".join(failures) + ")")
+            raise NoMetrics(NO_EXPORTER, errors="; ".join(failures))
         return found
 
 
@@ -112,7 +130,7 @@ def parse_exposition(text: str) -> list[Sample]:
     try:
         families = list(text_string_to_metric_families(text))
     except ValueError as error:
-        raise NoMetrics(f"an exporter's answer is not Prometheus text: {error}") from None
+        raise NoMetrics(NOT_TEXT, error=str(error)) from None
     return [
         Sample(sample.name, dict(sample.labels), float(sample.value))
         for family in families

@@ -74,10 +74,14 @@ def claim_usage(claim: Any) -> Usage:
         samples = [s for s in source.samples() if _of_claim(s, namespace, name)]
         usage = _current(samples, "exporters")
     except NoMetrics as error:
-        return Usage(no_data=str(error))
+        return Usage(no_data=_why(error))
     if not usage.gpus:
         usage.no_data = _("no GPU reports metrics for this claim now (no Pod of it runs)")
     return usage
+
+
+def _why(error: NoMetrics) -> str:
+    return _(error.message) % error.params
 
 
 def _of_claim(sample: Sample, namespace: str, name: str) -> bool:
@@ -161,7 +165,7 @@ def utilisation_check() -> Check:
             with_dra = sum(1 for s in activity if s.labels.get("dra_claim_name"))
             total = len(activity)
     except NoMetrics as error:
-        return Check(False, str(error))
+        return Check(False, _why(error))
     return _check_of(total, with_dra)
 
 
@@ -173,7 +177,7 @@ def _check_of(total: int, with_dra: int) -> Check:
     return Check(
         False,
         _(
-            "%(count)d GPU series, none with DRA claim labels: dcgm-exporter is older than 4.5 "
+            "%(count)d GPU series, none with DRA claim labels: dcgm-exporter is too old "
             "or runs without KUBERNETES_ENABLE_DRA, so no claim's use can be shown "
             "(docs/operations.md, Utilisation)"
         )

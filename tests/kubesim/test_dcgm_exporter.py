@@ -128,7 +128,7 @@ def test_it_loads_a_claimed_gpu_as_train_sim_asks_and_labels_it_with_the_claim(
         timeout=30,
     )
     assert busy[0].value == pytest.approx(0.6)
-    assert DRA_LABELS <= set(busy[0].labels)
+    assert set(busy[0].labels) >= DRA_LABELS
     labels = busy[0].labels
     assert (labels["dra_claim_namespace"], labels["namespace"], labels["pod"]) == (
         namespace,

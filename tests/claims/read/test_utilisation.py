@@ -129,7 +129,7 @@ def test_it_says_no_data_when_prometheus_does_not_answer(
 
 
 def test_it_says_when_the_exporter_has_no_dra_labels(kubesim_with_prometheus, settings) -> None:
-    handle, prometheus = kubesim_with_prometheus
+    handle = kubesim_with_prometheus[0]
     handle.admin("POST", "/_kubesim/dcgm", {"draLabels": False})
     try:
         settings.PROMETHEUS_URL = ""
