@@ -146,6 +146,7 @@ def _total(per_gpu: dict[tuple[str, str], float], metric: str) -> float:
 class Check:
     ok: bool
     message: str
+    configured: bool = True  # False: no source is set (an optional part, not a failure)
 
 
 def utilisation_check() -> Check:
@@ -153,7 +154,9 @@ def utilisation_check() -> Check:
     KUBERNETES_ENABLE_DRA off), or none."""
     source = _source()
     if source is None:
-        return Check(False, _("not set up: set PROMETHEUS_URL (or DCGM_EXPORTER_URLS)"))
+        return Check(
+            False, _("not set up: set PROMETHEUS_URL (or DCGM_EXPORTER_URLS)"), configured=False
+        )
     try:
         if isinstance(source, gpu_metrics.Prometheus):
             labelled = source.instant(f'count({gpu_metrics.ACTIVITY}{{dra_claim_name!=""}})')

@@ -143,7 +143,8 @@ def test_it_says_when_the_exporter_has_no_dra_labels(kubesim_with_prometheus, se
 
 def test_it_says_when_no_source_is_set(settings) -> None:
     settings.PROMETHEUS_URL, settings.DCGM_EXPORTER_URLS = "", []
-    assert "PROMETHEUS_URL" in utilisation.utilisation_check().message
+    check = utilisation.utilisation_check()
+    assert "PROMETHEUS_URL" in check.message and not check.configured
 
 
 def test_the_claim_page_shows_no_data_and_why(alice: User, settings) -> None:
@@ -162,3 +163,14 @@ def test_it_refuses_a_threshold_out_of_range(monkeypatch, text: str) -> None:
     monkeypatch.setenv("UTILISATION_IDLE_THRESHOLD", text)
     with pytest.raises(ImproperlyConfigured, match="expected a number from 0 to 1"):
         envrange("UTILISATION_IDLE_THRESHOLD", "0.05", 0, 1)
+
+
+def test_the_cluster_page_gives_the_preflight_line(alice: User, settings) -> None:
+    settings.PROMETHEUS_URL = f"http://127.0.0.1:{free_port()}"
+    cluster = Cluster.objects.create(name="lab")
+    client = Client()
+    client.force_login(alice)
+    response = client.get(reverse("cluster", args=[cluster.pk]))
+    assert response.status_code == 200
+    assert b'id="utilisation-check"' in response.content
+    assert b"Prometheus is unreachable" in response.content
