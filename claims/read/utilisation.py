@@ -142,6 +142,54 @@ def _total(per_gpu: dict[tuple[str, str], float], metric: str) -> float:
     return sum(value for (name, _uuid), value in per_gpu.items() if name == metric)
 
 
+@dataclass
+class DeviceUsage:
+    """One GPU now: for the GPU map's colouring and an idle-first list."""
+
+    activity: float = 0.0
+    memory_used_mib: float = 0.0
+    xid: int = 0
+    claims: set[tuple[str, str]] = field(default_factory=set)  # (namespace, name) holding it
+
+
+def devices_usage() -> dict[tuple[str, str], DeviceUsage] | str:
+    """(node, DRA device name) -> what the GPU does now, or the reason there is no data.
+    A GPU no claim holds has no dra_* labels: its name is the NVIDIA DRA driver's
+    `gpu-<index>` of dcgm-exporter's `gpu` label on the node of its `hostname` label."""
+    source = _source()
+    if source is None:
+        return _("no metrics source is set (PROMETHEUS_URL or DCGM_EXPORTER_URLS)")
+    names = f"{gpu_metrics.ACTIVITY}|{gpu_metrics.MEMORY_USED}|{gpu_metrics.XID}"
+    try:
+        if isinstance(source, gpu_metrics.Prometheus):
+            samples = source.instant(f'{{__name__=~"{names}"}}')
+        else:
+            samples = source.samples()
+    except NoMetrics as error:
+        return _why(error)
+    devices: dict[tuple[str, str], DeviceUsage] = {}
+    for sample in samples:
+        device = devices.setdefault(_device_key(sample.labels), DeviceUsage())
+        if sample.name == gpu_metrics.ACTIVITY:
+            device.activity = sample.value
+        elif sample.name == gpu_metrics.MEMORY_USED:
+            device.memory_used_mib = sample.value
+        elif sample.name == gpu_metrics.XID:
+            device.xid = int(sample.value)
+        if sample.labels.get("dra_claim_name"):
+            device.claims.add(
+                (sample.labels.get("dra_claim_namespace", ""), sample.labels["dra_claim_name"])
+            )
+    return devices
+
+
+def _device_key(labels: dict[str, str]) -> tuple[str, str]:
+    if labels.get("dra_pool_name") and labels.get("dra_device_name"):
+        return labels["dra_pool_name"], labels["dra_device_name"]
+    node = labels.get("hostname") or labels.get("Hostname", "")  # renamed in 2026
+    return node, f"gpu-{labels.get('gpu', '')}"
+
+
 @dataclass(frozen=True)
 class Check:
     ok: bool

@@ -174,3 +174,31 @@ def test_the_cluster_page_gives_the_preflight_line(alice: User, settings) -> Non
     assert response.status_code == 200
     assert b'id="utilisation-check"' in response.content
     assert b"Prometheus is unreachable" in response.content
+
+
+def test_it_reads_every_gpu_for_the_map(kubesim_private, alice: User, settings) -> None:
+    settings.PROMETHEUS_URL = ""
+    settings.DCGM_EXPORTER_URLS = list(kubesim_private.dcgm_exporter_urls.values())
+    namespace = create_namespace(kubesim_private)
+    run_on_gpu(kubesim_private, namespace, "train", TRAIN_IMAGE, [*LONG_RUN, "--load", "0.4"])
+    kubesim_private.admin(
+        "POST", "/_kubesim/dcgm/xid", {"node": "gpu-node-2", "device": "gpu-1", "xid": 48}
+    )
+
+    def busy() -> list:
+        devices = utilisation.devices_usage()
+        assert not isinstance(devices, str)
+        return [key for key, device in devices.items() if device.activity > 0]
+
+    (key,) = wait_until(busy, timeout=30)
+    devices = utilisation.devices_usage()
+    assert not isinstance(devices, str) and len(devices) == 8
+    assert key[0] == "gpu-node-1" and devices[key].claims == {(namespace, "train")}
+    assert devices[key].activity == pytest.approx(0.4)
+    assert devices[("gpu-node-2", "gpu-1")].xid == 48
+    assert devices[("gpu-node-2", "gpu-0")].activity == 0
+
+
+def test_it_gives_the_map_the_reason_when_prometheus_is_down(settings) -> None:
+    settings.PROMETHEUS_URL = f"http://127.0.0.1:{free_port()}"
+    assert "Prometheus is unreachable" in str(utilisation.devices_usage())
