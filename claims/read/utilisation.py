@@ -105,23 +105,26 @@ def _from_prometheus(
     query = f"avg(max by (UUID) (max_over_time({gpu_metrics.ACTIVITY}{{{selector}}}[{step:.0f}s])))"
     raw = prometheus.series(query, start, end, step)
     usage.points = [(datetime.fromtimestamp(at, UTC), value) for at, value in raw]
-    usage.idle_since = _idle_since(raw, step, datetime.fromtimestamp(start, UTC))
+    usage.idle_since = _idle_since(raw, step, start, end)
     if not usage.gpus and not usage.points:
         usage.no_data = _("Prometheus has no metrics of this claim (no Pod of it has run)")
+    elif not usage.gpus:  # its history stays, with how long it has been idle
+        usage.no_data = _("no GPU reports metrics for this claim now (no Pod of it runs)")
     return usage
 
 
-def _idle_since(points: list[tuple[float, float]], step: float, start: datetime) -> datetime | None:
+def _idle_since(
+    points: list[tuple[float, float]], step: float, start: float, end: float
+) -> datetime | None:
     """When activity last went to the threshold or below and stayed there; None while busy.
-    Steps without a sample (no Pod ran) count as idle."""
+    Steps without a sample (no Pod ran, or none runs now) count as idle."""
     threshold = settings.UTILISATION_IDLE_THRESHOLD
     busy = [at for at, value in points if value > threshold]
     if not busy:
-        return start
-    last_busy = max(busy)
-    if points and points[-1][0] == last_busy:
+        return datetime.fromtimestamp(start, UTC)
+    if max(busy) > end - step:  # the last step, up to now
         return None
-    return datetime.fromtimestamp(last_busy + step, UTC)
+    return datetime.fromtimestamp(max(busy) + step, UTC)
 
 
 def _current(samples: Iterable[Sample], source: str) -> Usage:

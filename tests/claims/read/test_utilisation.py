@@ -14,11 +14,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
+from kubernetes import client
 
 from claims.models import ClaimRequest, Cluster, NamespaceRequest
 from claims.read import utilisation
 from portal.settings import envrange
-from tests.fixtures.kubesim import create_namespace, wait_until
+from tests.fixtures.kubesim import api_client, create_namespace, wait_until
 from tests.fixtures.prometheus import free_port
 from tests.kubesim.test_dcgm_exporter import TRAIN_IMAGE, run_on_gpu
 
@@ -86,6 +87,13 @@ def test_it_reads_a_claims_activity_from_prometheus(
     assert len(usage.points) <= utilisation.MAX_POINTS
     assert usage.idle_since is None  # busy now
     assert utilisation.utilisation_check().ok
+
+    client.CoreV1Api(api_client(handle)).delete_namespaced_pod(
+        "train", namespace, grace_period_seconds=0
+    )
+    after = wait_until(lambda: (u := utilisation.claim_usage(claim)).idle_since and u, timeout=60)
+    assert after.activity is None and "no Pod of it runs" in after.no_data
+    assert after.has_history  # what it did stays, and since when it has been idle
 
 
 def test_it_says_a_claim_nothing_ran_on_is_idle_since_it_was_made(
