@@ -43,6 +43,8 @@ format: $(VENV)/.installed
 
 test: $(VENV)/.installed lint
 	.ci/ensure-chromium
+	# The utilisation tests run a real Prometheus (Debian's package) scraping kubesim.
+	.ci/ensure-prometheus
 	# The catalog tests run makemessages and msgfmt: GNU gettext, installed when missing.
 	.ci/ensure-gettext
 	$(MAKE) messages

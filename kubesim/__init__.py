@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from kubesim.apiserver.dcgm_exporter import DcgmExporters
 from kubesim.apiserver.faults import Faults, parse_fault
 from kubesim.apiserver.routes import Api
 from kubesim.apiserver.server import ApiServer, serve_in_thread
@@ -61,6 +62,12 @@ class Handle:
     _stoppables: list[Any] = field(default_factory=list)
     _temporary_kubeconfig: bool = False
     _stopped: bool = False
+    dcgm: DcgmExporters | None = None  # every GPU node's dcgm-exporter (plain HTTP)
+
+    @property
+    def dcgm_exporter_urls(self) -> dict[str, str]:
+        """Node name -> the URL its dcgm-exporter's /metrics answers on."""
+        return self.dcgm.node_urls() if self.dcgm else {}
 
     def admin(self, method: str, path: str, json: Any = None) -> dict[str, Any]:
         """Call the admin API (/_kubesim/...), or any API path, with the token; an error
@@ -228,11 +235,13 @@ def start(
     token_auth_file: str | None = None,
     kubelet: bool = True,
     anonymous_auth: bool = True,
+    dcgm_port: int = 0,
 ) -> Handle:
     """Start a kubesim API server in background threads; the kubeconfig is written last.
     `token_auth_file`: CSV `token,user,uid[,"group1,group2"]` of more users (RBAC applies to
     them; the `token` user is in system:masters). `kubelet=False`: no simulated kubelet.
-    `anonymous_auth=False`: a request without a token is 401 rather than system:anonymous."""
+    `anonymous_auth=False`: a request without a token is 401 rather than system:anonymous.
+    `dcgm_port`: where the nodes' dcgm-exporters answer (plain HTTP, 0 = any free port)."""
     from kubesim.registry.kinds import KINDS
 
     token = token or secrets.token_urlsafe(24)
@@ -267,6 +276,8 @@ def start(
     stoppables = [scheduler, *([api.kubelet] if api.kubelet else []), finalizer, accounts]
     stoppables += [root_ca, node_lifecycle, jobs, ttl, garbage]
     stoppables += [_StateSaver(store)] if state else []
+    dcgm = DcgmExporters((host, dcgm_port), api).start()
+    stoppables.append(dcgm)
     serve_in_thread(server)
     if fresh:  # what other teams run was there before any fault a client meets
         workloads.start(api, cluster.workloads)
@@ -274,7 +285,9 @@ def start(
     temporary = kubeconfig is None
     kubeconfig = kubeconfig or _temporary_path()
     write_kubeconfig(kubeconfig, kubeconfig_text(url, bundle.ca_pem, token))
-    return Handle(url, kubeconfig, token, bundle.ca_pem, api, server, stoppables, temporary)
+    handle = Handle(url, kubeconfig, token, bundle.ca_pem, api, server, stoppables, temporary)
+    handle.dcgm = dcgm
+    return handle
 
 
 def spawn(

@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 import kubesim
 
@@ -67,6 +68,14 @@ def parser() -> argparse.ArgumentParser:
         default=True,
         help="true (the default, as upstream): a request without a token is system:anonymous",
     )
+    serve.add_argument(
+        "--dcgm-port", type=int, default=0, help="the nodes' dcgm-exporters (0 = any free port)"
+    )
+    serve.add_argument(
+        "--dcgm-urls-file",
+        default=None,
+        help="write each node's dcgm-exporter URL there, one a line, once serving",
+    )
     serve.add_argument("-v", "--verbose", action="store_true")
     return main
 
@@ -95,8 +104,18 @@ def serve(args: argparse.Namespace) -> int:
         error_rate=args.error_rate,
         error_codes=args.error_codes,
         kubelet=args.kubelet,
+        dcgm_port=args.dcgm_port,
     )
+    if args.dcgm_urls_file:
+        urls = "".join(f"{url}\n" for url in handle.dcgm_exporter_urls.values())
+        partial = Path(args.dcgm_urls_file + ".partial")
+        partial.write_text(urls)
+        partial.replace(args.dcgm_urls_file)  # whoever waits for it never reads half
     print(f"kubesim serving {handle.url}; kubeconfig: {handle.kubeconfig}", flush=True)
+    print(
+        f"dcgm-exporters: {handle.dcgm.url if handle.dcgm else '-'}/nodes/<node>/metrics",
+        flush=True,
+    )
     print(f"try: KUBECONFIG={handle.kubeconfig} kubectl get nodes", flush=True)
     while not stop.wait(0.5):
         pass

@@ -3,6 +3,7 @@
 Every variable is documented in .env.example.
 """
 
+import math
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -33,6 +34,20 @@ def envint(name: str, default: str) -> int:
 
 def envlist(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.getenv(name, default).split(",") if item.strip()]
+
+
+def envrange(name: str, default: str, low: float, high: float) -> float:
+    """A number from the environment within [low, high]; anything else stops the start."""
+    text = os.getenv(name, default)
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not low <= value <= high:
+        raise ImproperlyConfigured(
+            f"{name} is {text!r}, expected a number from {low:g} to {high:g}"
+        )
+    return value
 
 
 def proxy_ssl_header(name: str) -> tuple[str, str] | None:
@@ -250,6 +265,17 @@ SIMULATED_CLUSTER = envbool("SIMULATED_CLUSTER", "False" if KUBECONFIG else "Tru
 CLUSTER_NAME = os.getenv("CLUSTER_NAME", "kubesim" if SIMULATED_CLUSTER else "default")
 KUBESIM_KUBECONFIG = str(VAR_DIR / "kubeconfig")
 KUBESIM_SPEED = float(os.getenv("KUBESIM_SPEED", "1"))
+# GPU utilisation (docs/operations.md, "Utilisation"): a Prometheus server scraping NVIDIA's
+# dcgm-exporter, else the exporters' endpoints read directly (current values only).
+PROMETHEUS_URL = os.getenv("PROMETHEUS_URL", "").rstrip("/")
+DCGM_EXPORTER_URLS = envlist("DCGM_EXPORTER_URLS", "")
+
+
+# Seconds a page waits for Prometheus or an exporter before it shows "no data".
+UTILISATION_TIMEOUT = envrange("UTILISATION_TIMEOUT", "2", 0.1, 30)
+# A GPU is idle while its activity (DCGM_FI_PROF_GR_ENGINE_ACTIVE, 0-1) stays at or below this.
+UTILISATION_IDLE_THRESHOLD = envrange("UTILISATION_IDLE_THRESHOLD", "0.05", 0, 1)
+
 # Where an in-cluster connection reads its ServiceAccount token and CA (the kubelet mounts
 # them here); the API server's address comes from KUBERNETES_SERVICE_HOST/PORT.
 KUBE_SERVICE_ACCOUNT_DIR = os.getenv(

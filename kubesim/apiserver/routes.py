@@ -342,10 +342,36 @@ class Api:
         if route == ("DELETE", "/_kubesim/faults"):
             self.faults.clear()
             return json_response(200, {"ok": True})
+        if route[1].startswith("/_kubesim/dcgm"):
+            return self._dcgm_admin(request, route)
         if route == ("POST", "/_kubesim/compact"):
             self.store.compact()
             return json_response(200, {"compactedResourceVersion": self.store.compacted_rv})
         return NOT_FOUND_PAGE
+
+    def _dcgm_admin(self, request: Request, route: tuple[str, str]) -> Response:
+        """`POST /_kubesim/dcgm/xid {"node", "device", "xid"}`: the GPU reports an XID error;
+        `DELETE /_kubesim/dcgm/xid` clears them; `POST /_kubesim/dcgm {"draLabels": false}`
+        plays an exporter without KUBERNETES_ENABLE_DRA (or older than its DRA labels)."""
+        if self.kubelet is None:
+            raise errors.bad_request("kubesim runs without a kubelet: no GPU metrics")
+        metrics = self.kubelet.gpu_metrics
+        body = _json_body(request) if request.method == "POST" else {}
+        if route == ("POST", "/_kubesim/dcgm"):
+            metrics.dra_labels = bool(body.get("draLabels", True))
+            return json_response(200, {"draLabels": metrics.dra_labels})
+        if route == ("DELETE", "/_kubesim/dcgm/xid"):
+            metrics.clear_xids()
+            return json_response(200, {"ok": True})
+        if route != ("POST", "/_kubesim/dcgm/xid"):
+            return NOT_FOUND_PAGE
+        try:
+            metrics.raise_xid(str(body.get("node")), str(body.get("device")), int(body["xid"]))
+        except (KeyError, TypeError, ValueError):
+            raise errors.bad_request(
+                "give node, device (as published) and xid (a number)"
+            ) from None
+        return json_response(200, {"ok": True})
 
 
 def _json_body(request: Request) -> dict[str, Any]:

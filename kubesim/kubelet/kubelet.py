@@ -17,6 +17,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kubesim.kubelet.gpu_metrics import GpuMetrics
 from kubesim.kubelet.images import NodeImages
 from kubesim.kubelet.pod_run import (
     PodGone,
@@ -43,6 +44,7 @@ class Kubelet:
         self._pod_node = threading.local()  # the node of the pod a thread runs
         self.speed = max(float(speed or 1.0), 0.001)
         self.node_images = NodeImages()
+        self.gpu_metrics = GpuMetrics(store, topology)  # what each node's dcgm-exporter reads
         self._logs: dict[tuple[str, str, str], list[LogLine]] = {}
         self._changed = threading.Condition()
         self._running: dict[tuple[str, str], str] = {}
@@ -133,6 +135,7 @@ class Kubelet:
     def _forget(self, key: tuple[str, str], uid: str) -> None:
         if self._running.get(key) == uid:
             self._running.pop(key, None)
+        self.gpu_metrics.forget(key)
         with self._changed:
             for log_key in [k for k in self._logs if k[:2] == key]:
                 del self._logs[log_key]

@@ -264,6 +264,10 @@ class PodRun:
         self.results[name] = program
         self.started_at[name] = time.monotonic()
         self.ends[name] = self.started_at[name] + program.seconds / self.kubelet.speed
+        devices = self.devices.get(name, [])
+        self.kubelet.gpu_metrics.started(
+            (*self.key, name), self.uid, devices, program, self.ends[name]
+        )
         if program.server is not None:
             self.kubelet.servers[(*self.key, name)] = program.server
         self.kubelet.append_logs((*self.key, name), program.due(0.0))

@@ -3,12 +3,17 @@
 - NVIDIA's CUDA samples (`cuda.py`): print at once what the sample prints, exit after 3 s.
 - `ghcr.io/gpu-portal/train-sim` (kubesim's own training-like image): prints one progress line
   per step (`epoch 1/2 step 3/10 loss 1.8421`, `--step-seconds` apart, default 1), then exits
-  with the code `--exit-code` gives (default 0). `--steps` (default 10), `--epochs` (default 1).
+  with the code `--exit-code` gives (default 0). `--steps` (default 10), `--epochs` (default 1),
+  `--load` (0.0-1.0, default 0.85): how busy it keeps its GPUs (dcgm-exporter's activity).
 - A Jupyter image (`quay.io/jupyter/*-notebook`, `jupyter/*-notebook`): JupyterLab's server,
   which keeps running, answers HTTP on its port (8888, `--ServerApp.port`) through the API
-  server's pod proxy (`notebook.py`), and exits 0 on SIGTERM as jupyter_server does.
+  server's pod proxy (`notebook.py`), and exits 0 on SIGTERM as jupyter_server does. It
+  barely touches its GPU (a notebook waiting for its user).
 - `sleep infinity` (any image) runs until stopped, `sleep N` N seconds, then exits 0.
 - Any other image the node can pull runs its command for a while (5 s) and exits 0.
+
+What a program does to its GPUs (`gpu_activity`, `gpu_memory_fraction`) drives the node's
+dcgm-exporter (`gpu_metrics.py`): the CUDA samples a burst while they run, any other program 0.
 
 Every duration is simulated time (divided by the kubelet's speed by the caller).
 """
@@ -25,6 +30,9 @@ from kubesim.kubelet import cuda
 from kubesim.kubelet.images import canonical, parse
 
 TRAIN_IMAGE = "ghcr.io/gpu-portal/train-sim"
+TRAIN_LOAD = 0.85
+SAMPLE_ACTIVITY, SAMPLE_MEMORY = 0.9, 0.01  # vectorAdd: a few MiB of vectors and a context
+NOTEBOOK_ACTIVITY = 0.01
 NOTEBOOK_REPOSITORY = re.compile(r"^(quay\.io/jupyter|docker\.io/jupyter)/[a-z0-9-]*notebook$")
 OTHER_SECONDS = 5.0
 FOREVER = math.inf
@@ -41,6 +49,8 @@ class Program:
     stops_on_sigterm: bool = False  # handles SIGTERM and exits 0 (else PID 1 ignores it)
     server: Any = None  # what answers HTTP on the container's ports (notebook.Server)
     printed: int = field(default=0)  # how many lines of `output` the kubelet appended
+    gpu_activity: float = 0.0  # the share of time its GPUs' engines are busy, 0-1
+    gpu_memory_fraction: float = 0.0  # the share of their framebuffer it holds
 
     @property
     def lines(self) -> list[str]:
@@ -65,13 +75,19 @@ def start(container: dict, devices: Sequence[Any], registries: Any, run_seconds:
         return sleeping(argv[1])
     if image.startswith(cuda.SAMPLE_IMAGE):
         sample = cuda.run_image(image, devices)
-        return Program([(0.0, line) for line in sample.lines], sample.exit_code, run_seconds)
+        output = [(0.0, line) for line in sample.lines]
+        program = Program(output, sample.exit_code, run_seconds)
+        if devices:
+            program.gpu_activity, program.gpu_memory_fraction = SAMPLE_ACTIVITY, SAMPLE_MEMORY
+        return program
     if repository == TRAIN_IMAGE:
         return training(argv, devices)
     if NOTEBOOK_REPOSITORY.match(repository):
         from kubesim.kubelet import notebook
 
-        return notebook.start(container, argv)
+        program = notebook.start(container, argv)
+        program.gpu_activity = NOTEBOOK_ACTIVITY if devices else 0.0
+        return program
     return Program([], 0, OTHER_SECONDS)
 
 
@@ -117,6 +133,7 @@ def training(argv: list[str], devices: Sequence[Any]) -> Program:
     epochs = max(int(_number(argv, "--epochs", 1)), 1)
     step_seconds = max(_number(argv, "--step-seconds", 1.0), 0.0)
     exit_code = int(_number(argv, "--exit-code", 0)) % 256
+    load = min(max(_number(argv, "--load", TRAIN_LOAD), 0.0), 1.0)
     if devices:
         names = ", ".join(device.product_name for device in devices)
         output = [(0.0, f"train-sim: {len(devices)} GPU(s) visible: {names}")]
@@ -133,4 +150,7 @@ def training(argv: list[str], devices: Sequence[Any]) -> Program:
         output.append((end, f"train-sim: failed, exiting with code {exit_code}"))
     else:
         output.append((end, "train-sim: done"))
-    return Program(output, exit_code, end)
+    program = Program(output, exit_code, end)
+    if devices:
+        program.gpu_activity, program.gpu_memory_fraction = load, 0.1 + 0.8 * load
+    return program

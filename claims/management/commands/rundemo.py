@@ -195,6 +195,8 @@ class Command(BaseCommand):
         else:
             kubeconfig = Path(settings.KUBESIM_KUBECONFIG)
             kubeconfig.unlink(missing_ok=True)
+            exporters = settings.VAR_DIR / "kubesim-dcgm-exporters.txt"
+            exporters.unlink(missing_ok=True)
             children.start(
                 "kubesim",
                 [
@@ -210,11 +212,24 @@ class Command(BaseCommand):
                     str(options["speed"]),
                     "--state",
                     str(settings.VAR_DIR / "kubesim-state.json"),
+                    "--dcgm-urls-file",
+                    str(exporters),
                 ],
             )
             wait_for_file(kubeconfig, children)
+            wait_for_file(exporters, children)
+            self.read_exporters(exporters)
             self.stdout.write(f"kubesim runs at speed {options['speed']:g} (--speed to change).")
         call_command("ensure_cluster", stdout=self.stdout)
+
+    def read_exporters(self, path: Path) -> None:
+        """Without a Prometheus the pages read kubesim's dcgm-exporters directly (current
+        values only): the web and worker children get their URLs, unless set already."""
+        if settings.PROMETHEUS_URL or settings.DCGM_EXPORTER_URLS:
+            return
+        urls = path.read_text().split()
+        os.environ["DCGM_EXPORTER_URLS"] = ",".join(urls)
+        self.stdout.write(f"GPU use: read from kubesim's dcgm-exporters ({len(urls)} nodes).")
 
     def start_workers(self, children: Children) -> None:
         celery = [PYTHON, "-m", "celery", "-A", "portal"]

@@ -21,7 +21,7 @@ from claims.domain.services import workloads as workload_services
 from claims.kube import manifests
 from claims.live import changes
 from claims.models import AuditEvent, ClaimRequest, RunLog, VerificationRun
-from claims.read import planned, selectors
+from claims.read import planned, selectors, utilisation
 from claims.web.views import confirm, live
 from claims.web.views.clusters import claim_map_context, run_pending_context
 from claims.web.views.common import (
@@ -32,6 +32,7 @@ from claims.web.views.common import (
 )
 
 CS = ClaimRequest.State
+USAGE_STATES = (CS.WAITING, CS.IN_USE)  # a claim whose Pods may run on GPUs
 
 
 CLAIM_PAGE = live.LivePage(
@@ -71,6 +72,7 @@ def _claim_context(request: HtmxHttpRequest, pk: int) -> dict[str, Any]:
         "can_start_workload": workload_services.claim_problem(claim) is None,
         "can_release": not final,
         "can_retry": claim.state == CS.FAILED,
+        "usage": utilisation.claim_usage(claim) if claim.state in USAGE_STATES else None,
     }
     if "since" not in request.GET:  # the manifests are outside the live parts
         context.update(_manifest_context(claim))

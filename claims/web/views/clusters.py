@@ -14,7 +14,7 @@ from claims.kube.parsing import ClusterInfo, DeviceClassInfo, DeviceInfo, Prefli
 from claims.live import changes
 from claims.models import ClaimRequest, Cluster, TeamMembership, VerificationRun
 from claims.models.teams import first_team_id
-from claims.read import gpu_map, selectors, why_pending
+from claims.read import gpu_map, selectors, utilisation, why_pending
 from claims.web.views import live
 from claims.web.views.common import HtmxHttpRequest, login_required
 
@@ -94,6 +94,7 @@ def _cluster_context(
             {**dc, "count": dc["device_count"]} for dc in selectors.device_classes(cluster=cluster)
         ]
         context["preflight"] = cluster.inventory.get("preflight") or preflight_from_sync(cluster)
+        context["utilisation_check"] = utilisation.utilisation_check()
     return context
 
 

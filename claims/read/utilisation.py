@@ -1,0 +1,239 @@
+"""Is the GPU being used? A claim's utilisation, from Prometheus or the dcgm-exporters.
+
+`claim_usage(claim)` reads the series dcgm-exporter labels with the claim
+(`dra_claim_namespace`, `dra_claim_name`, KUBERNETES_ENABLE_DRA): activity
+(DCGM_FI_PROF_GR_ENGINE_ACTIVE, 0-1, per GPU then averaged), framebuffer used and power
+summed over its GPUs, and with Prometheus the activity over the claim's life (at most
+MAX_POINTS points, each the highest activity of its step, so no burst falls between) and how
+long it has been idle. Without PROMETHEUS_URL it reads DCGM_EXPORTER_URLS: current values
+only. Whatever fails comes back as `Usage.no_data`, the reason, never as an error: the page
+renders without numbers. `utilisation_check()` is the preflight line.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+from django.utils.translation import gettext as _
+
+from claims.kube import gpu_metrics
+from claims.kube.gpu_metrics import NoMetrics, Sample
+
+MAX_POINTS = 240
+MIN_STEP_SECONDS = 15.0
+CLAIM_METRICS = (gpu_metrics.ACTIVITY, gpu_metrics.MEMORY_USED, gpu_metrics.POWER)
+
+
+@dataclass
+class Usage:
+    """What the claim's GPUs do now, and (with Prometheus) since it was made."""
+
+    source: str = ""  # "prometheus", "exporters", or "" when there is none
+    activity: float | None = None  # 0-1, averaged over the claim's GPUs
+    memory_used_mib: float | None = None
+    power_watts: float | None = None
+    gpus: int = 0
+    points: list[tuple[datetime, float]] = field(default_factory=list)
+    idle_since: datetime | None = None
+    no_data: str = ""
+
+    @property
+    def has_history(self) -> bool:
+        return bool(self.points)
+
+    @property
+    def average_activity(self) -> float | None:
+        if not self.points:
+            return None
+        return sum(value for _, value in self.points) / len(self.points)
+
+
+def _source() -> gpu_metrics.Prometheus | gpu_metrics.Exporters | None:
+    timeout = settings.UTILISATION_TIMEOUT
+    if settings.PROMETHEUS_URL:
+        return gpu_metrics.Prometheus(settings.PROMETHEUS_URL, timeout)
+    if settings.DCGM_EXPORTER_URLS:
+        return gpu_metrics.Exporters(list(settings.DCGM_EXPORTER_URLS), timeout)
+    return None
+
+
+def claim_usage(claim: Any) -> Usage:
+    """The claim's utilisation, or `no_data` saying why there is none."""
+    source = _source()
+    if source is None:
+        return Usage(no_data=_("no metrics source is set (PROMETHEUS_URL or DCGM_EXPORTER_URLS)"))
+    namespace, name = claim.namespace_request.name, claim.name
+    try:
+        if isinstance(source, gpu_metrics.Prometheus):
+            return _from_prometheus(source, namespace, name, claim.applied_at or claim.created)
+        samples = [s for s in source.samples() if _of_claim(s, namespace, name)]
+        usage = _current(samples, "exporters")
+    except NoMetrics as error:
+        return Usage(no_data=_why(error))
+    if not usage.gpus:
+        usage.no_data = _("no GPU reports metrics for this claim now (no Pod of it runs)")
+    return usage
+
+
+def _why(error: NoMetrics) -> str:
+    return _(error.message) % error.params
+
+
+def _of_claim(sample: Sample, namespace: str, name: str) -> bool:
+    return (
+        sample.labels.get("dra_claim_namespace") == namespace
+        and sample.labels.get("dra_claim_name") == name
+    )
+
+
+def _from_prometheus(
+    prometheus: gpu_metrics.Prometheus, namespace: str, name: str, since: datetime
+) -> Usage:
+    selector = gpu_metrics.claim_selector(namespace, name)
+    names = "|".join(CLAIM_METRICS)
+    usage = _current(prometheus.instant(f'{{__name__=~"{names}",{selector}}}'), "prometheus")
+    end = time.time()
+    start = min(since.timestamp(), end - MIN_STEP_SECONDS)
+    step = max((end - start) / MAX_POINTS, MIN_STEP_SECONDS)
+    # Per GPU the highest activity within each step (a device shared by two containers
+    # reports once per container), then the mean over the claim's GPUs.
+    query = f"avg(max by (UUID) (max_over_time({gpu_metrics.ACTIVITY}{{{selector}}}[{step:.0f}s])))"
+    raw = prometheus.series(query, start, end, step)
+    usage.points = [(datetime.fromtimestamp(at, UTC), value) for at, value in raw]
+    usage.idle_since = _idle_since(raw, step, start, end)
+    if not usage.gpus and not usage.points:
+        usage.no_data = _("Prometheus has no metrics of this claim (no Pod of it has run)")
+    elif not usage.gpus:  # its history stays, with how long it has been idle
+        usage.no_data = _("no GPU reports metrics for this claim now (no Pod of it runs)")
+    return usage
+
+
+def _idle_since(
+    points: list[tuple[float, float]], step: float, start: float, end: float
+) -> datetime | None:
+    """When activity last went to the threshold or below and stayed there; None while busy.
+    Steps without a sample (no Pod ran, or none runs now) count as idle."""
+    threshold = settings.UTILISATION_IDLE_THRESHOLD
+    busy = [at for at, value in points if value > threshold]
+    if not busy:
+        return datetime.fromtimestamp(start, UTC)
+    if max(busy) > end - step:  # the last step, up to now
+        return None
+    return datetime.fromtimestamp(max(busy) + step, UTC)
+
+
+def _current(samples: Iterable[Sample], source: str) -> Usage:
+    """Now: one value per GPU and metric (a GPU shared by containers reports once each)."""
+    per_gpu: dict[tuple[str, str], float] = {}
+    for sample in samples:
+        per_gpu[(sample.name, sample.labels.get("UUID", ""))] = sample.value
+    activity = [v for (metric, _uuid), v in per_gpu.items() if metric == gpu_metrics.ACTIVITY]
+    usage = Usage(source=source, gpus=len(activity))
+    if activity:
+        usage.activity = sum(activity) / len(activity)
+        usage.memory_used_mib = _total(per_gpu, gpu_metrics.MEMORY_USED)
+        usage.power_watts = _total(per_gpu, gpu_metrics.POWER)
+    return usage
+
+
+def _total(per_gpu: dict[tuple[str, str], float], metric: str) -> float:
+    return sum(value for (name, _uuid), value in per_gpu.items() if name == metric)
+
+
+@dataclass
+class DeviceUsage:
+    """One GPU now: for the GPU map's colouring and an idle-first list."""
+
+    activity: float = 0.0
+    memory_used_mib: float = 0.0
+    xid: int = 0
+    claims: set[tuple[str, str]] = field(default_factory=set)  # (namespace, name) holding it
+
+
+def devices_usage() -> dict[tuple[str, str], DeviceUsage] | str:
+    """(node, DRA device name) -> what the GPU does now, or the reason there is no data.
+    A GPU no claim holds has no dra_* labels: its name is the NVIDIA DRA driver's
+    `gpu-<index>` of dcgm-exporter's `gpu` label on the node of its `hostname` label."""
+    source = _source()
+    if source is None:
+        return _("no metrics source is set (PROMETHEUS_URL or DCGM_EXPORTER_URLS)")
+    names = f"{gpu_metrics.ACTIVITY}|{gpu_metrics.MEMORY_USED}|{gpu_metrics.XID}"
+    try:
+        if isinstance(source, gpu_metrics.Prometheus):
+            samples = source.instant(f'{{__name__=~"{names}"}}')
+        else:
+            samples = source.samples()
+    except NoMetrics as error:
+        return _why(error)
+    devices: dict[tuple[str, str], DeviceUsage] = {}
+    for sample in samples:
+        device = devices.setdefault(_device_key(sample.labels), DeviceUsage())
+        if sample.name == gpu_metrics.ACTIVITY:
+            device.activity = sample.value
+        elif sample.name == gpu_metrics.MEMORY_USED:
+            device.memory_used_mib = sample.value
+        elif sample.name == gpu_metrics.XID:
+            device.xid = int(sample.value)
+        if sample.labels.get("dra_claim_name"):
+            device.claims.add(
+                (sample.labels.get("dra_claim_namespace", ""), sample.labels["dra_claim_name"])
+            )
+    return devices
+
+
+def _device_key(labels: dict[str, str]) -> tuple[str, str]:
+    if labels.get("dra_pool_name") and labels.get("dra_device_name"):
+        return labels["dra_pool_name"], labels["dra_device_name"]
+    node = labels.get("hostname") or labels.get("Hostname", "")  # renamed in 2026
+    return node, f"gpu-{labels.get('gpu', '')}"
+
+
+@dataclass(frozen=True)
+class Check:
+    ok: bool
+    message: str
+    configured: bool = True  # False: no source is set (an optional part, not a failure)
+
+
+def utilisation_check() -> Check:
+    """The preflight line: metrics with DRA labels, without them (an older dcgm-exporter, or
+    KUBERNETES_ENABLE_DRA off), or none."""
+    source = _source()
+    if source is None:
+        return Check(
+            False, _("not set up: set PROMETHEUS_URL (or DCGM_EXPORTER_URLS)"), configured=False
+        )
+    try:
+        if isinstance(source, gpu_metrics.Prometheus):
+            labelled = source.instant(f'count({gpu_metrics.ACTIVITY}{{dra_claim_name!=""}})')
+            every = source.instant(f"count({gpu_metrics.ACTIVITY})")
+            with_dra = int(labelled[0].value) if labelled else 0
+            total = int(every[0].value) if every else 0
+        else:
+            activity = [s for s in source.samples() if s.name == gpu_metrics.ACTIVITY]
+            with_dra = sum(1 for s in activity if s.labels.get("dra_claim_name"))
+            total = len(activity)
+    except NoMetrics as error:
+        return Check(False, _why(error))
+    return _check_of(total, with_dra)
+
+
+def _check_of(total: int, with_dra: int) -> Check:
+    if not total:
+        return Check(False, _("no dcgm-exporter metrics found (is dcgm-exporter installed?)"))
+    if with_dra:
+        return Check(True, _("%(count)d GPU series, with DRA claim labels") % {"count": total})
+    return Check(
+        False,
+        _(
+            "%(count)d GPU series, none with DRA claim labels: dcgm-exporter is too old "
+            "or runs without KUBERNETES_ENABLE_DRA, so no claim's use can be shown "
+            "(docs/operations.md, Utilisation)"
+        )
+        % {"count": total},
+    )
