@@ -31,6 +31,7 @@ ERRORS = {
     404: "No such object (or page), or it belongs to someone else.",
     409: StateConflict.default_detail,
     413: "The body is larger than DATA_UPLOAD_MAX_MEMORY_SIZE allows.",
+    415: "The body's Content-Type is none of JSON, form or multipart.",
     422: IdempotencyKeyReused.default_detail,
     429: "Too many requests; wait as long as the Retry-After header says.",
 }
@@ -58,7 +59,7 @@ class ApiSchema(AutoSchema):
         if self.method in ("POST", "DELETE"):
             codes.append(409)
         if self.method == "POST":
-            codes.append(413)
+            codes += [413, 415]
         if self.method == "POST" and getattr(self.view, "replays_idempotency_key", True):
             codes.append(422)
         return codes

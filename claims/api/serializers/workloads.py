@@ -17,28 +17,8 @@ from claims.models import Workload, WorkloadProfile
 class WorkloadProfileOutput(serializers.ModelSerializer):
     class Meta:
         model = WorkloadProfile
-        fields = [
-            "id",
-            "name",
-            "kind",
-            "description",
-            "image",
-            "command",
-            "args",
-            "env",
-            "cpu_request",
-            "cpu_limit",
-            "memory_request",
-            "memory_limit",
-            "ports",
-            "allow_any_image",
-            "allowed_images",
-            "active_deadline_seconds",
-            "backoff_limit",
-            "active",
-            "created",
-            "updated",
-        ]
+        # What an admin may set (the service layer's list), with the row's own fields.
+        fields = ["id", *services.PROFILE_FIELDS, "created", "updated"]
 
 
 class NotebookAccessOutput(serializers.Serializer):

@@ -27,6 +27,7 @@ from claims.domain.services.namespaces import (
 )
 from claims.domain.services.runs import verification_run_cancel, verification_run_start
 from claims.domain.services.workloads import (
+    PROFILE_FIELDS,
     NotebookAccess,
     notebook_access,
     workload_access_token,
@@ -38,6 +39,7 @@ from claims.domain.services.workloads import (
 )
 
 __all__ = [
+    "PROFILE_FIELDS",
     "NotebookAccess",
     "claim_request_approve",
     "claim_request_expire",
