@@ -272,6 +272,12 @@ def alternative_key(position: int, field: str) -> str:
     return f"alt{position}_{field}"
 
 
+def split_alternative_key(key: str) -> tuple[int, str] | None:
+    """(position, field) of an alternative_key, None for any other field."""
+    found = re.fullmatch(r"alt([0-9]+)_(.+)", key)
+    return (int(found.group(1)), found.group(2)) if found else None
+
+
 def further_alternatives(
     *, cluster: Cluster, alternatives: list[dict[str, Any]], written: str
 ) -> list[dict[str, Any]]:

@@ -65,10 +65,9 @@ def alternative_label(claim: ClaimRequest, position: int) -> str:
     return _("alternative %(n)d (%(what)s)") % {"n": position, "what": what}
 
 
-def allocated_alternative_label(claim: ClaimRequest) -> str:
-    """Which alternative the scheduler took, in words, "" when the claim has one or none
-    was allocated: "gpu/a100: alternative 2 (A100-SXM4-40GB)"."""
-    taken = claim.allocated_alternative
+def allocated_alternative_label(claim: ClaimRequest, taken: str) -> str:
+    """Which alternative the scheduler took (`taken`, the allocation's `gpu/a100`), in
+    words: "gpu/a100: alternative 2 (A100-SXM4-40GB)"; "" when none was."""
     if not taken:
         return ""
     names = [f"{manifests.REQUEST_NAME}/{alt.name}" for alt in claim_alternatives(claim)]
