@@ -287,7 +287,7 @@ def _claim_error(error: DjangoValidationError, *, by_alternative: bool) -> APIEx
 
 def per_alternative(errors: dict[str, list[str]]) -> dict[str, Any]:
     """A claim given as `alternatives`: the errors of each alternative's fields under its
-    index (`{"alternatives": [{}, {"count": [...]}]}`), the rest as they are."""
+    index (`{"alternatives": {"1": {"count": [...]}}}`), the rest as they are."""
     rows: dict[int, dict[str, list[str]]] = {}
     rest: dict[str, Any] = {}
     for key, messages in errors.items():
@@ -298,8 +298,8 @@ def per_alternative(errors: dict[str, list[str]]) -> dict[str, Any]:
             rows.setdefault(0, {})[key] = messages
         else:
             rest[api_settings.NON_FIELD_ERRORS_KEY if key == NON_FIELD_ERRORS else key] = messages
-    if rows:
-        rest["alternatives"] = [rows.get(index, {}) for index in range(max(rows) + 1)]
+    if rows:  # keyed by index as DRF keys the errors of the list's own fields
+        rest["alternatives"] = {str(index): rows[index] for index in sorted(rows)}
     return rest
 
 

@@ -63,21 +63,31 @@ def claim_request_submit(
     _require_open_namespace(ns)
     name, written = (name or "").strip(), (selector or "").strip()
     picks = Picks(gpu_model.strip(), min_memory.strip(), mig_profile.strip())
-    selector = claim_selector(
-        cluster=ns.cluster, device_class=device_class, picks=picks, selector=written
-    )
     count = None if all_devices else count
     fields: dict[str, Any] = {
         "name": name,
         "device_class": device_class,
         "count": count,
         "all_devices": all_devices,
-        "selector": selector,
     }
-    validate_claim_fields(cluster=ns.cluster, picks=picks, written=written, **fields)
-    further = further_alternatives(
-        cluster=ns.cluster, alternatives=alternatives or [], written=written
-    )
+    # Every alternative's problems at once, each next to its own field.
+    errors, further = {}, []
+    try:
+        fields["selector"] = claim_selector(
+            cluster=ns.cluster, device_class=device_class, picks=picks, selector=written
+        )
+        validate_claim_fields(cluster=ns.cluster, picks=picks, written=written, **fields)
+    except ValidationError as error:
+        errors |= error.message_dict
+    try:
+        further = further_alternatives(
+            cluster=ns.cluster, alternatives=alternatives or [], written=written
+        )
+    except ValidationError as error:
+        errors |= error.message_dict
+    if errors:
+        raise ValidationError(errors)
+    selector = fields["selector"]
     fields["further_alternatives"] = further
     _check_counts(
         ns, [{"device_class": device_class, "count": count, "selector": selector}, *further]

@@ -66,7 +66,9 @@ def test_it_offers_one_alternative_row_at_a_time_and_keeps_one_request_by_defaul
 
 
 def test_it_submits_a_claim_with_an_alternative(namespace: NamespaceRequest) -> None:
-    data = with_alternative(namespace, alt2_device_class=GPU_CLASS, alt2_gpu_model=A100, alt2_count=2)
+    data = with_alternative(
+        namespace, alt2_device_class=GPU_CLASS, alt2_gpu_model=A100, alt2_count=2
+    )
     response = client_for(namespace.owner).post(reverse("claim-request"), data)
 
     assert response.status_code == 302
@@ -102,7 +104,9 @@ def test_it_shows_an_alternatives_error_next_to_the_field_of_its_row(
 
 
 def test_it_says_a_count_no_node_has_next_to_its_rows_count(namespace: NamespaceRequest) -> None:
-    data = with_alternative(namespace, alt2_device_class=GPU_CLASS, alt2_gpu_model=A100, alt2_count=3)
+    data = with_alternative(
+        namespace, alt2_device_class=GPU_CLASS, alt2_gpu_model=A100, alt2_count=3
+    )
     content = client_for(namespace.owner).post(reverse("claim-request"), data).content.decode()
     assert "cannot give 3 to one claim" in html.unescape(field_errors(content, "alt2_count"))
 
