@@ -71,7 +71,8 @@ def claim_request_submit(
         "all_devices": all_devices,
     }
     # Every alternative's problems at once, each next to its own field.
-    errors, further = {}, []
+    errors: dict[str, list[str]] = {}
+    further: list[dict[str, Any]] = []
     try:
         fields["selector"] = claim_selector(
             cluster=ns.cluster, device_class=device_class, picks=picks, selector=written

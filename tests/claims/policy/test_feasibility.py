@@ -223,11 +223,13 @@ def test_it_assesses_each_alternative_and_finds_the_first_that_fits_now(
     assert feasibility.first_fitting(found) == 1
 
     node_1 = [d for d in cluster.inventory["devices"] if d["node"] == "gpu-node-1"]
-    held = [{"request": "gpu", "driver": d["driver"], "pool": d["pool"], "device": d["name"]}
-            for d in node_1[:3]]  # fmt: skip
+    held = [
+        {"request": "gpu", "driver": d["driver"], "pool": d["pool"], "device": d["name"]}
+        for d in node_1[:3]
+    ]
     ClaimRequest.objects.filter(pk=claim.pk).update(allocation={"devices": held})
-    other = submit(alice, namespace, count=2, gpu_model=h100,
-                   alternatives=[{"device_class": CLASS, "gpu_model": a100, "count": 2}])  # fmt: skip
+    second = [{"device_class": CLASS, "gpu_model": a100, "count": 2}]
+    other = submit(alice, namespace, count=2, gpu_model=h100, alternatives=second)
     found = feasibility.of_alternatives(other)
     assert [f.fits_now for f in found] == [False, True]
     assert feasibility.first_fitting(found) == 2

@@ -119,9 +119,14 @@ def test_the_preview_shows_each_alternative_and_the_first_that_fits_now(
         for n in (0, 1)
     ]
     ClaimRequest.objects.create(
-        namespace_request=namespace, owner=alice, name="other", device_class=GPU_CLASS,
-        count=2, state="in_use", allocation={"node": "gpu-node-1", "devices": taken},
-    )  # fmt: skip
+        namespace_request=namespace,
+        owner=alice,
+        name="other",
+        device_class=GPU_CLASS,
+        count=2,
+        state="in_use",
+        allocation={"node": "gpu-node-1", "devices": taken},
+    )
     data = with_alternative(namespace, alt2_device_class=GPU_CLASS, alt2_gpu_model=A100)
     response = htmx_client_for(namespace.owner).post(reverse("claim-preview"), data)
 
