@@ -79,6 +79,8 @@ def test_it_submits_a_claim_with_an_alternative(namespace: NamespaceRequest) -> 
     assert f"productName == '{A100}'" in alternative["selector"]
     page = client_for(namespace.owner).get(reverse("claim", args=[claim.pk])).content.decode()
     assert A100 in html.unescape(page)
+    dashboard = client_for(namespace.owner).get(reverse("dashboard")).content.decode()
+    assert "else 1 alternative" in dashboard
 
 
 def test_it_shows_an_alternatives_error_next_to_the_field_of_its_row(
