@@ -35,10 +35,10 @@ def call_service(service: Callable[..., T], **kwargs: Any) -> T:
     try:
         return service(**kwargs)
     except DjangoValidationError as error:
-        raise _api_error(error) from None
+        raise api_error(error) from None
 
 
-def _api_error(error: DjangoValidationError) -> APIException:
+def api_error(error: DjangoValidationError) -> APIException:
     if not hasattr(error, "error_dict"):
         return StateConflict(" ".join(error.messages))
     fields = error.message_dict

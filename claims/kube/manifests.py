@@ -1,6 +1,7 @@
 """Pure functions building the manifests the portal applies, as plain dicts."""
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -55,6 +56,29 @@ def _device_request_fields(
     return fields
 
 
+# DRA's prioritized list takes at most this many subrequests (FirstAvailableDeviceRequestMaxSize).
+MAX_ALTERNATIVES = 8
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """One entry of the request's prioritized list (`firstAvailable`): a subrequest."""
+
+    name: str
+    device_class: str
+    count: int | None
+    all_devices: bool = False
+    selector: str = ""
+
+
+def _first_available(alternatives: Sequence[Alternative]) -> list[Manifest]:
+    return [
+        {"name": alt.name}
+        | _device_request_fields(alt.device_class, alt.count, alt.all_devices, alt.selector.strip())
+        for alt in alternatives
+    ]
+
+
 def resource_claim_manifest(
     *,
     api_version: str,
@@ -65,11 +89,17 @@ def resource_claim_manifest(
     all_devices: bool = False,
     selector: str = "",
     labels: dict[str, str],
+    alternatives: Sequence[Alternative] = (),
 ) -> Manifest:
-    """A claim with one request named "gpu"; v1beta1 is flat, v1beta2 and v1 use `exactly`."""
+    """A claim with one request named "gpu"; v1beta1 is flat, v1beta2 and v1 use `exactly`.
+    With two or more `alternatives` the request is their prioritized list instead (the same
+    `firstAvailable` shape in every version: the scheduler takes the first that fits)."""
     full_version = resource_api_version(api_version)
     fields = _device_request_fields(device_class, count, all_devices, selector.strip())
-    if full_version.endswith("/v1beta1"):
+    request: Manifest
+    if len(alternatives) > 1:
+        request = {"name": REQUEST_NAME, "firstAvailable": _first_available(alternatives)}
+    elif full_version.endswith("/v1beta1"):
         request = {"name": REQUEST_NAME, **fields}
     else:
         request = {"name": REQUEST_NAME, "exactly": fields}

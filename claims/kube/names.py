@@ -64,3 +64,27 @@ def access_service_account_name(username: str) -> str:
 def access_role_binding_name(username: str) -> str:
     """The RoleBinding granting a user (and their ServiceAccount) the access ClusterRole."""
     return label(f"gpu-portal-{user_slug(username)}")
+
+
+# A GPU's short model in its product name: H100, A100, L40S, GH200, B200...
+_GPU_MODEL = re.compile(r"\b([A-Za-z]{1,3}[0-9]{2,4}[A-Za-z]?)\b")
+
+
+def alternative_names(wanted: list[str]) -> list[str]:
+    """Names for the alternatives of a prioritized list (subrequests: DNS labels, unique):
+    the short model of each one's GPU model or MIG profile (`h100`, `mig-1g-5gb`), else
+    `alt-<position>`, which also stands in for a name taken already."""
+    found: list[str] = []
+    for position, text in enumerate(wanted, start=1):
+        name = _alternative_name(text)
+        found.append(name if name and name not in found else f"alt-{position}")
+    return found
+
+
+def _alternative_name(text: str) -> str:
+    if not text:
+        return ""
+    if "." in text or text[:1].isdigit():  # a MIG profile such as 1g.10gb
+        return label(f"mig-{_slug(text)}", max_length=30)
+    model = _GPU_MODEL.search(text.replace("NVIDIA", " "))
+    return model.group(1).lower() if model else ""

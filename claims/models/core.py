@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -179,6 +181,10 @@ class ClaimRequest(Request):
     gpu_model = models.CharField(max_length=64, blank=True)
     min_memory = models.CharField(max_length=32, blank=True)
     mig_profile = models.CharField(max_length=64, blank=True)
+    # DRA's prioritized list: what else would do when no device fits the fields above, in
+    # order, up to 7 more: [{"device_class", "gpu_model", "min_memory", "mig_profile",
+    # "count", "all_devices", "selector"}] (the selector is the CEL they make, as above).
+    further_alternatives = models.JSONField(default=list, blank=True)
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
     applied_api_version = models.CharField(max_length=50, blank=True)
     applied_manifest = models.JSONField(null=True, blank=True)
@@ -233,6 +239,31 @@ class ClaimRequest(Request):
             label_keys.NAMESPACE_REQUEST: str(self.namespace_request_id),
             label_keys.CLAIM_REQUEST: str(self.pk),
         }
+
+    def alternatives(self) -> list[dict[str, Any]]:
+        """What the claim would take, in order of preference: its own fields first."""
+        first = {
+            "device_class": self.device_class,
+            "gpu_model": self.gpu_model,
+            "min_memory": self.min_memory,
+            "mig_profile": self.mig_profile,
+            "count": self.count,
+            "all_devices": self.all_devices,
+            "selector": self.selector,
+        }
+        return [first, *(self.further_alternatives or [])]
+
+    @property
+    def allocated_alternative(self) -> str:
+        """The alternative the scheduler took, as the allocation names it (`gpu/a100`);
+        "" when unallocated or the claim has one alternative."""
+        return allocated_alternative((self.allocation or {}).get("devices") or [])
+
+
+def allocated_alternative(devices: list[dict[str, Any]]) -> str:
+    """`<request>/<subrequest>` of the allocation results (status.allocation.devices.results[]
+    .request), the name of the prioritized list's entry that got the devices."""
+    return next((d["request"] for d in devices if "/" in (d.get("request") or "")), "")
 
 
 class VerificationRun(models.Model):
@@ -319,6 +350,10 @@ class VerificationRun(models.Model):
 
     def labels(self) -> dict[str, str]:
         return self.claim.labels() | {label_keys.VERIFICATION_RUN: str(self.pk)}
+
+    @property
+    def allocated_alternative(self) -> str:
+        return allocated_alternative(self.devices or [])
 
 
 class RunLog(models.Model):

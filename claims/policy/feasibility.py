@@ -254,6 +254,35 @@ def of_claim(
     return known[key]
 
 
+def of_alternatives(claim: ClaimRequest, taken: Taken | None = None) -> list[Feasibility]:
+    """Feasibility of each of the claim's alternatives, in order (of_claim's for the first)."""
+    taken = {} if taken is None else taken
+    first = of_claim(claim, taken)
+    allocated = taken[claim.namespace_request.cluster.pk] | held_outside_ids(
+        claim.namespace_request.cluster.inventory
+    )
+    further = [
+        assess(
+            cluster=claim.namespace_request.cluster,
+            device_class=alt["device_class"],
+            count=None if alt.get("all_devices") else (alt.get("count") or 1),
+            selector=alt.get("selector") or "",
+            allocated=allocated,
+        )
+        for alt in claim.further_alternatives or []
+    ]
+    return [first, *further]
+
+
+def first_fitting(alternatives: list[Feasibility]) -> int | None:
+    """The position (from 1) of the first alternative that can be met and fits now, as the
+    scheduler tries them; None when none fits now."""
+    for position, found in enumerate(alternatives, start=1):
+        if found.possible is not False and found.fits_now:
+            return position
+    return None
+
+
 def assess(
     *,
     cluster: Cluster,

@@ -8,6 +8,7 @@ approvals of one team are decided one after the other.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -75,20 +76,45 @@ def default_lifetime_of(row: TeamQuota | None) -> timedelta | None:
     return min(row.default_lifetime, row.max_lifetime or row.default_lifetime)
 
 
-def devices_asked(
-    *, cluster: Cluster, device_class: str, count: int | None, all_devices: bool
-) -> int:
-    """An "all devices" claim holds every device of its class on the cluster."""
-    return cluster.device_count(device_class) if all_devices else int(count or 0)
+def charges(
+    alternatives: Iterable[dict[str, Any]], all_charge: Callable[[str], int]
+) -> dict[str, int]:
+    """What a claim charges each device class: its largest alternative of that class, as the
+    API server's quota evaluator charges a prioritized list (the worst case, whichever the
+    scheduler takes); `all_charge` says what an "all devices" alternative of a class counts."""
+    charged: dict[str, int] = {}
+    for alt in alternatives:
+        device_class = alt["device_class"]
+        devices = all_charge(device_class) if alt.get("all_devices") else int(alt.get("count") or 0)
+        charged[device_class] = max(charged.get(device_class, 0), devices)
+    return charged
+
+
+def team_charges(cluster: Cluster, alternatives: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """The team quota's charges: an "all devices" alternative holds its class's every device."""
+    return charges(alternatives, cluster.device_count)
+
+
+def namespace_charges(alternatives: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """The namespace ResourceQuota's charges: "all devices" counts the most one claim can get."""
+    return charges(alternatives, lambda device_class: ALL_DEVICES_QUOTA_CHARGE)
+
+
+def row_alternatives(
+    device_class: str, count: int | None, all_devices: bool, further: list | None
+) -> list[dict[str, Any]]:
+    """A claim's alternatives from its columns (ClaimRequest.alternatives without the row)."""
+    first = {"device_class": device_class, "count": count, "all_devices": all_devices}
+    return [first, *(further or [])]
 
 
 def devices_of(claim: ClaimRequest) -> int:
-    return devices_asked(
-        cluster=claim.cluster,
-        device_class=claim.device_class,
-        count=claim.count,
-        all_devices=claim.all_devices,
-    )
+    """The most devices the claim can get: its largest alternative."""
+    return max(team_charges(claim.cluster, claim.alternatives()).values(), default=0)
+
+
+def class_devices_of(claim: ClaimRequest, device_class: str) -> int:
+    return team_charges(claim.cluster, claim.alternatives()).get(device_class, 0)
 
 
 def charged_users(team: Team) -> list[int]:
@@ -96,25 +122,24 @@ def charged_users(team: Team) -> list[int]:
     return first_team_members([team.pk])
 
 
-def _claims_of(team: Team, cluster: Cluster, device_class: str, states: tuple) -> QuerySet:
+CHARGE_COLUMNS = ("device_class", "count", "all_devices", "further_alternatives")
+
+
+def _claims_of(team: Team, cluster: Cluster, states: tuple) -> QuerySet:
     return ClaimRequest.objects.filter(
-        owner_id__in=charged_users(team),
-        namespace_request__cluster=cluster,
-        device_class=device_class,
-        state__in=states,
+        owner_id__in=charged_users(team), namespace_request__cluster=cluster, state__in=states
     )
 
 
 def devices_held(team: Team, cluster: Cluster, device_class: str, *, decided: bool = False) -> int:
     """Devices the team's live claims of the class ask for on the cluster ("all" claims at
-    their class's size); `decided`: only those an approver (or a rule) said yes to."""
+    their class's size, a claim with alternatives at its largest of the class); `decided`:
+    only those an approver (or a rule) said yes to."""
     states = DECIDED_CLAIM_STATES if decided else LIVE_CLAIM_STATES
-    # Two columns per claim: a team may hold hundreds, and each is on this cluster.
-    rows = _claims_of(team, cluster, device_class, states).values_list("count", "all_devices")
-    return sum(
-        devices_asked(cluster=cluster, device_class=device_class, count=count, all_devices=every)
-        for count, every in rows
-    )
+    # A few columns per claim: a team may hold hundreds, and each is on this cluster. Every
+    # class is read: an alternative may be of this class when the claim's first is not.
+    rows = _claims_of(team, cluster, states).values_list(*CHARGE_COLUMNS)
+    return sum(team_charges(cluster, row_alternatives(*row)).get(device_class, 0) for row in rows)
 
 
 @dataclass(frozen=True)
@@ -184,7 +209,7 @@ def with_team_use(claims: list[ClaimRequest]) -> list[ClaimRequest]:
 
 def _page_use(team: Team, claim: ClaimRequest, held: dict, limits: dict) -> Use:
     key = (team.pk, claim.cluster.pk, claim.device_class)
-    cluster, asked = claim.cluster, devices_of(claim)
+    cluster, asked = claim.cluster, class_devices_of(claim, claim.device_class)
     return Use(team, cluster, claim.device_class, held.get(key, 0), asked, limits.get(key))
 
 
@@ -209,52 +234,53 @@ def _first_teams(user_ids: set[int]) -> dict[int, Team]:
 def _decided_devices(charged: dict[int, int], clusters: dict[int, Cluster]) -> dict[tuple, int]:
     """Devices the decided live claims of the charged users hold, by (team, cluster, class)."""
     claims = ClaimRequest.objects.filter(owner_id__in=charged, state__in=DECIDED_CLAIM_STATES)
-    fields = ("owner_id", "namespace_request__cluster_id", "device_class", "count", "all_devices")
-    rows = list(claims.values_list(*fields))
-    missing = {row[1] for row in rows if row[4] and row[1] not in clusters}
+    rows = list(claims.values_list("owner_id", "namespace_request__cluster_id", *CHARGE_COLUMNS))
+    missing = {row[1] for row in rows if row[1] not in clusters}
     clusters = clusters | {c.pk: c for c in Cluster.objects.filter(pk__in=missing)}
     held: dict[tuple, int] = {}
-    for owner_id, cluster_id, device_class, count, all_devices in rows:
-        key = (charged[owner_id], cluster_id, device_class)
-        devices = clusters[cluster_id].device_count(device_class) if all_devices else count or 0
-        held[key] = held.get(key, 0) + devices
+    for owner_id, cluster_id, *columns in rows:
+        for device_class, devices in team_charges(
+            clusters[cluster_id], row_alternatives(*columns)
+        ).items():
+            key = (charged[owner_id], cluster_id, device_class)
+            held[key] = held.get(key, 0) + devices
     return held
 
 
 def submit_problem(
-    team: Team | None,
-    *,
-    namespace_request: NamespaceRequest,
-    device_class: str,
-    count: int | None,
-    all_devices: bool,
+    team: Team | None, *, namespace_request: NamespaceRequest, alternatives: list[dict[str, Any]]
 ) -> str | None:
-    """Why a new claim does not fit the team's quota (pending claims count), else None."""
-    cluster = namespace_request.cluster
-    limit = _limit(team, cluster, device_class)
-    if team is None or limit is None:
-        return None
-    asked = devices_asked(
-        cluster=cluster, device_class=device_class, count=count, all_devices=all_devices
-    )
-    use = _use(team, cluster, device_class, asked=asked, decided=False, limit=limit)
-    if not use.fits:
-        return use.problem()
-    charge = ALL_DEVICES_QUOTA_CHARGE if all_devices else int(count or 0)
-    return _namespace_charge_problem(use, namespace_request, charge, LIVE_CLAIM_STATES)
+    """Why a new claim does not fit the team's quota (pending claims count), else None. Each
+    class is charged the claim's largest alternative of it."""
+    return _charge_problem(team, namespace_request, alternatives, LIVE_CLAIM_STATES)
 
 
 def approval_problem(team: Team | None, claim: ClaimRequest) -> str | None:
     """Why approving the claim now would go over its team's quota, else None: claims decided
     since (or a quota lowered since) count, other pending ones do not."""
-    limit = _limit(team, claim.cluster, claim.device_class)
-    if team is None or limit is None:
+    ns, alternatives = claim.namespace_request, claim.alternatives()
+    return _charge_problem(team, ns, alternatives, DECIDED_CLAIM_STATES)
+
+
+def _charge_problem(
+    team: Team | None, ns: NamespaceRequest, alternatives: list[dict[str, Any]], states: tuple
+) -> str | None:
+    cluster = ns.cluster
+    if team is None:
         return None
-    use = _approval_use(team, claim, limit)
-    if not use.fits:
-        return use.problem()
-    charge = ALL_DEVICES_QUOTA_CHARGE if claim.all_devices else int(claim.count or 0)
-    return _namespace_charge_problem(use, claim.namespace_request, charge, DECIDED_CLAIM_STATES)
+    in_namespace = namespace_charges(alternatives)
+    for device_class, asked in team_charges(cluster, alternatives).items():
+        limit = _limit(team, cluster, device_class)
+        if limit is None:
+            continue
+        decided = states == DECIDED_CLAIM_STATES
+        use = _use(team, cluster, device_class, asked=asked, decided=decided, limit=limit)
+        if not use.fits:
+            return use.problem()
+        charge = in_namespace[device_class]
+        if problem := _namespace_charge_problem(use, ns, charge, states):
+            return problem
+    return None
 
 
 def _limit(team: Team | None, cluster: Cluster, device_class: str) -> int | None:
@@ -266,11 +292,8 @@ def _limit(team: Team | None, cluster: Cluster, device_class: str) -> int | None
 
 def approval_use(team: Team, claim: ClaimRequest) -> Use:
     """The team's use of the claim's class before and after approving it."""
-    return _approval_use(team, claim, _limit(team, claim.cluster, claim.device_class))
-
-
-def _approval_use(team: Team, claim: ClaimRequest, limit: int | None) -> Use:
-    asked = devices_of(claim)
+    limit = _limit(team, claim.cluster, claim.device_class)
+    asked = class_devices_of(claim, claim.device_class)
     return _use(team, claim.cluster, claim.device_class, asked=asked, decided=True, limit=limit)
 
 
@@ -282,8 +305,10 @@ def _namespace_charge_problem(
     what the cluster would refuse after approval."""
     if use.limit is None:
         return None
-    claims = ns.claim_requests.filter(device_class=use.device_class, state__in=states)
-    charged = sum(ALL_DEVICES_QUOTA_CHARGE if c.all_devices else int(c.count or 0) for c in claims)
+    rows = ns.claim_requests.filter(state__in=states).values_list(*CHARGE_COLUMNS)
+    charged = sum(
+        namespace_charges(row_alternatives(*row)).get(use.device_class, 0) for row in rows
+    )
     if charged + charge <= use.limit:
         return None
     message = _(

@@ -18,6 +18,8 @@ from claims.policy import device_picker
 from claims.policy.device_picker import Picks
 
 DNS_LABEL_MAX = 63
+# DRA's prioritized list holds at most 8 subrequests (FirstAvailableDeviceRequestMaxSize).
+MAX_ALTERNATIVES = 8
 # The API server refuses a longer CEL selector (CELSelectorExpressionMaxLength).
 CEL_SELECTOR_MAX_BYTES = 10 * 1024
 
@@ -221,9 +223,27 @@ def validate_claim_fields(
 ) -> None:
     """All problems at once, each next to its field. `selector` is the claim's whole
     selector; `written` the part the user typed (the rest came from the picker's `picks`)."""
+    problems = {"name": dns_label_problem(name)}
+    problems |= _device_problems(
+        cluster, device_class, count, all_devices, selector, picks, written
+    )
+    errors = {field: [problem] for field, problem in problems.items() if problem}
+    if errors:
+        raise ValidationError(errors)
+
+
+def _device_problems(
+    cluster: Cluster,
+    device_class: str,
+    count: int | None,
+    all_devices: bool,
+    selector: str,
+    picks: Picks | None,
+    written: str,
+) -> dict[str, str | None]:
+    """What is wrong with which devices an alternative asks for, by field."""
     selector_field = selector_field_of(picks, written)
     problems = {
-        "name": dns_label_problem(name),
         "device_class": device_class_problem(cluster, device_class),
         selector_field: _selector_field_problem(cluster, device_class, selector, written),
     }
@@ -234,9 +254,73 @@ def validate_claim_fields(
                 "cluster": cluster,
                 "class": device_class,
             }
+    return problems
+
+
+ALTERNATIVE_FIELDS = (
+    "device_class",
+    "gpu_model",
+    "min_memory",
+    "mig_profile",
+    "count",
+    "all_devices",
+)
+
+
+def alternative_key(position: int, field: str) -> str:
+    """Where a field error of the alternative at `position` (2 and on) goes: `alt2_count`."""
+    return f"alt{position}_{field}"
+
+
+def split_alternative_key(key: str) -> tuple[int, str] | None:
+    """(position, field) of an alternative_key, None for any other field."""
+    found = re.fullmatch(r"alt([0-9]+)_(.+)", key)
+    return (int(found.group(1)), found.group(2)) if found else None
+
+
+def further_alternatives(
+    *, cluster: Cluster, alternatives: list[dict[str, Any]], written: str
+) -> list[dict[str, Any]]:
+    """The alternatives after the first as a claim stores them, each checked as the first
+    is and its picks made into its selector (the user's own CEL must hold for each too).
+    Field errors are keyed by alternative_key."""
+    if len(alternatives) + 1 > MAX_ALTERNATIVES:
+        raise ValidationError(
+            {"alternatives": [_("At most %(max)d alternatives.") % {"max": MAX_ALTERNATIVES}]}
+        )
+    cleaned, errors = [], {}
+    for position, wanted in enumerate(alternatives, start=2):
+        try:
+            cleaned.append(_alternative(cluster, wanted, written))
+        except ValidationError as error:
+            for field, messages in error.message_dict.items():
+                errors[alternative_key(position, field)] = messages
+    if errors:
+        raise ValidationError(errors)
+    return cleaned
+
+
+def _alternative(cluster: Cluster, wanted: dict[str, Any], written: str) -> dict[str, Any]:
+    picks = Picks(*(str(wanted.get(f) or "").strip() for f in ALTERNATIVE_FIELDS[1:4]))
+    device_class = str(wanted.get("device_class") or "").strip()
+    all_devices = bool(wanted.get("all_devices"))
+    count = None if all_devices else wanted.get("count", 1)
+    selector = claim_selector(
+        cluster=cluster, device_class=device_class, picks=picks, selector=written
+    )
+    problems = _device_problems(cluster, device_class, count, all_devices, selector, picks, written)
     errors = {field: [problem] for field, problem in problems.items() if problem}
     if errors:
         raise ValidationError(errors)
+    return {
+        "device_class": device_class,
+        "gpu_model": picks.gpu_model,
+        "min_memory": picks.min_memory,
+        "mig_profile": picks.mig_profile,
+        "count": count,
+        "all_devices": all_devices,
+        "selector": selector,
+    }
 
 
 def device_class_problem(cluster: Cluster, device_class: str) -> str | None:

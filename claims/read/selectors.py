@@ -140,6 +140,7 @@ def claim_request_rows(*, user: Any, with_allocation: bool = False) -> QuerySet[
 CLAIM_API_FIELDS = (
     *("name", "device_class", "count", "all_devices", "selector", "purpose", "state"),
     *("gpu_model", "min_memory", "mig_profile", "dry_run_note", "lifetime", "expires_at"),
+    "further_alternatives",
     *("state_message", "decided_at", "applied_api_version", "applied_at", "node"),
     *("allocation", "created", "updated", "namespace_request", "owner"),
 )

@@ -18,7 +18,7 @@ from django.utils.translation import pgettext, pgettext_lazy
 from claims.domain import expiry, state_messages
 from claims.policy import rules
 from claims.policy.verdict import Verdict, run_verdict
-from claims.read import approval_queue, selectors, timewords
+from claims.read import approval_queue, planned, selectors, timewords
 
 register = template.Library()
 
@@ -230,3 +230,10 @@ def page_query(context: template.Context, param: str, position: object) -> str:
         query.pop(name, None)  # a live update's own parameters are no part of the filters
     query[param] = str(position)
     return query.urlencode()
+
+
+@register.filter
+def alternative_taken(holder: Any) -> str:
+    """Which of its claim's alternatives a claim or a run got, in words ("" for none)."""
+    claim = getattr(holder, "claim", holder)
+    return planned.allocated_alternative_label(claim, holder.allocated_alternative)

@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy
 
 from claims.clusters import registry as cluster_registry
 from claims.models import Cluster, NamespaceRequest, WorkloadProfile
-from claims.policy import limits
+from claims.policy import limits, validation
 from claims.policy import workloads as workload_checks
 from claims.read import approval_queue, selectors
 
@@ -147,7 +147,109 @@ class ClaimRequestForm(SubmissionTokenMixin):
         namespaces = selectors.namespaces_for_claims(user=user)
         self.namespace_choices = namespaces
         cast(forms.ModelChoiceField, self.fields["namespace_request"]).queryset = namespaces
-        self.fields["device_class"].widget.choices = device_class_choices(namespaces)
+        classes = device_class_choices(namespaces)
+        self.fields["device_class"].widget.choices = classes
+        for position in ALTERNATIVE_POSITIONS:
+            for field, made in alternative_fields(classes).items():
+                self.fields[validation.alternative_key(position, field)] = made
+        self._given_positions: list[int] = []
+
+    def main_fields(self) -> list[Any]:
+        """The visible fields but the rows of further alternatives (alternative_rows)."""
+        return [f for f in self.visible_fields() if not validation.split_alternative_key(f.name)]
+
+    def alternative_rows(self) -> list[dict[str, Any]]:
+        """The rows of alternatives 2 to 8 for the template: their fields, and whether the
+        row shows open (something typed in it, or an error)."""
+        rows = []
+        for position in ALTERNATIVE_POSITIONS:
+            keys = [validation.alternative_key(position, f) for f in ALTERNATIVE_FIELDS]
+            bound = [self[key] for key in keys]
+            typed = self.is_bound and self._row_given(position)
+            rows.append(
+                {
+                    "position": position,
+                    "fields": bound,
+                    "open": typed or any(field.errors for field in bound),
+                }
+            )
+        return rows
+
+    def _row_given(self, position: int) -> bool:
+        """A row counts when a class or a pick is entered (the count alone has a default)."""
+        keys = [validation.alternative_key(position, f) for f in ALTERNATIVE_FIELDS[:4]]
+        return any(str(self.data.get(self.add_prefix(key)) or "").strip() for key in keys)
+
+    def further_alternatives(self) -> list[dict[str, Any]]:
+        """The alternatives the user filled in, in order, gaps closed."""
+        data = self.cleaned_data
+        self._given_positions = [p for p in ALTERNATIVE_POSITIONS if self._row_given(p)]
+        return [
+            {field: data.get(validation.alternative_key(p, field)) for field in ALTERNATIVE_FIELDS}
+            for p in self._given_positions
+        ]
+
+    def add_service_errors(self, error: ValidationError) -> None:
+        """The service numbers the alternatives it was given; a row left empty in between
+        shifts them: put each error back on the row the user filled."""
+        moved: dict[str, list[str]] = {}
+        for key, messages in error.message_dict.items():
+            moved.setdefault(self._row_key(key), []).extend(messages)
+        super().add_service_errors(ValidationError(moved))
+
+    def _row_key(self, key: str) -> str:
+        found = validation.split_alternative_key(key)
+        if found is None:
+            return key
+        position, field = found
+        index = position - 2
+        if 0 <= index < len(self._given_positions):
+            return validation.alternative_key(self._given_positions[index], field)
+        return key
+
+
+ALTERNATIVE_FIELDS = validation.ALTERNATIVE_FIELDS
+ALTERNATIVE_POSITIONS = range(2, validation.MAX_ALTERNATIVES + 1)
+
+
+def alternative_fields(classes: list[tuple[str, str]]) -> dict[str, forms.Field]:
+    """One alternative's fields: the first alternative's, none required (an empty row is
+    no alternative)."""
+    return {
+        "device_class": forms.CharField(
+            required=False,
+            label=gettext_lazy("Device class"),
+            widget=forms.Select(choices=[("", gettext_lazy("(no alternative)")), *classes]),
+            max_length=limits.DEVICE_CLASS_MAX_CHARS,
+        ),
+        "gpu_model": forms.CharField(
+            required=False,
+            max_length=64,
+            label=gettext_lazy("GPU model"),
+            widget=forms.TextInput(attrs={"list": "gpu-model-options", "autocomplete": "off"}),
+        ),
+        "min_memory": forms.CharField(
+            required=False,
+            max_length=32,
+            label=gettext_lazy("Minimum memory"),
+            widget=forms.TextInput(attrs={"list": "memory-options", "autocomplete": "off"}),
+        ),
+        "mig_profile": forms.CharField(
+            required=False,
+            max_length=64,
+            label=gettext_lazy("MIG profile"),
+            widget=forms.TextInput(attrs={"list": "mig-profile-options", "autocomplete": "off"}),
+        ),
+        "count": forms.IntegerField(
+            required=False,
+            initial=1,
+            widget=forms.NumberInput(attrs={"min": 1}),
+            label=gettext_lazy("Count"),
+        ),
+        "all_devices": forms.BooleanField(
+            required=False, label=gettext_lazy("All matching devices on one node")
+        ),
+    }
 
 
 def device_class_choices(namespaces: Any) -> list[tuple[str, str]]:

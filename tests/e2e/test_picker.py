@@ -91,3 +91,47 @@ def test_it_writes_the_cel_from_the_picks_and_says_what_matches(
     assert (claim.gpu_model, claim.min_memory, claim.count) == ("", "60Gi", 2)
     assert claim.selector.endswith("memory.compareTo(quantity('60Gi')) >= 0")
     assert claim.dry_run_note == ""
+
+
+A100 = "NVIDIA A100-SXM4-40GB"
+
+
+def test_it_adds_an_alternative_and_says_which_one_fits_now(
+    live_server: Any, open_page: Callable[[], Page], alice: User, e2e_cluster: Cluster
+) -> None:
+    namespace = services.namespace_request_submit(
+        user=alice, cluster=e2e_cluster, name=f"alt-{uuid.uuid4().hex[:6]}"
+    )
+    page = open_page()
+    log_in(page, live_server.url, "alice", PASSWORD)
+    page.goto(live_server.url + reverse("claim-request"))
+    page.fill("input[name=name]", "h100-else-a100")
+    page.fill("input[name=gpu_model]", H100)
+    page.fill("input[name=count]", "4")
+    second, third = page.locator("#alternative-2"), page.locator("#alternative-3")
+    expect(page.locator("select[name=alt2_device_class]")).to_be_hidden()
+    expect(third).to_be_hidden()  # one row at a time
+
+    second.get_by_text("Add an alternative").click()
+    expect(third.get_by_text("Add another alternative")).to_be_visible()
+    page.select_option("select[name=alt2_device_class]", "gpu.nvidia.com")
+    page.fill("input[name=alt2_gpu_model]", A100)
+    page.fill("input[name=alt2_count]", "4")
+
+    # Another team holds 2 of gpu-node-1's 4 H100s: the A100s are what fits now.
+    expect(page.locator("#first-fitting")).to_have_text(
+        f"The first that fits now: alternative 2 ({A100})."
+    )
+    expect(page.locator("#alternatives-feasibility li")).to_have_count(2)
+    expect(page.locator("#manifest-yaml")).to_contain_text("firstAvailable:")
+    expect(page.locator("#manifest-yaml")).to_contain_text("name: a100")
+    assert_accessible(page)
+    screenshot(page, "claim-alternatives")
+    # From the keyboard: a click's press and release can straddle the preview that leaving
+    # the count field starts, and the release then misses the moved button.
+    page.get_by_role("button", name="Submit for approval").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("h1")).to_contain_text("h100-else-a100")
+    expect(page.locator("#claim-alternatives")).to_contain_text(A100)
+    claim = ClaimRequest.objects.get(namespace_request=namespace, name="h100-else-a100")
+    assert [alt["gpu_model"] for alt in claim.alternatives()] == [H100, A100]

@@ -194,3 +194,52 @@ def test_it_binds_a_cluster_role_within_the_namespace() -> None:
     assert binding["subjects"] == [subject]
     assert binding["metadata"]["namespace"] == "team-a"
     assert_valid(binding, "1.33", "1.34")
+
+
+H100 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
+A100 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA A100-SXM4-40GB'"
+THREE = [
+    manifests.Alternative("h100", "gpu.nvidia.com", 2, selector=H100),
+    manifests.Alternative("a100", "gpu.nvidia.com", 4, selector=A100),
+    manifests.Alternative("mig-1g-10gb", "mig.nvidia.com", None, all_devices=True),
+]
+
+
+@pytest.mark.parametrize(("version", "k8s"), [("v1beta1", "1.33"), ("v1", "1.34")])
+def test_it_keeps_one_alternative_as_exactly_as_before(version: str, k8s: str) -> None:
+    one = [manifests.Alternative("h100", "gpu.nvidia.com", 2, selector=H100)]
+    manifest = claim(version, count=2, selector=H100, alternatives=one)
+
+    assert manifest == claim(version, count=2, selector=H100)
+    assert "firstAvailable" not in manifest["spec"]["devices"]["requests"][0]
+    assert_valid(manifest, k8s)
+
+
+@pytest.mark.parametrize(
+    ("version", "k8s"), [("v1beta1", "1.33"), ("v1beta1", "1.34"), ("v1", "1.34")]
+)
+def test_it_writes_alternatives_as_a_prioritized_list(version: str, k8s: str) -> None:
+    manifest = claim(version, count=2, selector=H100, alternatives=THREE)
+
+    (request,) = manifest["spec"]["devices"]["requests"]
+    assert request == {
+        "name": "gpu",
+        "firstAvailable": [
+            {
+                "name": "h100",
+                "deviceClassName": "gpu.nvidia.com",
+                "selectors": [{"cel": {"expression": H100}}],
+                "allocationMode": "ExactCount",
+                "count": 2,
+            },
+            {
+                "name": "a100",
+                "deviceClassName": "gpu.nvidia.com",
+                "selectors": [{"cel": {"expression": A100}}],
+                "allocationMode": "ExactCount",
+                "count": 4,
+            },
+            {"name": "mig-1g-10gb", "deviceClassName": "mig.nvidia.com", "allocationMode": "All"},
+        ],
+    }
+    assert_valid(manifest, k8s)

@@ -59,3 +59,14 @@ def test_it_reproduces_the_40_character_collision_no_more() -> None:
 def test_it_makes_valid_access_names_for_any_username(username: str) -> None:
     assert names.is_dns_label(names.access_service_account_name(username))
     assert names.is_dns_label(names.access_role_binding_name(username))
+
+
+def test_it_names_alternatives_after_their_gpu_model_or_mig_profile() -> None:
+    wanted = ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB", "1g.10gb", ""]
+    assert names.alternative_names(wanted) == ["h100", "a100", "mig-1g-10gb", "alt-4"]
+    assert all(names.is_dns_label(name) for name in names.alternative_names(wanted))
+
+
+def test_it_numbers_alternatives_whose_names_would_repeat() -> None:
+    wanted = ["NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB", "Some GPU"]
+    assert names.alternative_names(wanted) == ["a100", "alt-2", "alt-3"]

@@ -102,6 +102,24 @@ def test_it_charges_an_all_devices_claim_the_most_one_claim_can_get(
     assert f"requested: {KEY}=32, used: {KEY}=0, limited: {KEY}=3" in status["message"]
 
 
+@pytest.mark.parametrize("version", ["v1", "v1beta1"])
+def test_it_charges_a_prioritized_list_its_largest_subrequest_per_class(
+    api: client.ApiClient, namespace: str, version: str
+) -> None:
+    # pkg/quota/v1/evaluator/core/resource_claims.go: "the worst case per device class".
+    subrequests = [
+        {"name": "h100", "deviceClassName": GPU, "count": 1},
+        {"name": "a100", "deviceClassName": GPU, "count": 3},
+        {"name": "any", "deviceClassName": GPU, "count": 2},
+    ]
+    body = claim("either", version=version)
+    body["spec"]["devices"]["requests"] = [{"name": "gpu", "firstAvailable": subrequests}]
+    create(api, namespace, body)
+    assert used(api, namespace) == {KEY: "3"}
+    status = refusal(api, namespace, claim("one-more", count=1))
+    assert f"requested: {KEY}=1, used: {KEY}=3, limited: {KEY}=3" in status["message"]
+
+
 def test_it_counts_v1beta1_claims_alike_and_frees_what_is_deleted(
     api: client.ApiClient, namespace: str
 ) -> None:

@@ -76,8 +76,36 @@ def test_it_needs_exactly_one_of_exactly_or_first_available() -> None:
         "exactly one of `exactly` or `firstAvailable` is required"
     )
     assert messages(CLAIMS, claim({"name": "gpu"})) == [expected]
+
+
+def test_it_refuses_both_exactly_and_first_available() -> None:
     both = {**exact(), "firstAvailable": [{"name": "a", "deviceClassName": "gpu.nvidia.com"}]}
-    assert messages(CLAIMS, claim(both)) == [expected]
+    assert messages(CLAIMS, claim(both)) == [
+        "spec.devices.requests[0]: Invalid value: null: exactly one of `exactly` or "
+        "`firstAvailable` is required, but multiple fields are set"
+    ]
+
+
+def test_it_allows_at_most_eight_subrequests() -> None:
+    subs = [{"name": f"alt-{n}", "deviceClassName": "gpu.nvidia.com"} for n in range(1, 10)]
+    assert messages(CLAIMS, claim({"name": "gpu", "firstAvailable": subs})) == [
+        "spec.devices.requests[0].firstAvailable: Too many: 9: must have at most 8 items"
+    ]
+    assert messages(CLAIMS, claim({"name": "gpu", "firstAvailable": subs[:8]})) == []
+
+
+def test_it_refuses_duplicate_and_bad_subrequest_names() -> None:
+    subs = [
+        {"name": "h100", "deviceClassName": "gpu.nvidia.com"},
+        {"name": "h100", "deviceClassName": "gpu.nvidia.com"},
+        {"name": "A100", "deviceClassName": "gpu.nvidia.com"},
+    ]
+    found = messages(CLAIMS, claim({"name": "gpu", "firstAvailable": subs}))
+    assert 'spec.devices.requests[0].firstAvailable[1].name: Duplicate value: "h100"' in found
+    assert any(
+        m.startswith('spec.devices.requests[0].firstAvailable[2].name: Invalid value: "A100"')
+        for m in found
+    )
 
 
 def test_it_needs_a_device_class() -> None:

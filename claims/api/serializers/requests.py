@@ -11,7 +11,7 @@ from claims.api import examples
 from claims.api.serializers.common import _example, _time
 from claims.models import ClaimRequest, NamespaceRequest
 from claims.policy import feasibility
-from claims.read import selectors
+from claims.read import planned, selectors
 
 
 class DecidedRequestOutput(serializers.ModelSerializer):
@@ -97,6 +97,28 @@ class FeasibilityOutput(serializers.Serializer):
     summary = serializers.CharField()
 
 
+class AlternativeOutput(serializers.Serializer):
+    name = serializers.CharField(help_text="Its subrequest's name, e.g. a100 (gpu/a100).")
+    device_class = serializers.CharField()
+    gpu_model = serializers.CharField()
+    min_memory = serializers.CharField()
+    mig_profile = serializers.CharField()
+    count = serializers.IntegerField(allow_null=True)
+    all_devices = serializers.BooleanField()
+    selector = serializers.CharField(help_text="The CEL its picks and the claim's own make.")
+
+
+ALTERNATIVE_OUTPUT_FIELDS = tuple(AlternativeOutput().fields)
+
+
+def alternatives_of(claim: ClaimRequest) -> list[dict[str, Any]]:
+    names = [planned_alternative.name for planned_alternative in planned.claim_alternatives(claim)]
+    return [
+        {field: ({"name": name} | alt).get(field) for field in ALTERNATIVE_OUTPUT_FIELDS}
+        for name, alt in zip(names, claim.alternatives(), strict=True)
+    ]
+
+
 @extend_schema_serializer(examples=_example("A claim in use", examples.CLAIM_REQUEST))
 class ClaimRequestOutput(DecidedRequestOutput):
     cluster = serializers.IntegerField(source="namespace_request.cluster_id")
@@ -116,6 +138,14 @@ class ClaimRequestOutput(DecidedRequestOutput):
         help_text="How long the claim lives from its creation in the cluster (extensions "
         "included); null before that. It is released by the portal at `expires_at`.",
     )
+    alternatives = serializers.SerializerMethodField(
+        help_text="DRA's prioritized list, in order: the claim's own device fields first. "
+        "One entry for a claim without alternatives.",
+    )
+    allocated_alternative = serializers.CharField(
+        help_text="Which alternative the cluster allocated, as the allocation names it "
+        "(`gpu/a100`); empty while unallocated or for a claim with one alternative.",
+    )
 
     class Meta:
         model = ClaimRequest
@@ -133,6 +163,7 @@ class ClaimRequestOutput(DecidedRequestOutput):
             "gpu_model",
             "min_memory",
             "mig_profile",
+            "alternatives",
             "dry_run_note",
             "purpose",
             *DecidedRequestOutput.DECISION_FIELDS,
@@ -140,6 +171,7 @@ class ClaimRequestOutput(DecidedRequestOutput):
             "applied_at",
             "node",
             "allocation",
+            "allocated_alternative",
             "feasibility",
             "lifetime_seconds",
             "expires_at",
@@ -170,6 +202,7 @@ class ClaimRequestOutput(DecidedRequestOutput):
             "gpu_model": claim.gpu_model,
             "min_memory": claim.min_memory,
             "mig_profile": claim.mig_profile,
+            "alternatives": alternatives_of(claim),
             "dry_run_note": claim.dry_run_note,
             "purpose": claim.purpose,
             "state": claim.state,
@@ -181,12 +214,17 @@ class ClaimRequestOutput(DecidedRequestOutput):
             "applied_at": times["applied_at"],
             "node": claim.node,
             "allocation": claim.allocation,
+            "allocated_alternative": claim.allocated_alternative,
             "feasibility": self.get_feasibility(claim),
             "lifetime_seconds": self.get_lifetime_seconds(claim),
             "expires_at": times["expires_at"],
             "created": times["created"],
             "updated": times["updated"],
         }
+
+    @extend_schema_field(AlternativeOutput(many=True))
+    def get_alternatives(self, claim: ClaimRequest) -> list[dict[str, Any]]:
+        return alternatives_of(claim)
 
     def get_lifetime_seconds(self, claim: ClaimRequest) -> int | None:
         return int(claim.lifetime.total_seconds()) if claim.lifetime else None

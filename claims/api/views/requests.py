@@ -3,13 +3,19 @@ retry, release."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.core.exceptions import NON_FIELD_ERRORS
+from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import serializers
+from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 
 from claims.api import examples
-from claims.api.errors import call_service
+from claims.api.errors import api_error, call_service
 from claims.api.filters import ClaimRequestFilter, NamespaceRequestFilter
 from claims.api.idempotency import idempotent
 from claims.api.serializers import (
@@ -28,7 +34,8 @@ from claims.api.views.base import ApiView
 from claims.clusters import registry as cluster_registry
 from claims.domain import services
 from claims.models import ClaimRequest, Cluster, NamespaceRequest
-from claims.policy import limits
+from claims.policy import limits, validation
+from claims.policy.validation import MAX_ALTERNATIVES
 from claims.read import selectors
 
 NS_TAG = ["namespace requests"]
@@ -143,6 +150,15 @@ class NamespaceRequestRetryApi(ObjectApi):
         return self.act(services.namespace_request_retry, "namespace_request")
 
 
+class AlternativeInput(serializers.Serializer):
+    device_class = serializers.CharField(max_length=limits.DEVICE_CLASS_MAX_CHARS)
+    gpu_model = serializers.CharField(required=False, allow_blank=True, default="", max_length=64)
+    min_memory = serializers.CharField(required=False, allow_blank=True, default="", max_length=32)
+    mig_profile = serializers.CharField(required=False, allow_blank=True, default="", max_length=64)
+    count = serializers.IntegerField(required=False, allow_null=True, default=1)
+    all_devices = serializers.BooleanField(required=False, default=False)
+
+
 class ClaimListApi(ApiView):
     model = ClaimRequest
     list_selector = staticmethod(selectors.claim_request_api_rows)
@@ -154,7 +170,9 @@ class ClaimListApi(ApiView):
             max_length=limits.NAME_MAX_CHARS, help_text="A DNS-1123 label, e.g. gpu-claim."
         )
         device_class = serializers.CharField(
-            max_length=limits.DEVICE_CLASS_MAX_CHARS, help_text="e.g. gpu.nvidia.com"
+            required=False,
+            max_length=limits.DEVICE_CLASS_MAX_CHARS,
+            help_text="e.g. gpu.nvidia.com; required unless `alternatives` are given.",
         )
         count = serializers.IntegerField(required=False, allow_null=True, default=1)
         all_devices = serializers.BooleanField(required=False, default=False)
@@ -190,6 +208,28 @@ class ClaimListApi(ApiView):
         purpose = serializers.CharField(
             required=False, allow_blank=True, max_length=limits.PURPOSE_MAX_CHARS
         )
+        alternatives = AlternativeInput(
+            many=True,
+            required=False,
+            help_text="DRA's prioritized list, instead of the flat device fields: what would "
+            "do, in order of preference (at most 8); the cluster allocates the first that "
+            "fits. `selector` holds for each.",
+        )
+
+        def validate_alternatives(self, given: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            if len(given) > MAX_ALTERNATIVES:
+                raise serializers.ValidationError(
+                    f"At most {MAX_ALTERNATIVES} alternatives (DRA's prioritized list)."
+                )
+            return given
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            given = attrs.get("alternatives")
+            if given is None and not attrs.get("device_class"):
+                raise serializers.ValidationError({"device_class": ["This field is required."]})
+            if given is not None and not given:
+                raise serializers.ValidationError({"alternatives": ["Give at least one."]})
+            return attrs
 
     @extend_schema(tags=CLAIM_TAG, responses=ClaimRequestOutput(many=True))
     def get(self, request: Request) -> Response:
@@ -227,10 +267,40 @@ class ClaimListApi(ApiView):
             data["namespace_request"],
             "namespace_request",
         )
-        claim = call_service(
-            services.claim_request_submit, user=request.user, ask_cluster=True, **data
-        )
+        given = data.pop("alternatives", None)
+        if given is not None:
+            data |= given[0]
+            data["alternatives"] = given[1:]
+        try:
+            claim = services.claim_request_submit(user=request.user, ask_cluster=True, **data)
+        except DjangoValidationError as error:
+            raise _claim_error(error, by_alternative=given is not None) from None
         return Response(ClaimRequestOutput(claim).data, status=201)
+
+
+def _claim_error(error: DjangoValidationError, *, by_alternative: bool) -> APIException:
+    found = api_error(error)
+    if by_alternative and isinstance(found, serializers.ValidationError):
+        return serializers.ValidationError(per_alternative(error.message_dict))
+    return found
+
+
+def per_alternative(errors: dict[str, list[str]]) -> dict[str, Any]:
+    """A claim given as `alternatives`: the errors of each alternative's fields under its
+    index (`{"alternatives": {"1": {"count": [...]}}}`), the rest as they are."""
+    rows: dict[int, dict[str, list[str]]] = {}
+    rest: dict[str, Any] = {}
+    for key, messages in errors.items():
+        found = validation.split_alternative_key(key)
+        if found is not None:
+            rows.setdefault(found[0] - 1, {})[found[1]] = messages
+        elif key in validation.ALTERNATIVE_FIELDS:
+            rows.setdefault(0, {})[key] = messages
+        else:
+            rest[api_settings.NON_FIELD_ERRORS_KEY if key == NON_FIELD_ERRORS else key] = messages
+    if rows:  # keyed by index as DRF keys the errors of the list's own fields
+        rest["alternatives"] = {str(index): rows[index] for index in sorted(rows)}
+    return rest
 
 
 class ClaimDetailApi(ObjectApi):

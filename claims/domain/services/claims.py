@@ -26,7 +26,13 @@ from claims.domain.transitions import enqueue, fail_queued_runs
 from claims.models import ClaimRequest, NamespaceRequest
 from claims.policy import feasibility, quota, rules
 from claims.policy.device_picker import Picks
-from claims.policy.validation import claim_selector, selector_field_of, validate_claim_fields
+from claims.policy.validation import (
+    alternative_key,
+    claim_selector,
+    further_alternatives,
+    selector_field_of,
+    validate_claim_fields,
+)
 from claims.read import selectors
 
 NS = NamespaceRequest.State
@@ -46,6 +52,7 @@ def claim_request_submit(
     gpu_model: str = "",
     min_memory: str = "",
     mig_profile: str = "",
+    alternatives: list[dict[str, Any]] | None = None,
     ask_cluster: bool = False,
 ) -> ClaimRequest:
     """A new claim, pending approval (or approved by a rule). With ask_cluster, after the
@@ -56,20 +63,35 @@ def claim_request_submit(
     _require_open_namespace(ns)
     name, written = (name or "").strip(), (selector or "").strip()
     picks = Picks(gpu_model.strip(), min_memory.strip(), mig_profile.strip())
-    selector = claim_selector(
-        cluster=ns.cluster, device_class=device_class, picks=picks, selector=written
-    )
     count = None if all_devices else count
     fields: dict[str, Any] = {
         "name": name,
         "device_class": device_class,
         "count": count,
         "all_devices": all_devices,
-        "selector": selector,
     }
-    validate_claim_fields(cluster=ns.cluster, picks=picks, written=written, **fields)
-    feasibility.check_count(
-        cluster=ns.cluster, device_class=device_class, count=count, selector=selector
+    # Every alternative's problems at once, each next to its own field.
+    errors: dict[str, list[str]] = {}
+    further: list[dict[str, Any]] = []
+    try:
+        fields["selector"] = claim_selector(
+            cluster=ns.cluster, device_class=device_class, picks=picks, selector=written
+        )
+        validate_claim_fields(cluster=ns.cluster, picks=picks, written=written, **fields)
+    except ValidationError as error:
+        errors |= error.message_dict
+    try:
+        further = further_alternatives(
+            cluster=ns.cluster, alternatives=alternatives or [], written=written
+        )
+    except ValidationError as error:
+        errors |= error.message_dict
+    if errors:
+        raise ValidationError(errors)
+    selector = fields["selector"]
+    fields["further_alternatives"] = further
+    _check_counts(
+        ns, [{"device_class": device_class, "count": count, "selector": selector}, *further]
     )
     dry_run_note = ""
     if ask_cluster:
@@ -85,13 +107,7 @@ def claim_request_submit(
     with transaction.atomic():
         # Decided under the team's row lock: parallel submits cannot all fit the last unit.
         team = quota.locked_team_of(ns.owner)
-        problem = quota.submit_problem(
-            team,
-            namespace_request=ns,
-            device_class=device_class,
-            count=count,
-            all_devices=all_devices,
-        )
+        problem = quota.submit_problem(team, namespace_request=ns, alternatives=[fields, *further])
         if problem:
             raise ValidationError({"count": [problem]})
         # The claim is the namespace owner's, even when an approver made it for them: they
@@ -112,6 +128,24 @@ def claim_request_submit(
             # approval, which counts only decided ones, fits too.
             _approve_claim(claim, None, approval, quota_checked=True)
     return claim
+
+
+def _check_counts(ns: NamespaceRequest, alternatives: list[dict[str, Any]]) -> None:
+    """A field error on the count of each alternative no single node has enough for."""
+    errors = {}
+    for position, alt in enumerate(alternatives, start=1):
+        try:
+            feasibility.check_count(
+                cluster=ns.cluster,
+                device_class=alt["device_class"],
+                count=alt["count"],
+                selector=alt["selector"],
+            )
+        except ValidationError as error:
+            key = "count" if position == 1 else alternative_key(position, "count")
+            errors[key] = error.message_dict["count"]
+    if errors:
+        raise ValidationError(errors)
 
 
 def _require_open_namespace(ns: NamespaceRequest) -> None:

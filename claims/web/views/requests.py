@@ -22,7 +22,7 @@ from claims.models import ClaimRequest, NamespaceRequest, VerificationRun
 from claims.policy import device_picker, feasibility, validation
 from claims.policy.device_picker import Picks
 from claims.read import planned, selectors
-from claims.web.forms import ClaimRequestForm, NamespaceRequestForm
+from claims.web.forms import ALTERNATIVE_FIELDS, ClaimRequestForm, NamespaceRequestForm
 from claims.web.views.common import (
     HtmxHttpRequest,
     already_submitted,
@@ -126,7 +126,7 @@ def claim_request_create(request: HtmxHttpRequest) -> HttpResponse:
             messages.info(request, _("You already submitted this claim request; here it is."))
             return redirect("claim", existing)
         try:
-            claim = _submit_claim(request, form.cleaned_data)
+            claim = _submit_claim(request, form)
         except ValidationError as error:
             form.add_service_errors(error)
         else:
@@ -144,9 +144,13 @@ CLAIM_FIELDS = ("namespace_request", "name", "device_class", "count", "all_devic
 PICKER_FIELDS = ("selector", "gpu_model", "min_memory", "mig_profile", "purpose")
 
 
-def _submit_claim(request: HtmxHttpRequest, data: dict[str, Any]) -> ClaimRequest:
+def _submit_claim(request: HtmxHttpRequest, form: ClaimRequestForm) -> ClaimRequest:
+    data = form.cleaned_data
     fields = {name: data[name] for name in (*CLAIM_FIELDS, *PICKER_FIELDS)}
-    return services.claim_request_submit(user=request.user, ask_cluster=True, **fields)
+    alternatives = form.further_alternatives()
+    return services.claim_request_submit(
+        user=request.user, ask_cluster=True, alternatives=alternatives, **fields
+    )
 
 
 @login_required
@@ -168,6 +172,7 @@ def _preview_context(form: ClaimRequestForm) -> dict[str, Any]:
         return {"preview_problem": _("Choose a namespace to see the manifest.")}
     cluster = namespace.cluster
     unsaved = _unsaved_claim(namespace, name, device_class, raw)
+    unsaved.further_alternatives = _preview_alternatives(form, raw, unsaved.selector)
     picker = _picker_context(unsaved)
     if not name or not device_class:
         return {**picker, "preview_problem": _("Enter a claim name and choose a device class.")}
@@ -204,6 +209,49 @@ def _picker_context(claim: ClaimRequest) -> dict[str, Any]:
         "picker_problems": problems,
         "generated_selector": generated,
         "preview_feasibility": feasibility.of_claim(claim) if claim.device_class else None,
+        **_alternatives_feasibility(claim),
+    }
+
+
+def _preview_alternatives(form: ClaimRequestForm, raw: Any, written: str) -> list[dict[str, Any]]:
+    """The alternatives after the first as far as the input allows: picks the cluster does
+    not publish are left out of their selector (the submit says why)."""
+    cluster = _chosen_namespace(form, raw.get("namespace_request"))
+    inventory = cluster.cluster.inventory if cluster else {}
+    found = []
+    for position in range(2, validation.MAX_ALTERNATIVES + 1):
+        row = {f: raw.get(validation.alternative_key(position, f)) for f in ALTERNATIVE_FIELDS}
+        device_class = str(row["device_class"] or "").strip()
+        if not device_class:
+            continue
+        picks = Picks(*(str(row[f] or "").strip() for f in ALTERNATIVE_FIELDS[1:4]))
+        offered = device_picker.options(inventory, device_class)
+        problems = device_picker.problems(picks, offered)
+        usable = Picks(**{k: v for k, v in asdict(picks).items() if k not in problems})
+        generated = device_picker.selector_for(usable, offered.domain)
+        every = str(row["all_devices"] or "").lower() in ("on", "true", "1")
+        found.append(
+            {
+                "device_class": device_class,
+                **asdict(picks),
+                "count": None if every else _as_count(row["count"]),
+                "all_devices": every,
+                "selector": device_picker.combined(generated, written),
+            }
+        )
+    return found
+
+
+def _alternatives_feasibility(claim: ClaimRequest) -> dict[str, Any]:
+    """Each alternative's feasibility line and which one the scheduler would take now."""
+    if not claim.further_alternatives or not claim.device_class:
+        return {}
+    found = feasibility.of_alternatives(claim)
+    first = feasibility.first_fitting(found)
+    lines = [(planned.alternative_label(claim, n), f) for n, f in enumerate(found, start=1)]
+    return {
+        "alternatives_feasibility": lines,
+        "first_fitting": planned.alternative_label(claim, first) if first else "",
     }
 
 

@@ -34,6 +34,7 @@ from kubesim.registry.validation import (
 
 MAX_REQUESTS = 32
 MAX_SELECTORS = 32
+MAX_SUBREQUESTS = 8  # FirstAvailableDeviceRequestMaxSize
 MAX_CEL_LENGTH = 10 * 1024
 ALLOCATION_MODES = ("All", "ExactCount")
 REQUEST_REFERENCE_MSG = (
@@ -148,16 +149,20 @@ def exact_request_errors(exact: dict, path: str) -> list[FieldError]:
 def sub_request_errors(subs: Any, path: str) -> list[FieldError]:
     if not isinstance(subs, list):
         return [FieldError(INVALID, path, subs, "must be a list")]
-    errors, seen = [], set()
+    if len(subs) > MAX_SUBREQUESTS:
+        # validateSet's size check short-circuits: no error about the items themselves.
+        detail = f"must have at most {MAX_SUBREQUESTS} items"
+        return [FieldError(TOO_MANY, path, len(subs), detail)]
+    errors, duplicates, seen = [], [], set()
     for index, sub in enumerate(subs):
         field = f"{path}[{index}]"
         name = (sub or {}).get("name")
         errors += dns_label_errors(name, f"{field}.name")
-        if name in seen:
-            errors.append(FieldError(DUPLICATE, f"{field}.name", name))
-        seen.add(name)
         errors += exact_request_errors(sub or {}, field)
-    return errors
+        if name in seen:  # validateSet reports duplicates after every item's own errors
+            duplicates.append(FieldError(DUPLICATE, f"{field}.name", name))
+        seen.add(name)
+    return errors + duplicates
 
 
 def request_errors(request: Any, path: str) -> list[FieldError]:
@@ -165,9 +170,12 @@ def request_errors(request: Any, path: str) -> list[FieldError]:
         return [FieldError(INVALID, path, request, "must be an object")]
     errors = dns_label_errors(request.get("name"), f"{path}.name")
     exact, first = request.get("exactly"), request.get("firstAvailable")
-    if (exact is None) == (not first):
-        detail = "exactly one of `exactly` or `firstAvailable` is required"
+    detail = "exactly one of `exactly` or `firstAvailable` is required"
+    if exact is None and not first:
         return [*errors, FieldError(REQUIRED, path, detail=detail)]
+    if exact is not None and first:
+        both = f"{detail}, but multiple fields are set"
+        return [*errors, FieldError(INVALID, path, None, both)]
     if exact is not None:
         return errors + exact_request_errors(exact, f"{path}.exactly")
     return errors + sub_request_errors(first, f"{path}.firstAvailable")

@@ -197,3 +197,39 @@ def test_it_shows_feasibility_in_the_form_preview(
     )
     assert refusal in preview
     assert refusal in submitted
+
+
+def test_it_assesses_each_alternative_and_finds_the_first_that_fits_now(
+    alice: User, namespace: NamespaceRequest, cluster: Cluster
+) -> None:
+    h100 = "NVIDIA H100 80GB HBM3"
+    a100 = "NVIDIA A100-SXM4-40GB"
+    claim = submit(
+        alice,
+        namespace,
+        count=2,
+        gpu_model=h100,
+        alternatives=[
+            {"device_class": CLASS, "gpu_model": a100, "count": 2},
+            {"device_class": CLASS, "count": 1},
+        ],
+    )
+    found = feasibility.of_alternatives(claim)
+    assert [(f.matching, f.best_node) for f in found] == [
+        (4, "gpu-node-1"),
+        (4, "gpu-node-2"),
+        (8, "gpu-node-1"),
+    ]
+    assert feasibility.first_fitting(found) == 1
+
+    node_1 = [d for d in cluster.inventory["devices"] if d["node"] == "gpu-node-1"]
+    held = [
+        {"request": "gpu", "driver": d["driver"], "pool": d["pool"], "device": d["name"]}
+        for d in node_1[:3]
+    ]
+    ClaimRequest.objects.filter(pk=claim.pk).update(allocation={"devices": held})
+    second = [{"device_class": CLASS, "gpu_model": a100, "count": 2}]
+    other = submit(alice, namespace, count=2, gpu_model=h100, alternatives=second)
+    found = feasibility.of_alternatives(other)
+    assert [f.fits_now for f in found] == [False, True]
+    assert feasibility.first_fitting(found) == 2

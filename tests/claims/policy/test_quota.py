@@ -261,3 +261,34 @@ def test_a_page_of_the_queue_reads_the_teams_use_in_a_few_queries(
         team_of_owner = quota.team_of(claim.owner)
         expected = quota.approval_use(team_of_owner, claim) if team_of_owner else None
         assert claim.team_use == expected, claim.name  # type: ignore[attr-defined]
+
+
+def test_it_charges_a_claim_with_alternatives_its_largest_per_class(
+    team: Team, alice: User, bob: User, cluster: Cluster
+) -> None:
+    TeamQuota.objects.create(team=team, cluster=cluster, device_class=MIG, max_devices=6)
+    alternatives = [
+        {"device_class": GPU, "count": 3},
+        {"device_class": MIG, "count": 2},
+        {"device_class": MIG, "count": 5},
+    ]
+    submit(alice, cluster, "either", count=1, alternatives=alternatives)
+
+    # As the API server's quota evaluator charges firstAvailable: the worst case per class.
+    assert quota.devices_held(team, cluster, GPU) == 3
+    assert quota.devices_held(team, cluster, MIG) == 5
+    with pytest.raises(ValidationError) as refused:
+        submit(bob, cluster, "more", count=2)
+    assert "3 are already held or asked for, so at most 1 more" in str(refused.value)
+    with pytest.raises(ValidationError):
+        submit(bob, cluster, "slices", device_class=MIG, count=2)
+    assert submit(bob, cluster, "one", count=1).state == "pending"
+
+
+def test_it_refuses_an_alternative_over_the_quota_though_the_first_fits(
+    team: Team, alice: User, cluster: Cluster
+) -> None:
+    with pytest.raises(ValidationError) as refused:
+        submit(alice, cluster, "big", count=1, alternatives=[{"device_class": GPU, "count": 6}])
+    assert "may hold 4 gpu.nvidia.com device(s)" in refused.value.message_dict["count"][0]
+    assert not ClaimRequest.objects.exists()
