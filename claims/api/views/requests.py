@@ -371,6 +371,26 @@ class ClaimRetryApi(ObjectApi):
         return self.act(services.claim_request_retry, "claim_request")
 
 
+class QueueMoveInput(serializers.Serializer):
+    direction = serializers.ChoiceField(choices=["up", "down"])
+    reason = serializers.CharField(max_length=limits.REASON_MAX_CHARS)
+
+
+class ClaimQueueMoveApi(ApproverActionApi):
+    getter = staticmethod(selectors.claim_request_get)
+    output = ClaimRequestOutput
+
+    @extend_schema(tags=CLAIM_TAG, request=QueueMoveInput, responses=ClaimRequestOutput)
+    @idempotent
+    def post(self, request: Request, pk: int) -> Response:
+        """Move a waiting claim up or down in its queue, saying why (approvers only)."""
+        serializer = QueueMoveInput(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        return self.act(
+            services.claim_request_queue_move, "claim_request", **serializer.validated_data
+        )
+
+
 def _reason(request: Request) -> str:
     serializer = ReasonInput(data=request.data)
     serializer.is_valid(raise_exception=True)
