@@ -7,7 +7,12 @@ from typing import Any
 
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.exceptions import ValidationError as DjangoValidationError
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_serializer,
+)
 from rest_framework import serializers
 from rest_framework.exceptions import APIException
 from rest_framework.request import Request
@@ -371,6 +376,9 @@ class ClaimRetryApi(ObjectApi):
         return self.act(services.claim_request_retry, "claim_request")
 
 
+@extend_schema_serializer(
+    examples=[OpenApiExample("Move up", value={"direction": "up", "reason": "A paper deadline."})]
+)
 class QueueMoveInput(serializers.Serializer):
     direction = serializers.ChoiceField(choices=["up", "down"])
     reason = serializers.CharField(max_length=limits.REASON_MAX_CHARS)
