@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db.models import Q
 from django.utils import timezone
@@ -90,16 +91,17 @@ def _asked(claim: ClaimRequest) -> why_pending.Asked:
     )
 
 
+def _waiting_rows(clusters: Iterable[Cluster] | None = None) -> Any:
+    wants = Q(workloads__state__in=STARTED_WORKLOADS) | Q(runs__state__in=PENDING_RUNS)
+    rows = ClaimRequest.objects.filter(state__in=UNALLOCATED, allocation__isnull=True)
+    if clusters is not None:
+        rows = rows.filter(namespace_request__cluster__in=clusters)
+    return rows.filter(wants)
+
+
 def waiting_claims(cluster: Cluster) -> list[ClaimRequest]:
     """The cluster's waiting claims, in queue order (each group's order is this order)."""
-    wants = Q(workloads__state__in=STARTED_WORKLOADS) | Q(runs__state__in=PENDING_RUNS)
-    ids = (
-        ClaimRequest.objects.filter(
-            namespace_request__cluster=cluster, state__in=UNALLOCATED, allocation__isnull=True
-        )
-        .filter(wants)
-        .values_list("pk", flat=True)
-    )
+    ids = _waiting_rows([cluster]).values_list("pk", flat=True)
     rows = ClaimRequest.objects.filter(pk__in=set(ids)).select_related("namespace_request")
     return sorted(rows, key=lambda c: (-c.queue_priority, c.created, c.pk))
 
@@ -177,10 +179,11 @@ class Waiting:
     count: int
 
 
-def counts(clusters: Iterable[Cluster] | None = None) -> list[Waiting]:
-    """How many claims wait for what, per cluster (every cluster when none are given)."""
+def counts() -> list[Waiting]:
+    """How many claims wait for what, per cluster: one query while none waits."""
+    busy = set(_waiting_rows().values_list("namespace_request__cluster_id", flat=True))
     found = []
-    for cluster in Cluster.objects.order_by("name") if clusters is None else clusters:
+    for cluster in Cluster.objects.filter(pk__in=busy).order_by("name") if busy else []:
         per_what = Counter(spot.what for spot in queue_of(cluster).values())
         found += [Waiting(cluster.name, what, n) for what, n in sorted(per_what.items())]
     return found
