@@ -184,9 +184,19 @@ def test_suspended_jobs_start_in_queue_order_when_a_gpu_frees_up(
     assert all(job(claim)["spec"]["suspend"] is True for claim in (older, newer))
     found = spots(full)
     assert [found[c.pk].position for c in (older, newer)] == [1, 2]
-    services.claim_request_queue_move(
-        user=carol, claim_request=newer, direction="up", reason="Paper deadline"
-    )
+    workload_page = page_text(alice, reverse("workload", args=[jobs[newer.pk].pk]))
+    assert f"Waiting for a GPU : position 2 of 2 for {CLASS}" in workload_page
+    assert "estimate: unknown" in workload_page
+    # The approver's buttons on the claim page: a reason is needed, then it moves up.
+    web = Client()
+    web.force_login(carol)
+    move = reverse("claim-queue-move", args=[newer.pk])
+    refused = web.post(move, {"direction": "up", "reason": " "}, follow=True)
+    assert "Say why" in html.unescape(refused.content.decode())
+    assert ClaimRequest.objects.get(pk=newer.pk).queue_priority == 0
+    moved = web.post(move, {"direction": "up", "reason": "Paper deadline"}, follow=True)
+    assert "Moved in the queue." in moved.content.decode()
+    assert "position 1 of 2" in page_text(carol, reverse("claim", args=[newer.pk]))
     # Nothing frees up: nothing starts.
     assert queue_steps.start_waiting(full) == []
     assert job(newer)["spec"]["suspend"] is True
