@@ -70,6 +70,7 @@ v1 = [
         approve=requests.ClaimApproveApi,
         reject=requests.ClaimRejectApi,
         retry=requests.ClaimRetryApi,
+        queue=requests.ClaimQueueMoveApi,
     ),
     path("runs/", runs.RunListApi.as_view(), name="api-runs"),
     path("runs/<int:pk>/", runs.RunDetailApi.as_view(), name="api-run"),

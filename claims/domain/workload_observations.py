@@ -55,3 +55,19 @@ def workload_succeeded(*, workload: Workload, finished_at: datetime | None) -> b
 
 def workload_cleaned_up(*, workload: Workload) -> None:
     update_fields(workload, cleaned_up_at=timezone.now())
+
+
+# --- The queue (claims/worker/queue_steps.py) ---
+
+
+def workload_suspended(*, workload: Workload) -> None:
+    """Its Job is (about to be) created suspended: its claim waits its turn for devices."""
+    update_fields(workload, suspended=True)
+
+
+def workload_resumed(*, workload: Workload) -> None:
+    update_fields(
+        workload,
+        suspended=False,
+        state_message=gettext_noop("Its turn in the queue came: its Job was resumed."),
+    )

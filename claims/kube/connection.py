@@ -293,8 +293,8 @@ class Connection:
             header_params={"Accept": accept, "Content-Type": content_type},
             auth_settings=["BearerToken"],
         )
-        # The client serialises a JSON body itself; other content types go as text.
-        data = body if body is None or content_type == "application/json" else json.dumps(body)
+        # The client serialises a JSON body itself (merge patches too); others go as text.
+        data = body if body is None or content_type.endswith("json") else json.dumps(body)
         # As client-go: a server that did not handle the request and said when to send it
         # again (API Priority and Fairness' 429) gets it then, up to RETRY_AFTER_ATTEMPTS
         # times; a wait longer than RETRY_AFTER_MAX_SECONDS is left to the caller's back-off.

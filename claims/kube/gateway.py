@@ -153,6 +153,13 @@ class ClusterGateway:
         )
         return json_object(payload)
 
+    def resume_job(self, namespace: str, name: str) -> Obj:
+        """Let a suspended Job start its Pods (spec.suspend false, as Kueue does)."""
+        path = _object_path("batch/v1", "Job", namespace, name)
+        body = {"spec": {"suspend": False}}
+        payload = self._call("PATCH", path, body=body, content_type="application/merge-patch+json")
+        return json_object(payload)
+
     def create(self, manifest: Obj, *, dry_run: bool = False) -> Obj:
         """POST: a new object, or PermanentKubeError 409 AlreadyExists if the name is taken.
         `dry_run`: validated and admitted by the server, answered, and not stored."""

@@ -302,11 +302,13 @@ def job_manifest(
     backoff_limit: int,
     active_deadline_seconds: int,
     ttl_seconds_after_finished: int,
+    suspend: bool = False,
 ) -> Manifest:
     """A batch/v1 Job of one Pod on the claim. A bug fails the Job at once (podFailurePolicy
     FailJob on BUG_EXIT_CODES); a Pod evicted or preempted (DisruptionTarget) does not count
     against backoffLimit; the Job ends by activeDeadlineSeconds at the latest (the claim's
-    end) and is removed ttlSecondsAfterFinished after it finished."""
+    end) and is removed ttlSecondsAfterFinished after it finished. `suspend`: created
+    suspended (no Pod until resumed) while its claim waits in the portal's queue."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -315,6 +317,7 @@ def job_manifest(
             "backoffLimit": backoff_limit,
             "activeDeadlineSeconds": active_deadline_seconds,
             "ttlSecondsAfterFinished": ttl_seconds_after_finished,
+            **({"suspend": True} if suspend else {}),
             "podFailurePolicy": {
                 "rules": [
                     {

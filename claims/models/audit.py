@@ -55,6 +55,7 @@ class AuditEvent(models.Model):
         CREATED = "created", pgettext_lazy("audit", "created")
         CHANGED = "changed", pgettext_lazy("audit", "changed")
         DELETED = "deleted", pgettext_lazy("audit", "deleted")
+        QUEUE_MOVED = "queue_moved", pgettext_lazy("audit", "moved in the queue")
 
     class Channel(models.TextChoices):
         WEB = "web", pgettext_lazy("audit", "web")

@@ -201,6 +201,9 @@ class ClaimRequest(Request):
     lifetime = models.DurationField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     reminded_at = models.DateTimeField(null=True, blank=True)
+    # Its place among claims waiting for the same devices (claims/read/queue.py): higher goes
+    # first, then the oldest; an approver moves a claim up or down.
+    queue_priority = models.IntegerField(default=0)
 
     class Meta(Request.Meta):
         constraints = [

@@ -113,6 +113,9 @@ class Workload(models.Model):
     updated = models.DateTimeField(default=timezone.now)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     cluster_waits = models.PositiveIntegerField(default=0)
+    # Its Job was created suspended: its claim waits in the queue (claims/worker/queue_steps.py
+    # resumes it in queue order).
+    suspended = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created"]

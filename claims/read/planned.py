@@ -138,9 +138,11 @@ def workload_manifests(
     token: str = TOKEN_PLACEHOLDER,
     now: datetime | None = None,
     preview: bool = False,
+    suspend: bool = False,
 ) -> list[dict]:
     """What starting the workload applies, in order: its Job, or its notebook's Pod, Service
-    (and Ingress). `preview`: a workload not yet started, which has no id (nor a name) yet."""
+    (and Ingress). `preview`: a workload not yet started, which has no id (nor a name) yet.
+    `suspend`: its Job waits in the queue (claims/read/queue.py)."""
     spec = workload_spec(workload)
     if preview:
         spec = replace(spec, labels={**spec.labels, label_keys.WORKLOAD: ""})
@@ -151,6 +153,7 @@ def workload_manifests(
             backoff_limit=workload.backoff_limit,
             active_deadline_seconds=deadline or settings.WORKLOAD_MAX_SECONDS,
             ttl_seconds_after_finished=settings.WORKLOAD_JOB_TTL_SECONDS,
+            suspend=suspend,
         )
         return [job]
     return manifests.notebook_manifests(

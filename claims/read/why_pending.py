@@ -119,6 +119,17 @@ def _count(inv: dict[str, Any], asked: Asked, holds: list[Hold]) -> Devices:
     return Devices(per_node, free, held_by, sum(1 for d in matching if d in holder_of))
 
 
+def count_devices(
+    inventory: dict[str, Any], asked: Asked, holds: list[Hold], own_claim: int | None
+) -> Devices:
+    """Matching devices per node and those free, the claim's own holds left out."""
+    return _count(inventory, asked, [hold for hold in holds if hold.claim_id != own_claim])
+
+
+def fits_now(asked: Asked, devices: Devices) -> bool:
+    return _fits_now(asked, devices)
+
+
 def _fits_now(asked: Asked, devices: Devices) -> bool:
     if asked.count is None:  # "all": every matching device on some node must be free
         return any(devices.free_per_node[n] == total for n, total in devices.per_node.items())

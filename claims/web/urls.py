@@ -33,6 +33,7 @@ urlpatterns = [
     path("claims/<int:pk>/", views.claim_detail, name="claim"),
     path("claims/<int:pk>/release/", views.claim_release, name="claim-release"),
     path("claims/<int:pk>/retry/", views.claim_retry, name="claim-retry"),
+    path("claims/<int:pk>/queue/", views.claim_queue_move, name="claim-queue-move"),
     path("claims/<int:pk>/verify/", views.claim_verify, name="claim-verify"),
     path("claims/<int:pk>/workloads/new/", workloads.workload_start, name="workload-start"),
     path(

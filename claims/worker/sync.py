@@ -38,7 +38,7 @@ from claims.models import (
     outside_selector,
 )
 from claims.read import inventory, planned
-from claims.worker import lease, run_pods, workload_steps
+from claims.worker import lease, queue_steps, run_pods, workload_steps
 from claims.worker.cluster_view import ClusterView, Listed, LiveView
 from claims.worker.run_pods import GONE_GRACE, Allocations, Pods
 
@@ -98,6 +98,8 @@ def _sync_cycle(
         )
         problems += run_pods.retry_logs(awaiting, by_name, gateway)
         problems += workload_steps.follow_workloads(workloads, pods.items)
+    # The queue: suspended Jobs start in order as devices free up.
+    problems += queue_steps.start_waiting(cluster, gateway)
     record_outcome(cluster, problems, record_every)
     # Logs still to read keep the passes coming too (their back-off decides when to ask).
     awaited = [run for run in awaiting + runs if run.log_retry_until]  # as they are now

@@ -24,6 +24,7 @@ from claims.kube.gateway import ClusterGateway, PermanentKubeError, PodState
 from claims.kube.ownership import create_or_adopt, delete_owned, uid_of
 from claims.models import ClaimRequest, Cluster, Workload, WorkloadKind
 from claims.read import planned
+from claims.worker import queue_steps
 
 CS = ClaimRequest.State
 WS = Workload.State
@@ -63,7 +64,9 @@ def start_workload(workload: Workload, *, resume: bool = False) -> None:
     if workload.state == WS.PENDING and not observed.workload_applying(workload=workload):
         return  # stopped meanwhile, or another worker took it
     gateway = gateway_for(claim.cluster)
-    documents = planned.workload_manifests(workload, token=_token(workload))
+    # The queue (claims/worker/queue_steps.py): a Job whose claim does not fit now waits.
+    suspend = queue_steps.job_must_wait(workload)
+    documents = planned.workload_manifests(workload, token=_token(workload), suspend=suspend)
     created: list[dict[str, Any]] = []
     try:
         for manifest in documents:

@@ -11,7 +11,7 @@ from claims.api import examples
 from claims.api.serializers.common import _example, _time
 from claims.models import ClaimRequest, NamespaceRequest
 from claims.policy import feasibility
-from claims.read import planned, selectors
+from claims.read import planned, queue, selectors
 
 
 class DecidedRequestOutput(serializers.ModelSerializer):
@@ -119,6 +119,22 @@ def alternatives_of(claim: ClaimRequest) -> list[dict[str, Any]]:
     ]
 
 
+class QueueOutput(serializers.Serializer):
+    position = serializers.IntegerField(help_text="1 for the next claim to get its devices.")
+    of = serializers.IntegerField(help_text="How many claims wait for the same devices.")
+    waiting_for = serializers.CharField(
+        help_text="What they wait for: the device class, and the GPU model when named."
+    )
+    reason = serializers.CharField(help_text="Why it waits, in the scheduler's words if any.")
+    estimate = serializers.CharField(
+        help_text="By when at the latest, from the holders' expiry times; `unknown` when "
+        "nothing is known (never a guess)."
+    )
+    estimate_at = serializers.DateTimeField(
+        allow_null=True, help_text="The estimate's time; null when unknown."
+    )
+
+
 @extend_schema_serializer(examples=_example("A claim in use", examples.CLAIM_REQUEST))
 class ClaimRequestOutput(DecidedRequestOutput):
     cluster = serializers.IntegerField(source="namespace_request.cluster_id")
@@ -146,6 +162,10 @@ class ClaimRequestOutput(DecidedRequestOutput):
         help_text="Which alternative the cluster allocated, as the allocation names it "
         "(`gpu/a100`); empty while unallocated or for a claim with one alternative.",
     )
+    queue = serializers.SerializerMethodField(
+        help_text="While it waits for devices: its place among the claims waiting for the same "
+        "devices; null otherwise.",
+    )
 
     class Meta:
         model = ClaimRequest
@@ -172,6 +192,7 @@ class ClaimRequestOutput(DecidedRequestOutput):
             "node",
             "allocation",
             "allocated_alternative",
+            "queue",
             "feasibility",
             "lifetime_seconds",
             "expires_at",
@@ -215,6 +236,7 @@ class ClaimRequestOutput(DecidedRequestOutput):
             "node": claim.node,
             "allocation": claim.allocation,
             "allocated_alternative": claim.allocated_alternative,
+            "queue": self.get_queue(claim),
             "feasibility": self.get_feasibility(claim),
             "lifetime_seconds": self.get_lifetime_seconds(claim),
             "expires_at": times["expires_at"],
@@ -225,6 +247,23 @@ class ClaimRequestOutput(DecidedRequestOutput):
     @extend_schema_field(AlternativeOutput(many=True))
     def get_alternatives(self, claim: ClaimRequest) -> list[dict[str, Any]]:
         return alternatives_of(claim)
+
+    @extend_schema_field(QueueOutput(allow_null=True))
+    def get_queue(self, claim: ClaimRequest) -> dict[str, Any] | None:
+        if claim.state not in queue.UNALLOCATED or claim.allocation:
+            return None
+        # One read of a cluster's queue for a whole page of claims.
+        context = cast(dict[str, Any], self.context)
+        cluster_id = claim.namespace_request.cluster_id
+        queues = context.setdefault("queues_by_cluster", {})
+        if cluster_id not in queues:
+            queues[cluster_id] = queue.queue_of(claim.namespace_request.cluster)
+        spot = queues[cluster_id].get(claim.pk)
+        if spot is None:
+            return None
+        found = spot.as_dict()
+        found["estimate_at"] = _time(spot.estimate.at)
+        return found
 
     def get_lifetime_seconds(self, claim: ClaimRequest) -> int | None:
         return int(claim.lifetime.total_seconds()) if claim.lifetime else None

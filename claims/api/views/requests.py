@@ -7,7 +7,12 @@ from typing import Any
 
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.exceptions import ValidationError as DjangoValidationError
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_serializer,
+)
 from rest_framework import serializers
 from rest_framework.exceptions import APIException
 from rest_framework.request import Request
@@ -369,6 +374,29 @@ class ClaimRetryApi(ObjectApi):
     def post(self, request: Request, pk: int) -> Response:
         """Apply a failed claim again."""
         return self.act(services.claim_request_retry, "claim_request")
+
+
+@extend_schema_serializer(
+    examples=[OpenApiExample("Move up", value={"direction": "up", "reason": "A paper deadline."})]
+)
+class QueueMoveInput(serializers.Serializer):
+    direction = serializers.ChoiceField(choices=["up", "down"])
+    reason = serializers.CharField(max_length=limits.REASON_MAX_CHARS)
+
+
+class ClaimQueueMoveApi(ApproverActionApi):
+    getter = staticmethod(selectors.claim_request_get)
+    output = ClaimRequestOutput
+
+    @extend_schema(tags=CLAIM_TAG, request=QueueMoveInput, responses=ClaimRequestOutput)
+    @idempotent
+    def post(self, request: Request, pk: int) -> Response:
+        """Move a waiting claim up or down in its queue, saying why (approvers only)."""
+        serializer = QueueMoveInput(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        return self.act(
+            services.claim_request_queue_move, "claim_request", **serializer.validated_data
+        )
 
 
 def _reason(request: Request) -> str:

@@ -13,6 +13,7 @@ One module per model: namespaces, claims, runs, workloads; the steps they share 
 from claims.domain.services.claims import (
     claim_request_approve,
     claim_request_expire,
+    claim_request_queue_move,
     claim_request_reject,
     claim_request_release,
     claim_request_retry,
@@ -43,6 +44,7 @@ __all__ = [
     "NotebookAccess",
     "claim_request_approve",
     "claim_request_expire",
+    "claim_request_queue_move",
     "claim_request_reject",
     "claim_request_release",
     "claim_request_retry",

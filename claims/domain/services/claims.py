@@ -1,4 +1,5 @@
-"""The claim requests a user asks for: submit, approve, reject, release, expire and retry."""
+"""The claim requests a user asks for: submit, approve, reject, release, expire and retry;
+an approver moves a waiting claim up or down in its queue."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from claims.domain.services.steps import (
     _require_owner_or_approver,
     _require_reason,
 )
-from claims.domain.transitions import enqueue, fail_queued_runs
+from claims.domain.transitions import enqueue, fail_queued_runs, record_event, update_fields
 from claims.models import ClaimRequest, NamespaceRequest
 from claims.policy import feasibility, quota, rules
 from claims.policy.device_picker import Picks
@@ -33,7 +34,7 @@ from claims.policy.validation import (
     selector_field_of,
     validate_claim_fields,
 )
-from claims.read import selectors
+from claims.read import queue, selectors
 
 NS = NamespaceRequest.State
 CS = ClaimRequest.State
@@ -258,3 +259,29 @@ def claim_request_retry(*, user: User, claim_request: ClaimRequest) -> ClaimRequ
             namespace_request_retry(user=user, namespace_request=ns)
         enqueue("claims.worker.tasks.apply_claim", claim.pk)
     return claim
+
+
+QUEUE_MOVES = ("up", "down")
+
+
+def claim_request_queue_move(
+    *, user: User, claim_request: ClaimRequest, direction: str, reason: str
+) -> ClaimRequest:
+    """Move a waiting claim up (before the claims of lower priority) or down, by one step of
+    priority; the reason goes on its audit trail. The queue's order is priority, then age."""
+    rules.require_decider(user, claim_request, approving=False)
+    if direction not in QUEUE_MOVES:
+        raise ValidationError({"direction": [_("Choose up or down.")]})
+    reason = _require_reason(reason)
+    with transaction.atomic():
+        claim = ClaimRequest.objects.select_for_update().get(pk=claim_request.pk)
+        if queue.spot_of(claim) is None:
+            message = _("This claim does not wait for devices: it has no place in a queue.")
+            raise ValidationError({NON_FIELD_ERRORS: [message]})
+        before = claim.queue_priority
+        after = before + (1 if direction == "up" else -1)
+        update_fields(claim, queue_priority=after)
+        words = _("Moved up in the queue") if direction == "up" else _("Moved down in the queue")
+        record_event(claim, f"{words} ({before} → {after}): {reason}", user, action="queue_moved")
+    claim_request.queue_priority = after
+    return claim_request

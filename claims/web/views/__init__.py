@@ -3,6 +3,7 @@
 from claims.web.views.approvals import approvals, request_approve, request_reject
 from claims.web.views.claims import (
     claim_detail,
+    claim_queue_move,
     claim_release,
     claim_retry,
     claim_verify,
@@ -23,6 +24,7 @@ from claims.web.views.requests import (
 __all__ = [
     "approvals",
     "claim_detail",
+    "claim_queue_move",
     "claim_release",
     "claim_request_create",
     "claim_request_preview",

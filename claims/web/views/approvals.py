@@ -22,6 +22,7 @@ from claims.live import changes
 from claims.models import ClaimRequest, Cluster, NamespaceRequest
 from claims.policy import feasibility, limits, quota, rules
 from claims.read import approval_queue, keyset, selectors
+from claims.read import queue as queue_read
 from claims.web.forms import ApprovalFilterForm, RejectForm
 from claims.web.views import live
 from claims.web.views.common import HtmxHttpRequest, login_required
@@ -115,6 +116,7 @@ def _approvals_context(request: HtmxHttpRequest) -> dict[str, Any]:
         "claims": _with_feasibility_all(claim_rows, form.clusters),
         "waiting": waiting,
         "approvals_waiting": waiting,
+        "queue_counts": queue_read.counts(),
         "all_clusters": form.clusters,
         "live_query": filters | _shown_ids(ns_rows, claim_rows),
         "reject_form": None,  # a row's, when a decision is redrawn (_row)

@@ -21,7 +21,7 @@ from claims.domain.services import workloads as workload_services
 from claims.kube import manifests
 from claims.live import changes
 from claims.models import AuditEvent, ClaimRequest, RunLog, VerificationRun
-from claims.read import planned, selectors, utilisation
+from claims.read import planned, queue, selectors, utilisation
 from claims.web.views import confirm, live
 from claims.web.views.clusters import claim_map_context, run_pending_context
 from claims.web.views.common import (
@@ -73,6 +73,8 @@ def _claim_context(request: HtmxHttpRequest, pk: int) -> dict[str, Any]:
         "can_release": not final,
         "can_retry": claim.state == CS.FAILED,
         "usage": utilisation.claim_usage(claim) if claim.state in USAGE_STATES else None,
+        "queue_spot": queue.spot_of(claim),
+        "can_move_in_queue": selectors.user_is_approver(request.user),
     }
     if "since" not in request.GET:  # the manifests are outside the live parts
         context.update(_manifest_context(claim))
@@ -132,6 +134,24 @@ def claim_release(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def claim_retry(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return _claim_action(request, pk, services.claim_request_retry, _("Applying the claim again."))
+
+
+@login_required
+@require_POST
+def claim_queue_move(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """An approver moves a waiting claim up or down in its queue, saying why."""
+    claim = selectors.claim_request_get(user=request.user, pk=pk)
+    call_for_button(
+        request,
+        lambda: services.claim_request_queue_move(
+            user=request.user,
+            claim_request=claim,
+            direction=request.POST.get("direction", ""),
+            reason=request.POST.get("reason", ""),
+        ),
+        done=_("Moved in the queue."),
+    )
+    return redirect("claim", claim.pk)
 
 
 @login_required

@@ -21,7 +21,7 @@ from claims.live import changes
 from claims.models import ClaimRequest, NamespaceRequest, VerificationRun
 from claims.policy import device_picker, feasibility, validation
 from claims.policy.device_picker import Picks
-from claims.read import planned, selectors
+from claims.read import planned, queue, selectors
 from claims.web.forms import ALTERNATIVE_FIELDS, ClaimRequestForm, NamespaceRequestForm
 from claims.web.views.common import (
     HtmxHttpRequest,
@@ -68,6 +68,7 @@ def dashboard(request: HtmxHttpRequest) -> HttpResponse:
         "poll_seconds": IDLE_POLL_SECONDS if all_final else BUSY_POLL_SECONDS,
         "deletable_states": ("pending", "approved", "active", "failed"),
         "approvals_waiting": glance.approvals_waiting,
+        "queue_counts": queue.counts(),
     }
     return render_live(request, "claims/dashboard.html", context, final=False)
 

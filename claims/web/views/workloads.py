@@ -17,7 +17,7 @@ from claims.domain.services.workloads import build_workload, claim_problem
 from claims.kube import manifests, names
 from claims.models import ClaimRequest, WorkloadKind, WorkloadProfile
 from claims.policy import workloads as checks
-from claims.read import planned, selectors
+from claims.read import planned, queue, selectors
 from claims.web.forms import WorkloadForm
 from claims.web.views.common import (
     HtmxHttpRequest,
@@ -120,6 +120,7 @@ def workload_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "access": services.notebook_access(user=request.user, workload=workload),
         "manifests_yaml": "---\n".join(manifests.to_yaml(d) for d in documents),
         "events": selectors.events_for(workload),
+        "queue_spot": queue.spot_of(workload.claim) if not workload.is_final else None,
     }
     return render(request, "claims/workload_detail.html", context)
 

@@ -340,8 +340,8 @@ def test_it_reads_a_page_of_the_queue_in_a_few_queries(
     client = client_for(charlie)
     # Not per row: session, user, approver, the live version (Redis's count outside a
     # test's transaction), clusters, teams (the filter's choices), the menu's bounded count,
-    # the two pages (with the owners' teams), allocations.
-    with django_assert_max_num_queries(10):
+    # the two pages (with the owners' teams), allocations, the claims waiting for devices.
+    with django_assert_max_num_queries(11):
         response = client.get(reverse("approvals"))
     content = response.content.decode()
     size = limits.APPROVALS_PAGE_SIZE
@@ -351,14 +351,14 @@ def test_it_reads_a_page_of_the_queue_in_a_few_queries(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_it_reads_a_page_of_the_queue_in_nine_queries_where_redis_keeps_the_version(
+def test_it_reads_a_page_of_the_queue_in_ten_queries_where_redis_keeps_the_version(
     namespace: NamespaceRequest, charlie: User, django_assert_max_num_queries: Any
 ) -> None:
     pending_claims(namespace, 50)
     client = client_for(charlie)
     client.get(reverse("approvals"))
     # Outside a transaction (as in production) the version is Redis's count of changes.
-    with django_assert_max_num_queries(9):
+    with django_assert_max_num_queries(10):
         response = client.get(reverse("approvals"))
     assert response.content.decode().count('<tr id="claim-request-') == limits.APPROVALS_PAGE_SIZE
 

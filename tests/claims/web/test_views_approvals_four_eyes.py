@@ -149,6 +149,6 @@ def test_it_reads_a_page_of_ones_own_requests_in_a_few_queries(
         )
     client = client_for(charlie)
     # The page's ten (test_views_approvals), and who else may approve once, not per row.
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(13):
         page = client.get(reverse("approvals")).content.decode()
     assert text_of(page).count(OWN) == 21
