@@ -39,8 +39,13 @@ class Usage:
     power_watts: float | None = None
     gpus: int = 0
     points: list[tuple[datetime, float]] = field(default_factory=list)
+    memory_points: list[tuple[datetime, float]] = field(default_factory=list)  # MiB
     idle_since: datetime | None = None
     no_data: str = ""
+    # The range the points cover, and their step (seconds): for idle_since_below.
+    start: float = 0.0
+    end: float = 0.0
+    step: float = 0.0
 
     @property
     def has_history(self) -> bool:
@@ -51,6 +56,17 @@ class Usage:
         if not self.points:
             return None
         return sum(value for _, value in self.points) / len(self.points)
+
+    def idle_since_below(self, threshold: float) -> datetime | None:
+        """As idle_since, at another threshold (a team's idle reclaim policy)."""
+        if not self.step:
+            return None
+        raw = [(at.timestamp(), value) for at, value in self.points]
+        return _idle_since(raw, self.step, self.start, self.end, threshold)
+
+    def peak_since(self, moment: datetime) -> float | None:
+        values = [value for at, value in self.points if at >= moment]
+        return max(values) if values else None
 
 
 def _source() -> gpu_metrics.Prometheus | gpu_metrics.Exporters | None:
@@ -105,7 +121,15 @@ def _from_prometheus(
     query = f"avg(max by (UUID) (max_over_time({gpu_metrics.ACTIVITY}{{{selector}}}[{step:.0f}s])))"
     raw = prometheus.series(query, start, end, step)
     usage.points = [(datetime.fromtimestamp(at, UTC), value) for at, value in raw]
-    usage.idle_since = _idle_since(raw, step, start, end)
+    usage.start, usage.end, usage.step = start, end, step
+    usage.idle_since = _idle_since(raw, step, start, end, settings.UTILISATION_IDLE_THRESHOLD)
+    memory = (
+        f"sum(max by (UUID) (max_over_time({gpu_metrics.MEMORY_USED}{{{selector}}}[{step:.0f}s])))"
+    )
+    usage.memory_points = [
+        (datetime.fromtimestamp(at, UTC), value)
+        for at, value in prometheus.series(memory, start, end, step)
+    ]
     if not usage.gpus and not usage.points:
         usage.no_data = _("Prometheus has no metrics of this claim (no Pod of it has run)")
     elif not usage.gpus:  # its history stays, with how long it has been idle
@@ -114,11 +138,10 @@ def _from_prometheus(
 
 
 def _idle_since(
-    points: list[tuple[float, float]], step: float, start: float, end: float
+    points: list[tuple[float, float]], step: float, start: float, end: float, threshold: float
 ) -> datetime | None:
     """When activity last went to the threshold or below and stayed there; None while busy.
     Steps without a sample (no Pod ran, or none runs now) count as idle."""
-    threshold = settings.UTILISATION_IDLE_THRESHOLD
     busy = [at for at, value in points if value > threshold]
     if not busy:
         return datetime.fromtimestamp(start, UTC)

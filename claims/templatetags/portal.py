@@ -15,7 +15,7 @@ from django.utils.text import add_truncation_text
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext, pgettext_lazy
 
-from claims.domain import expiry, state_messages
+from claims.domain import expiry, idle_reclaim, state_messages
 from claims.policy import rules
 from claims.policy.verdict import Verdict, run_verdict
 from claims.read import approval_queue, selectors, timewords
@@ -136,7 +136,12 @@ def _pattern(msgid: str) -> re.Pattern[str]:
 # claims.domain.state_messages).
 MESSAGES = [
     (msgid, _pattern(msgid))
-    for msgid in (*expiry.MESSAGES, *rules.MESSAGES, *state_messages.MESSAGES)
+    for msgid in (
+        *expiry.MESSAGES,
+        *idle_reclaim.MESSAGES,
+        *rules.MESSAGES,
+        *state_messages.MESSAGES,
+    )
 ]
 
 

@@ -13,6 +13,7 @@ One module per model: namespaces, claims, runs, workloads; the steps they share 
 from claims.domain.services.claims import (
     claim_request_approve,
     claim_request_expire,
+    claim_request_reclaim_idle,
     claim_request_reject,
     claim_request_release,
     claim_request_retry,
@@ -41,6 +42,7 @@ __all__ = [
     "NotebookAccess",
     "claim_request_approve",
     "claim_request_expire",
+    "claim_request_reclaim_idle",
     "claim_request_reject",
     "claim_request_release",
     "claim_request_retry",
