@@ -260,3 +260,48 @@ def _check_of(total: int, with_dra: int) -> Check:
         )
         % {"count": total},
     )
+
+
+CHART_WIDTH, CHART_HEIGHT = 480, 80
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A claim's activity and memory over its life as SVG polyline points (server-drawn,
+    no script), with the figures its text alternative states."""
+
+    activity: str
+    memory: str
+    peak_activity: float
+    average_activity: float
+    peak_memory_mib: float
+    start: datetime
+    end: datetime
+    width: int = CHART_WIDTH
+    height: int = CHART_HEIGHT
+
+
+def chart(usage: Usage) -> Chart | None:
+    """None without a history (the exporters only, or nothing ran)."""
+    if not usage.points or not usage.step:
+        return None
+    span = max(usage.end - usage.start, 1.0)
+    peak_memory = max((value for _, value in usage.memory_points), default=0.0)
+
+    def line(points: list[tuple[datetime, float]], top: float) -> str:
+        scale = top or 1.0
+        return " ".join(
+            f"{(at.timestamp() - usage.start) / span * CHART_WIDTH:.1f},"
+            f"{CHART_HEIGHT - min(value / scale, 1.0) * CHART_HEIGHT:.1f}"
+            for at, value in points
+        )
+
+    return Chart(
+        activity=line(usage.points, 1.0),
+        memory=line(usage.memory_points, peak_memory),
+        peak_activity=max(value for _, value in usage.points),
+        average_activity=usage.average_activity or 0.0,
+        peak_memory_mib=peak_memory,
+        start=datetime.fromtimestamp(usage.start, UTC),
+        end=datetime.fromtimestamp(usage.end, UTC),
+    )

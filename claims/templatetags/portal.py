@@ -18,7 +18,7 @@ from django.utils.translation import pgettext, pgettext_lazy
 from claims.domain import expiry, idle_reclaim, state_messages
 from claims.policy import rules
 from claims.policy.verdict import Verdict, run_verdict
-from claims.read import approval_queue, selectors, timewords
+from claims.read import approval_queue, selectors, timewords, utilisation
 
 register = template.Library()
 
@@ -235,3 +235,15 @@ def page_query(context: template.Context, param: str, position: object) -> str:
         query.pop(name, None)  # a live update's own parameters are no part of the filters
     query[param] = str(position)
     return query.urlencode()
+
+
+@register.filter
+def usage_chart(usage: Any) -> utilisation.Chart | None:
+    """The claim page's chart of activity and memory over the claim's life."""
+    return utilisation.chart(usage) if usage else None
+
+
+@register.filter
+def open_idle_warning(claim: Any) -> Any:
+    """The claim's idle warning that still runs (claims.domain.idle_reclaim), or None."""
+    return idle_reclaim.open_warning(claim)

@@ -10,11 +10,14 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.core import mail
+from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
 from claims.domain import expiry, idle_reclaim
 from claims.models import AuditEvent, ClaimRequest, IdleWarning, Team, TeamMembership
 from claims.notify import notifications
+from claims.read import utilisation
 from tests.claims.read.test_utilisation import LONG_RUN, claim_row
 from tests.fixtures.kubesim import create_namespace, wait_until
 from tests.kubesim.test_dcgm_exporter import TRAIN_IMAGE, run_on_gpu
@@ -148,3 +151,34 @@ def test_a_team_without_the_policy_is_left_alone(
     claim = idle_claim(kubesim_with_prometheus[0], alice)
     outcome = idle_reclaim.check_idle_claims()
     assert claim.pk not in outcome.warned and claim.pk not in outcome.no_data
+
+
+def test_the_claim_page_draws_activity_and_memory_and_the_warning(
+    kubesim_with_prometheus, alice: User, policy: Team, settings
+) -> None:
+    settings.PROMETHEUS_URL = kubesim_with_prometheus[1].url
+    handle = kubesim_with_prometheus[0]
+    namespace = create_namespace(handle)
+    run_on_gpu(handle, namespace, "train", TRAIN_IMAGE, [*LONG_RUN, "--load", "0.6"])
+    claim = claim_row(alice, namespace, "train")
+    usage = wait_until(
+        lambda: (u := utilisation.claim_usage(claim)).points and u.memory_points and u,
+        timeout=90,
+    )
+    chart = utilisation.chart(usage)
+    assert chart is not None and chart.peak_activity == pytest.approx(0.6)
+    assert chart.peak_memory_mib > 40_000
+    IdleWarning.objects.create(
+        claim=claim,
+        deadline=timezone.now() + timedelta(hours=3),
+        idle_since=claim.applied_at,
+        threshold=0.1,
+        window=timedelta(minutes=1),
+    )
+    client = Client()
+    client.force_login(alice)
+    page = client.get(reverse("claim", args=[claim.pk])).content.decode()
+    assert '<svg role="img"' in page and page.count("<polyline") == 2
+    assert "GPU activity and memory over the claim's life" in page
+    assert "activity (solid line, 0-1) peaked at 0.6" in page
+    assert 'id="idle-warning"' in page and "will be released at" in page
