@@ -71,6 +71,7 @@ urlpatterns = [
     path("approvals/claims/<int:pk>/approve/", views.request_approve, CLAIM, name="claim-approve"),
     path("approvals/claims/<int:pk>/reject/", views.request_reject, CLAIM, name="claim-reject"),
     path("teams/", teams.team_list, name="teams"),
+    path("gpu-hours/", teams.gpu_hours, name="gpu-hours"),
     path("audit/", audit_views.audit_trail, name="audit"),
     path("audit/export.csv", audit_views.audit_export, name="audit-export"),
     path("clusters/", views.cluster_list, name="clusters"),
