@@ -72,6 +72,7 @@ urlpatterns = [
     path("approvals/claims/<int:pk>/reject/", views.request_reject, CLAIM, name="claim-reject"),
     path("teams/", teams.team_list, name="teams"),
     path("gpu-hours/", teams.gpu_hours, name="gpu-hours"),
+    path("claims/in-use/", teams.idle_claims, name="idle-claims"),
     path("audit/", audit_views.audit_trail, name="audit"),
     path("audit/export.csv", audit_views.audit_export, name="audit-export"),
     path("clusters/", views.cluster_list, name="clusters"),

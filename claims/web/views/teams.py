@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils.translation import gettext as _
@@ -11,6 +12,7 @@ from django.utils.translation import gettext as _
 from claims.models import ApprovalRule
 from claims.policy import quota
 from claims.read import gpu_hours as hours
+from claims.read import idle_claims as idle_first
 from claims.read import selectors
 from claims.web.views.common import HtmxHttpRequest, login_required
 
@@ -48,3 +50,13 @@ def gpu_hours(request: HtmxHttpRequest) -> HttpResponse:
         response["Content-Disposition"] = f'attachment; filename="{filename}"'
         return response
     return render(request, "claims/gpu_hours.html", {"nav": "gpu-hours", "report": report})
+
+
+@login_required
+def idle_claims(request: HtmxHttpRequest) -> HttpResponse:
+    """Approvers and admins: the claims in use, idle first."""
+    if not selectors.user_is_approver(request.user):
+        raise PermissionDenied(_("Only approvers see every claim's use."))
+    rows, no_data = idle_first.claims_idle_first(request.user)
+    context = {"nav": "gpu-hours", "rows": rows, "no_data": no_data}
+    return render(request, "claims/idle_claims.html", context)

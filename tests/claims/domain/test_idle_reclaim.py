@@ -5,6 +5,7 @@ the grace period; never for lack of metrics; not once an approver granted an ext
 from __future__ import annotations
 
 from datetime import timedelta
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -13,16 +14,34 @@ from django.core import mail
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
+from kubernetes import client
 
 from claims.domain import expiry, idle_reclaim
 from claims.models import AuditEvent, ClaimRequest, IdleWarning, Team, TeamMembership
 from claims.notify import notifications
-from claims.read import utilisation
+from claims.read import idle_claims, utilisation
 from tests.claims.read.test_utilisation import LONG_RUN, claim_row
-from tests.fixtures.kubesim import create_namespace, wait_until
+from tests.fixtures.kubesim import api_client, create_namespace, wait_until
 from tests.kubesim.test_dcgm_exporter import TRAIN_IMAGE, run_on_gpu
 
-IDLE_RUN = [*LONG_RUN, "--load", "0"]
+
+@pytest.fixture
+def on_gpu(kubesim_with_prometheus) -> Iterator[Callable[[str, str], str]]:
+    """Runs a Pod on a GPU of gpu-node-1 in a new namespace; gives the GPU back after."""
+    handle = kubesim_with_prometheus[0]
+    started: list[str] = []
+
+    def run(name: str, load: str) -> str:
+        namespace = create_namespace(handle)
+        run_on_gpu(handle, namespace, name, TRAIN_IMAGE, [*LONG_RUN, "--load", load])
+        started.append(namespace)
+        return namespace
+
+    yield run
+    core = client.CoreV1Api(api_client(handle))
+    for namespace in started:
+        for pod in core.list_namespaced_pod(namespace).items:
+            core.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=0)
 
 
 @pytest.fixture
@@ -39,10 +58,9 @@ def policy(alice: User) -> Team:
     return team
 
 
-def idle_claim(handle: Any, alice: User) -> ClaimRequest:
+def idle_claim(on_gpu: Callable[[str, str], str], alice: User) -> ClaimRequest:
     """A claim (made five minutes ago) whose Pod has kept its GPU idle."""
-    namespace = create_namespace(handle)
-    run_on_gpu(handle, namespace, "train", TRAIN_IMAGE, IDLE_RUN)
+    namespace = on_gpu("train", "0")
     claim = claim_row(alice, namespace, "train")
     claim.lifetime, claim.expires_at = timedelta(days=1), timezone.now() + timedelta(days=1)
     claim.save(update_fields=["lifetime", "expires_at"])
@@ -60,10 +78,15 @@ def notices(callbacks: list[Any]) -> list[notifications.Notice]:
 
 
 def test_it_warns_the_owner_of_an_idle_claim_then_releases_it(
-    kubesim_with_prometheus, alice: User, policy: Team, settings, django_capture_on_commit_callbacks
+    kubesim_with_prometheus,
+    on_gpu,
+    alice: User,
+    policy: Team,
+    settings,
+    django_capture_on_commit_callbacks,
 ) -> None:
     settings.PROMETHEUS_URL = kubesim_with_prometheus[1].url
-    claim = idle_claim(kubesim_with_prometheus[0], alice)
+    claim = idle_claim(on_gpu, alice)
 
     with django_capture_on_commit_callbacks() as callbacks:
         warning = warned(claim)
@@ -126,10 +149,10 @@ def test_a_claim_without_metrics_is_never_reclaimed(
 
 
 def test_an_approved_extension_saves_an_idle_claim(
-    kubesim_with_prometheus, alice: User, carol: User, policy: Team, settings
+    kubesim_with_prometheus, on_gpu, alice: User, carol: User, policy: Team, settings
 ) -> None:
     settings.PROMETHEUS_URL = kubesim_with_prometheus[1].url
-    claim = idle_claim(kubesim_with_prometheus[0], alice)
+    claim = idle_claim(on_gpu, alice)
     warning = warned(claim)
 
     extension = expiry.extension_request(user=alice, claim_request=claim, hours=2, reason="eval")
@@ -143,23 +166,21 @@ def test_an_approved_extension_saves_an_idle_claim(
 
 
 def test_a_team_without_the_policy_is_left_alone(
-    kubesim_with_prometheus, alice: User, policy: Team, settings
+    kubesim_with_prometheus, on_gpu, alice: User, policy: Team, settings
 ) -> None:
     settings.PROMETHEUS_URL = kubesim_with_prometheus[1].url
     policy.idle_reclaim = False
     policy.save()
-    claim = idle_claim(kubesim_with_prometheus[0], alice)
+    claim = idle_claim(on_gpu, alice)
     outcome = idle_reclaim.check_idle_claims()
     assert claim.pk not in outcome.warned and claim.pk not in outcome.no_data
 
 
 def test_the_claim_page_draws_activity_and_memory_and_the_warning(
-    kubesim_with_prometheus, alice: User, policy: Team, settings
+    kubesim_with_prometheus, on_gpu, alice: User, policy: Team, settings
 ) -> None:
     settings.PROMETHEUS_URL = kubesim_with_prometheus[1].url
-    handle = kubesim_with_prometheus[0]
-    namespace = create_namespace(handle)
-    run_on_gpu(handle, namespace, "train", TRAIN_IMAGE, [*LONG_RUN, "--load", "0.6"])
+    namespace = on_gpu("train", "0.6")
     claim = claim_row(alice, namespace, "train")
     usage = wait_until(
         lambda: (u := utilisation.claim_usage(claim)).points and u.memory_points and u,
@@ -182,3 +203,28 @@ def test_the_claim_page_draws_activity_and_memory_and_the_warning(
     assert "GPU activity and memory over the claim's life" in page
     assert "activity (solid line, 0-1) peaked at 0.6" in page
     assert 'id="idle-warning"' in page and "will be released at" in page
+
+
+def test_approvers_see_the_claims_in_use_idle_first(
+    kubesim_with_prometheus, on_gpu, alice: User, carol: User, policy: Team, settings
+) -> None:
+    settings.PROMETHEUS_URL = kubesim_with_prometheus[1].url
+    busy_ns = on_gpu("busy", "0.7")
+    busy = claim_row(alice, busy_ns, "busy")
+    quiet = idle_claim(on_gpu, alice)
+    silent = claim_row(alice, "nothing-runs-here", "silent")
+
+    def ordered() -> list[int] | None:
+        rows, no_data = idle_claims.claims_idle_first(carol)
+        assert no_data == ""
+        mine = [row for row in rows if row.claim.pk in (busy.pk, quiet.pk, silent.pk)]
+        known = all(row.activity is not None for row in mine if row.claim.pk != silent.pk)
+        return [row.claim.pk for row in mine] if known else None
+
+    assert wait_until(ordered, timeout=90) == [quiet.pk, busy.pk, silent.pk]
+    client = Client()
+    client.force_login(carol)
+    page = client.get(reverse("idle-claims")).content.decode()
+    assert page.index(f'id="idle-claim-{quiet.pk}"') < page.index(f'id="idle-claim-{busy.pk}"')
+    client.force_login(alice)
+    assert client.get(reverse("idle-claims")).status_code == 403
