@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-
 from django.db import connection
 from django.db.models import Max, OuterRef
 from django.http import Http404, HttpResponse

@@ -4,8 +4,8 @@ the grace period; never for lack of metrics; not once an approver granted an ext
 
 from __future__ import annotations
 
-from datetime import timedelta
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
