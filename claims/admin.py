@@ -12,6 +12,7 @@ from claims.models import (
     ClaimExtension,
     ClaimRequest,
     Cluster,
+    IdleWarning,
     NamespaceRequest,
     RunLog,
     Team,
@@ -48,7 +49,7 @@ class TeamQuotaInline(admin.TabularInline):
 
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
-    list_display = ("name", "auto_approve")
+    list_display = ("name", "auto_approve", "idle_reclaim")
     inlines = [TeamMembershipInline, TeamQuotaInline]
 
     def save_related(self, request: Any, form: Any, formsets: Any, change: bool) -> None:
@@ -171,6 +172,20 @@ class ClaimExtensionAdmin(admin.ModelAdmin):
     read only."""
 
     list_display = ("created", "claim", "extra", "state", "decided_by")
+    list_filter = ("state",)
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(IdleWarning)
+class IdleWarningAdmin(admin.ModelAdmin):
+    """Given and ended by idle reclaim (claims/domain/idle_reclaim.py): read only."""
+
+    list_display = ("created", "claim", "state", "deadline", "peak_activity")
     list_filter = ("state",)
 
     def has_add_permission(self, request: Any) -> bool:

@@ -1,5 +1,6 @@
-"""What Celery beat runs and how often: the reconciler of lost work, expiry, purges. Nothing
-here asks a cluster for a list: each cluster's loop watches it (claims/worker/cluster_loop.py)."""
+"""What Celery beat runs and how often: the reconciler of lost work, expiry and idle reclaim,
+purges. Nothing here asks a cluster for a list: each cluster's loop watches it
+(claims/worker/cluster_loop.py)."""
 
 from typing import Any
 
@@ -19,6 +20,11 @@ def beat_schedule(
         },
         "expire-claims": {
             "task": "claims.worker.tasks.expire_claims",
+            "schedule": expiry_seconds,
+            "options": {"expires": 60},
+        },
+        "reclaim-idle-claims": {
+            "task": "claims.worker.tasks.reclaim_idle_claims",
             "schedule": expiry_seconds,
             "options": {"expires": 60},
         },

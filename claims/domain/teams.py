@@ -54,14 +54,16 @@ def _locked(team: Team) -> Team:
 # --- Teams ---
 
 
-def team_create(*, name: str, auto_approve: bool = False) -> Team:
+def team_create(*, name: str, auto_approve: bool = False, **policy: Any) -> Team:
+    """policy: the idle reclaim fields (idle_reclaim, idle_threshold, idle_window,
+    idle_grace); the model's defaults otherwise."""
     team = Team()
-    _save(team, {"name": name, "auto_approve": auto_approve}, duplicate_field="name")
+    _save(team, {"name": name, "auto_approve": auto_approve, **policy}, duplicate_field="name")
     return team
 
 
 def team_update(*, team: Team, **fields: Any) -> Team:
-    """fields: name, auto_approve."""
+    """fields: name, auto_approve, and the idle reclaim policy's."""
     _save(team, fields, duplicate_field="name")
     return team
 

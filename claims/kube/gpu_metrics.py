@@ -86,10 +86,11 @@ class Prometheus:
             raise NoMetrics(REFUSED, error=body.get("error", "?"))
         return list((body.get("data") or {}).get("result") or [])
 
-    def instant(self, query: str) -> list[Sample]:
+    def instant(self, query: str, at: float | None = None) -> list[Sample]:
+        params = {"query": query} if at is None else {"query": query, "time": f"{at:.3f}"}
         return [
             Sample(item["metric"].get("__name__", ""), item["metric"], _number(item["value"][1]))
-            for item in self._get("/api/v1/query", {"query": query})
+            for item in self._get("/api/v1/query", params)
         ]
 
     def series(

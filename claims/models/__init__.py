@@ -17,7 +17,7 @@ from claims.models.core import (
     managed_selector,
     outside_selector,
 )
-from claims.models.expiry import ClaimExtension
+from claims.models.expiry import ClaimExtension, IdleWarning
 from claims.models.notifications import TeamWebhook, WebhookDelivery
 from claims.models.profile import Profile
 from claims.models.teams import ApprovalRule, Team, TeamMembership, TeamQuota
@@ -40,6 +40,7 @@ __all__ = [
     "ClaimExtension",
     "ClaimRequest",
     "Cluster",
+    "IdleWarning",
     "NamespaceRequest",
     "Profile",
     "Request",

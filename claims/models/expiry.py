@@ -45,3 +45,41 @@ class ClaimExtension(models.Model):
 
     def __str__(self) -> str:
         return f"{self.extra} more for {self.claim_id} ({self.state})"
+
+
+class IdleWarning(models.Model):
+    """A claim found idle by its team's policy (claims.domain.idle_reclaim): its owner was
+    told the figures and the deadline; it ends reclaimed, or cleared when the claim was used
+    again, extended, released, or its metrics went missing."""
+
+    class State(models.TextChoices):
+        OPEN = "open", "open"
+        RECLAIMED = "reclaimed", "reclaimed"
+        ACTIVE = "active", "used again"
+        EXTENDED = "extended", "extended"
+        NO_DATA = "no_data", "no data"
+        ENDED = "ended", "claim ended"
+
+    claim = models.ForeignKey(ClaimRequest, models.CASCADE, related_name="idle_warnings")
+    state = models.CharField(max_length=20, choices=State.choices, default=State.OPEN)
+    created = models.DateTimeField(default=timezone.now)
+    deadline = models.DateTimeField()
+    idle_since = models.DateTimeField()
+    # The figures the owner was told: the highest activity since idle_since, the policy.
+    peak_activity = models.FloatField(null=True, blank=True)
+    memory_used_mib = models.FloatField(null=True, blank=True)
+    threshold = models.FloatField()
+    window = models.DurationField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolution = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["claim"], condition=models.Q(state="open"), name="one_open_idle_warning"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"idle warning of {self.claim_id} ({self.state})"

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Subquery
 from django.utils.translation import gettext as _
@@ -27,6 +28,28 @@ class Team(models.Model):
         default=False,
         help_text="Approve every request of the team within its quotas without an approver "
         "(finer choices: approval rules).",
+    )
+    # Idle reclaim (claims.domain.idle_reclaim): a claim whose GPUs stay below the
+    # threshold for the window is warned; after the grace period it is released.
+    idle_reclaim = models.BooleanField(
+        default=False,
+        help_text="Warn the owners of idle claims, and release them after the grace period.",
+    )
+    idle_threshold = models.FloatField(
+        default=0.05,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="A claim whose GPU activity (0-1) stays at or below this is idle.",
+    )
+    idle_window = models.DurationField(
+        default=timedelta(hours=4),
+        validators=[MinValueValidator(timedelta(seconds=1))],
+        help_text="How long a claim must stay idle before its owner is warned.",
+    )
+    idle_grace = models.DurationField(
+        default=timedelta(hours=24),
+        validators=[MinValueValidator(timedelta(seconds=0))],
+        help_text="How long after the warning the claim is released, unless it is used "
+        "again or an extension is granted.",
     )
 
     class Meta:

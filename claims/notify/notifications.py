@@ -55,6 +55,8 @@ EVENTS = {
     "failed": Event(_("Your {what} {name} failed"), "notify_failure"),
     "expiry_reminder": Event(_("Your claim {name} expires soon"), "notify_expiry"),
     "reclaimed": Event(_("Your claim {name} expired and was reclaimed"), "notify_expiry"),
+    "idle_warning": Event(_("Your claim {name} is idle and will be released"), "notify_expiry"),
+    "idle_reclaimed": Event(_("Your idle claim {name} was released"), "notify_expiry"),
     "extension_approved": Event(_("More time for your claim {name}"), "notify_decisions"),
     "extension_rejected": Event(_("No extension for your claim {name}"), "notify_decisions"),
     "extension_asked": Event(_("More time asked for claim {name}"), "notify_approvals"),

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from django.conf import settings
 from django.utils.translation import gettext, gettext_lazy, pgettext_lazy
 
 from claims.kube.parsing import POD_HOLDING
@@ -90,6 +91,16 @@ class DeviceCell:
     highlighted: bool
     matching: bool
     taints: tuple[dict[str, str], ...] = ()  # NoSchedule or NoExecute ones
+    activity: float | None = None  # 0-1 now, from dcgm-exporter (claims.read.utilisation)
+
+    @property
+    def use(self) -> str:
+        """A held device's use now for its colour: idle, low, busy; "" without metrics."""
+        if not self.holder or self.activity is None:
+            return ""
+        if self.activity <= settings.UTILISATION_IDLE_THRESHOLD:
+            return "idle"
+        return "low" if self.activity < 0.5 else "busy"
 
     @property
     def id(self) -> DeviceId:
@@ -143,6 +154,16 @@ class DeviceCell:
             parts.append(self.holder.detail)
         elif self.holder and self.holder.shown:
             parts.append(gettext("claim %(claim)s") % {"claim": self.holder.label})
+        if self.use:
+            words = {
+                "idle": gettext("idle"),
+                "low": gettext("little used"),
+                "busy": gettext("busy"),
+            }
+            parts.append(
+                gettext("activity %(activity).2f (%(use)s)")
+                % {"activity": self.activity, "use": words[self.use]}
+            )
         if self.taints:
             parts.append(gettext("taint %(taints)s") % {"taints": self.taint_words})
         return ", ".join(part for part in parts if part)
@@ -282,8 +303,10 @@ def build(
     highlight: Iterable[DeviceId] = (),
     matching: set[DeviceId] | None = None,
     nodes: Iterable[str] | None = None,
+    usage: dict[tuple[str, str], Any] | None = None,
 ) -> GpuMap:
-    """The map of the inventory's devices; `nodes` limits it to those nodes."""
+    """The map of the inventory's devices; `nodes` limits it to those nodes; `usage`
+    (claims.read.utilisation.devices_usage, by (pool, device)) colours held ones by use."""
     holder = {device: hold for hold in holds for device in hold.devices}
     marked = set(highlight)
     wanted = set(nodes) if nodes is not None else None
@@ -294,6 +317,8 @@ def build(
             continue
         key = device_id(device)
         cell = _cell(device, holder.get(key), key in marked, matching is None or key in matching)
+        if usage and (now := usage.get((device["pool"], device["name"]))) is not None:
+            cell = replace(cell, activity=now.activity)
         by_node.setdefault(node, []).append(cell)
     node_maps = [NodeMap(name, _cards(cells)) for name, cells in sorted(by_node.items())]
     return GpuMap(node_maps, _model_counts(node_maps), filtered=matching is not None)

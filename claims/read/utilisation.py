@@ -39,8 +39,13 @@ class Usage:
     power_watts: float | None = None
     gpus: int = 0
     points: list[tuple[datetime, float]] = field(default_factory=list)
+    memory_points: list[tuple[datetime, float]] = field(default_factory=list)  # MiB
     idle_since: datetime | None = None
     no_data: str = ""
+    # The range the points cover, and their step (seconds): for idle_since_below.
+    start: float = 0.0
+    end: float = 0.0
+    step: float = 0.0
 
     @property
     def has_history(self) -> bool:
@@ -51,6 +56,17 @@ class Usage:
         if not self.points:
             return None
         return sum(value for _, value in self.points) / len(self.points)
+
+    def idle_since_below(self, threshold: float) -> datetime | None:
+        """As idle_since, at another threshold (a team's idle reclaim policy)."""
+        if not self.step:
+            return None
+        raw = [(at.timestamp(), value) for at, value in self.points]
+        return _idle_since(raw, self.step, self.start, self.end, threshold)
+
+    def peak_since(self, moment: datetime) -> float | None:
+        values = [value for at, value in self.points if at >= moment]
+        return max(values) if values else None
 
 
 def _source() -> gpu_metrics.Prometheus | gpu_metrics.Exporters | None:
@@ -105,7 +121,15 @@ def _from_prometheus(
     query = f"avg(max by (UUID) (max_over_time({gpu_metrics.ACTIVITY}{{{selector}}}[{step:.0f}s])))"
     raw = prometheus.series(query, start, end, step)
     usage.points = [(datetime.fromtimestamp(at, UTC), value) for at, value in raw]
-    usage.idle_since = _idle_since(raw, step, start, end)
+    usage.start, usage.end, usage.step = start, end, step
+    usage.idle_since = _idle_since(raw, step, start, end, settings.UTILISATION_IDLE_THRESHOLD)
+    memory = (
+        f"sum(max by (UUID) (max_over_time({gpu_metrics.MEMORY_USED}{{{selector}}}[{step:.0f}s])))"
+    )
+    usage.memory_points = [
+        (datetime.fromtimestamp(at, UTC), value)
+        for at, value in prometheus.series(memory, start, end, step)
+    ]
     if not usage.gpus and not usage.points:
         usage.no_data = _("Prometheus has no metrics of this claim (no Pod of it has run)")
     elif not usage.gpus:  # its history stays, with how long it has been idle
@@ -114,11 +138,10 @@ def _from_prometheus(
 
 
 def _idle_since(
-    points: list[tuple[float, float]], step: float, start: float, end: float
+    points: list[tuple[float, float]], step: float, start: float, end: float, threshold: float
 ) -> datetime | None:
     """When activity last went to the threshold or below and stayed there; None while busy.
     Steps without a sample (no Pod ran, or none runs now) count as idle."""
-    threshold = settings.UTILISATION_IDLE_THRESHOLD
     busy = [at for at, value in points if value > threshold]
     if not busy:
         return datetime.fromtimestamp(start, UTC)
@@ -236,4 +259,49 @@ def _check_of(total: int, with_dra: int) -> Check:
             "(docs/operations.md, Utilisation)"
         )
         % {"count": total},
+    )
+
+
+CHART_WIDTH, CHART_HEIGHT = 480, 80
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A claim's activity and memory over its life as SVG polyline points (server-drawn,
+    no script), with the figures its text alternative states."""
+
+    activity: str
+    memory: str
+    peak_activity: float
+    average_activity: float
+    peak_memory_mib: float
+    start: datetime
+    end: datetime
+    width: int = CHART_WIDTH
+    height: int = CHART_HEIGHT
+
+
+def chart(usage: Usage) -> Chart | None:
+    """None without a history (the exporters only, or nothing ran)."""
+    if not usage.points or not usage.step:
+        return None
+    span = max(usage.end - usage.start, 1.0)
+    peak_memory = max((value for _, value in usage.memory_points), default=0.0)
+
+    def line(points: list[tuple[datetime, float]], top: float) -> str:
+        scale = top or 1.0
+        return " ".join(
+            f"{(at.timestamp() - usage.start) / span * CHART_WIDTH:.1f},"
+            f"{CHART_HEIGHT - min(value / scale, 1.0) * CHART_HEIGHT:.1f}"
+            for at, value in points
+        )
+
+    return Chart(
+        activity=line(usage.points, 1.0),
+        memory=line(usage.memory_points, peak_memory),
+        peak_activity=max(value for _, value in usage.points),
+        average_activity=usage.average_activity or 0.0,
+        peak_memory_mib=peak_memory,
+        start=datetime.fromtimestamp(usage.start, UTC),
+        end=datetime.fromtimestamp(usage.end, UTC),
     )

@@ -15,10 +15,10 @@ from django.utils.text import add_truncation_text
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext, pgettext_lazy
 
-from claims.domain import expiry, state_messages
+from claims.domain import expiry, idle_reclaim, state_messages
 from claims.policy import rules
 from claims.policy.verdict import Verdict, run_verdict
-from claims.read import approval_queue, planned, selectors, timewords
+from claims.read import approval_queue, planned, selectors, timewords, utilisation
 
 register = template.Library()
 
@@ -136,7 +136,12 @@ def _pattern(msgid: str) -> re.Pattern[str]:
 # claims.domain.state_messages).
 MESSAGES = [
     (msgid, _pattern(msgid))
-    for msgid in (*expiry.MESSAGES, *rules.MESSAGES, *state_messages.MESSAGES)
+    for msgid in (
+        *expiry.MESSAGES,
+        *idle_reclaim.MESSAGES,
+        *rules.MESSAGES,
+        *state_messages.MESSAGES,
+    )
 ]
 
 
@@ -237,3 +242,15 @@ def alternative_taken(holder: Any) -> str:
     """Which of its claim's alternatives a claim or a run got, in words ("" for none)."""
     claim = getattr(holder, "claim", holder)
     return planned.allocated_alternative_label(claim, holder.allocated_alternative)
+
+
+@register.filter
+def usage_chart(usage: Any) -> utilisation.Chart | None:
+    """The claim page's chart of activity and memory over the claim's life."""
+    return utilisation.chart(usage) if usage else None
+
+
+@register.filter
+def open_idle_warning(claim: Any) -> Any:
+    """The claim's idle warning that still runs (claims.domain.idle_reclaim), or None."""
+    return idle_reclaim.open_warning(claim)

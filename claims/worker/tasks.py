@@ -18,7 +18,7 @@ from django.db.models import Model
 from django.utils import timezone
 from knox.models import AuthToken
 
-from claims.domain import access, expiry, observations
+from claims.domain import access, expiry, idle_reclaim, observations
 from claims.kube.gateway import TransientKubeError
 from claims.models import (
     ClaimRequest,
@@ -175,6 +175,13 @@ def expire_claims() -> None:
     expiry.start_missing_clocks()
     expiry.send_reminders()
     expiry.reclaim_expired()
+
+
+@shared_task
+def reclaim_idle_claims() -> None:
+    """Warn the owners of claims idle under their team's policy; release the ones past the
+    warning's deadline (claims.domain.idle_reclaim)."""
+    idle_reclaim.check_idle_claims()
 
 
 @shared_task

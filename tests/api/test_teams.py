@@ -267,3 +267,32 @@ def test_it_shows_enabled_rules_to_everyone_and_all_to_admins(
     assert names(api("bob").get("/api/v1/approval-rules/")) == ["on", "off"]
     assert as_admin.delete(url).json()["name"] == "off"
     assert as_admin.delete(url).status_code == 404
+
+
+def test_an_admin_sets_the_idle_reclaim_policy_with_field_errors(
+    as_admin: APIClient, team: Team
+) -> None:
+    url = f"/api/v1/teams/{team.pk}/"
+    policy = {
+        "idle_reclaim": True,
+        "idle_threshold": 0.1,
+        "idle_window_seconds": 7200,
+        "idle_grace_seconds": 1800,
+    }
+    response = as_admin.patch(url, policy, format="json")
+    assert response.status_code == 200, response.content
+    assert {name: response.json()[name] for name in policy} == policy
+    team.refresh_from_db()
+    assert (team.idle_window.total_seconds(), team.idle_grace.total_seconds()) == (7200, 1800)
+    for data, field in [
+        ({"idle_threshold": 1.5}, "idle_threshold"),
+        ({"idle_threshold": -0.1}, "idle_threshold"),
+        ({"idle_window_seconds": 0}, "idle_window_seconds"),
+        ({"idle_grace_seconds": -1}, "idle_grace_seconds"),
+        ({"idle_reclaim": "perhaps"}, "idle_reclaim"),
+    ]:
+        response = as_admin.patch(url, data, format="json")
+        assert response.status_code == 400, data
+        assert list(response.json()) == [field], response.json()
+    created = as_admin.post("/api/v1/teams/", {"name": "speech", **policy}, format="json")
+    assert created.status_code == 201 and created.json()["idle_threshold"] == 0.1

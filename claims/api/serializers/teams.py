@@ -39,7 +39,16 @@ RULE = {
     "position": 100,
     "description": "claim requests of team vision of class gpu.nvidia.com with at most 1 device",
 }
-TEAM = {"id": 3, "name": "vision", "auto_approve": False, "role": "member"}
+TEAM = {
+    "id": 3,
+    "name": "vision",
+    "auto_approve": False,
+    "idle_reclaim": True,
+    "idle_threshold": 0.05,
+    "idle_window_seconds": 14400,
+    "idle_grace_seconds": 86400,
+    "role": "member",
+}
 TEAM_DETAIL = {**TEAM, "members": [MEMBER], "quotas": [QUOTA], "approval_rules": [RULE]}
 
 
@@ -116,13 +125,34 @@ class ApprovalRuleOutput(serializers.ModelSerializer):
 
 @extend_schema_serializer(examples=_example("A team", TEAM))
 class TeamOutput(serializers.ModelSerializer):
+    idle_window_seconds = serializers.SerializerMethodField(
+        help_text="Idle reclaim: how long a claim stays idle before its owner is warned."
+    )
+    idle_grace_seconds = serializers.SerializerMethodField(
+        help_text="Idle reclaim: from the warning to the release."
+    )
     role = serializers.SerializerMethodField(
         help_text='Your role in the team ("member" or "approver"); null when you are not in it.'
     )
 
     class Meta:
         model = Team
-        fields = ["id", "name", "auto_approve", "role"]
+        fields = [
+            "id",
+            "name",
+            "auto_approve",
+            "idle_reclaim",
+            "idle_threshold",
+            "idle_window_seconds",
+            "idle_grace_seconds",
+            "role",
+        ]
+
+    def get_idle_window_seconds(self, team: Team) -> int | None:
+        return seconds(team.idle_window)
+
+    def get_idle_grace_seconds(self, team: Team) -> int | None:
+        return seconds(team.idle_grace)
 
     def get_role(self, team: Team) -> str | None:
         user_id = self.context["user"].pk

@@ -67,6 +67,27 @@ def lifetime_field(help_text: str) -> serializers.IntegerField:
 class TeamInput(serializers.Serializer):
     name = serializers.CharField(max_length=100)
     auto_approve = serializers.BooleanField(default=False)
+    idle_reclaim = serializers.BooleanField(
+        required=False, help_text="Warn the owners of idle claims and release them after the grace."
+    )
+    idle_threshold = serializers.FloatField(
+        min_value=0.0,
+        max_value=1.0,
+        required=False,
+        help_text="GPU activity (0-1) at or below which a claim is idle.",
+    )
+    idle_window_seconds = serializers.IntegerField(
+        min_value=1,
+        max_value=365 * 86400,
+        required=False,
+        help_text="How long a claim stays idle before its owner is warned.",
+    )
+    idle_grace_seconds = serializers.IntegerField(
+        min_value=0,
+        max_value=365 * 86400,
+        required=False,
+        help_text="From the warning to the release, unless used again or extended.",
+    )
 
 
 class MemberInput(serializers.Serializer):
@@ -91,6 +112,15 @@ class QuotaInput(serializers.Serializer):
 
 
 TEAM_INPUT = OpenApiExample("A team", value={"name": "vision", "auto_approve": False})
+IDLE_POLICY = OpenApiExample(
+    "Release claims idle for 4 h, a day after the warning",
+    value={
+        "idle_reclaim": True,
+        "idle_threshold": 0.05,
+        "idle_window_seconds": 14400,
+        "idle_grace_seconds": 86400,
+    },
+)
 MEMBER_INPUT = OpenApiExample("A member", value={"user": "alice", "role": "member"})
 QUOTA_INPUT = OpenApiExample(
     "Four GPUs for a week at most",
@@ -145,7 +175,7 @@ class TeamListApi(ApiView):
     )
     def post(self, request: Request) -> Response:
         require_admin(request, "add_team")
-        team = call_service(teams.team_create, **valid(TeamInput, request))
+        team = call_service(teams.team_create, **lifetimes(valid(TeamInput, request)))
         return Response(detail_of(team, request.user), status=201)
 
 
@@ -169,13 +199,13 @@ class TeamDetailApi(OneTeamApi):
         tags=TAG,
         request=TeamInput(partial=True),
         responses=TeamDetailOutput,
-        examples=[OpenApiExample("Auto-approve", value={"auto_approve": True})],
+        examples=[OpenApiExample("Auto-approve", value={"auto_approve": True}), IDLE_POLICY],
         summary="Change a team (admins)",
     )
     def patch(self, request: Request, pk: int) -> Response:
         team = self.team(pk)
         require_admin(request, "change_team")
-        fields = valid(TeamInput, request, partial=True)
+        fields = lifetimes(valid(TeamInput, request, partial=True))
         call_service(teams.team_update, team=team, **fields)
         return Response(detail_of(self.team(pk), request.user))
 

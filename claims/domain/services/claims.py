@@ -239,6 +239,14 @@ def claim_request_expire(*, claim_request: ClaimRequest, message: str) -> ClaimR
     return claim_request
 
 
+def claim_request_reclaim_idle(*, claim_request: ClaimRequest, message: str) -> ClaimRequest:
+    """Idle past its warning's deadline (claims.domain.idle_reclaim): released by the portal,
+    its workloads stopped, as a release by its owner."""
+    with transaction.atomic():
+        _release(claim_request, AnonymousUser(), message, enqueue_cleanup=True)
+    return claim_request
+
+
 def claim_request_retry(*, user: User, claim_request: ClaimRequest) -> ClaimRequest:
     claim = claim_request
     _require_owner_or_approver(user, claim.owner_id)

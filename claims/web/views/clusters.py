@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 from django.db.models import Max, OuterRef
 from django.http import Http404, HttpResponse
@@ -86,7 +87,10 @@ def _cluster_context(
         "cluster": cluster,
         "map_claim": claim,
         "gpu_map": gpu_map.build(
-            cluster.inventory, holds(cluster, request.user), matching=matching
+            cluster.inventory,
+            holds(cluster, request.user),
+            matching=matching,
+            usage=_devices_usage(),
         ),
     }
     if "since" not in request.GET:  # the rest of the page is outside the live part
@@ -136,6 +140,14 @@ def holds(cluster: Cluster, user: Any) -> list[gpu_map.Hold]:
         )
     admin = bool(user.is_staff or user.is_superuser)
     return found + gpu_map.outside_holds(cluster.inventory, shown=admin)
+
+
+def _devices_usage() -> dict[tuple[str, str], Any] | None:
+    """Each GPU's use now for the map's colours; None (no colours) without metrics."""
+    if not (settings.PROMETHEUS_URL or settings.DCGM_EXPORTER_URLS):
+        return None
+    found = utilisation.devices_usage()
+    return None if isinstance(found, str) else dict(found)
 
 
 def claim_map_context(claim: ClaimRequest, user: Any) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from claims.models import (
     TeamMembership,
     VerificationRun,
 )
-from claims.read import gpu_map
+from claims.read import gpu_map, utilisation
 from claims.web.views.clusters import holds
 from claims.worker import cluster_steps, sync
 from tests.fixtures.portal import make_user, register_cluster, wait_until
@@ -432,3 +432,24 @@ def test_the_map_has_a_legend_and_draws_mig_devices_inside_their_gpu(
     assert "gpu-box-mig-node-1" in whole.ancestors and parent.attrs["id"] not in whole.ancestors
     assert whole.attrs["aria-label"] == f"gpu-1: {A100}, 40Gi, free"
     assert all("gpu-box-gpu-node-1" in drawn[f"tile-gpu-node-1-gpu-{n}"].ancestors for n in (0, 1))
+
+
+def test_it_colours_held_devices_by_their_use_now(
+    alice: User, map_cluster: Cluster, map_kubesim: kubesim.Handle, namespace_of: Any, settings
+) -> None:
+    settings.PROMETHEUS_URL = ""
+    settings.DCGM_EXPORTER_URLS = list(map_kubesim.dcgm_exporter_urls.values())
+    claim = held_by_a_stuck_pod(alice, namespace_of(alice), count=1, selector=H100_ONLY)
+    usage = utilisation.devices_usage()
+    assert not isinstance(usage, str)
+    drawn = gpu_map.build(map_cluster.inventory, holds(map_cluster, alice), usage=usage)
+    cells = [cell for node in drawn.nodes for cell in node.devices]
+    [held] = [cell for cell in cells if cell.holder]
+    assert held.holder and held.holder.claim_id == claim.pk
+    assert (held.activity, held.use) == (0.0, "idle")  # its Pod never started
+    assert "activity 0.00 (idle)" in held.description
+    assert all(cell.use == "" for cell in cells if not cell.holder)  # free: no colour
+    client = Client()
+    client.force_login(alice)
+    page = client.get(reverse("cluster", args=[map_cluster.pk])).content.decode()
+    assert 'data-use="idle"' in page

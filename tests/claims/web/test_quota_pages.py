@@ -111,6 +111,10 @@ def test_an_admins_quota_change_goes_to_the_teams_active_namespaces(
     quota = TeamQuota.objects.get()
     data = {
         "name": "vision",
+        # The idle reclaim policy as the admin's form shows it (its defaults).
+        "idle_threshold": "0.05",
+        "idle_window": "04:00:00",
+        "idle_grace": "1 00:00:00",
         "memberships-TOTAL_FORMS": str(len(memberships)),
         "memberships-INITIAL_FORMS": str(len(memberships)),
         "quotas-TOTAL_FORMS": "1",
@@ -135,4 +139,9 @@ def test_an_admins_quota_change_goes_to_the_teams_active_namespaces(
         response = browser.post(url, data)
     assert response.status_code == 302, response.content.decode()[:2000]
     assert TeamQuota.objects.get().max_devices == 6
+    refused = browser.post(url, data | {"idle_reclaim": "on", "idle_threshold": "1.5"})
+    assert refused.status_code == 200  # the form again, the error next to the field
+    assert refused.context["adminform"].form.errors["idle_threshold"] == [
+        "Ensure this value is less than or equal to 1.0."
+    ]
     assert task_names(callbacks).count("claims.worker.tasks.apply_namespace_quota") == 1

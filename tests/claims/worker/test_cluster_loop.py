@@ -211,6 +211,7 @@ def test_beat_asks_no_cluster_anything() -> None:
     assert scheduled == {
         "claims.worker.tasks.reconcile",
         "claims.worker.tasks.expire_claims",
+        "claims.worker.tasks.reclaim_idle_claims",  # the database and Prometheus only
         "claims.worker.tasks.purge_expired_tokens",
         "claims.api.tasks.purge_expired_idempotency",
     }
