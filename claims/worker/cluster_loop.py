@@ -39,6 +39,7 @@ from claims.kube.gateway import (
     ClusterGateway,
     DeviceClassInfo,
     Holding,
+    JobState,
     KubeError,
     PodState,
 )
@@ -78,10 +79,11 @@ class Watches(NamedTuple):
     classes: Informer[DeviceClassInfo]
     checked: dict[str, Informer[dict[str, Any]]]  # CHECKED_KINDS
     outside: Informer[Holding]  # claims the portal did not make: only what they hold
+    jobs: Informer[JobState]  # the workloads' Jobs: metadata and their end (parsing.job_state)
 
     def all(self) -> list[Informer[Any]]:
         inventory: list[Informer[Any]] = [self.slices, self.classes, self.outside]
-        return [self.claims, self.pods, *inventory, *self.checked.values()]
+        return [self.claims, self.pods, *inventory, *self.checked.values(), self.jobs]
 
 
 class Timer:
@@ -155,7 +157,9 @@ class ClusterLoop:
         self._discover(cluster, gateway)
         watched = self.watched = self.watches(gateway)
         streams = self.log_streams = LogStreams(gateway)
-        view = CachedView(watched.claims, watched.pods, watched.checked, streams, self.allocations)
+        view = CachedView(
+            watched.claims, watched.pods, watched.checked, streams, self.allocations, watched.jobs
+        )
         for informer in watched.all():
             informer.start()
         try:
@@ -230,6 +234,15 @@ class ClusterLoop:
                 parsing.claim_holding,
                 inventory,
                 watch_seconds=seconds,
+            ),
+            Informer(
+                gateway,
+                "Job",
+                selector,
+                parsing.job_state,
+                ours,
+                watch_seconds=seconds,
+                refused_retry_seconds=refused,
             ),
         )
 

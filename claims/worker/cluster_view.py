@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from django.utils import timezone
 
 from claims.kube import parsing
-from claims.kube.gateway import ClaimState, ClusterGateway, PermanentKubeError, PodState
+from claims.kube.gateway import (
+    ClaimState,
+    ClusterGateway,
+    JobState,
+    PermanentKubeError,
+    PodState,
+)
 from claims.models import VerificationRun, managed_selector
 from claims.worker.run_pods import Pods
 
@@ -45,6 +51,11 @@ class ClusterView(Protocol):
     def claims(self) -> Listed[ClaimState]: ...
 
     def pods(self) -> Listed[PodState]: ...
+
+    def jobs(self) -> list[JobState] | None:
+        """The portal's Jobs; None when not known (not allowed, not yet listed): the
+        workloads then follow their Pods alone this time."""
+        ...
 
     def owned(self, kind: str) -> list[Obj] | None:
         """The portal's objects of kind (CHECKED_KINDS, Pod, ResourceClaim) as
@@ -80,7 +91,15 @@ class LiveView:
         at = timezone.now()
         return Listed(self.gateway.list_pods(managed_selector()), at)
 
+    def jobs(self) -> list[JobState] | None:
+        found = self.owned_objects("Job")
+        return None if found is None else [parsing.job_state(obj) for obj in found]
+
     def owned(self, kind: str) -> list[Obj] | None:
+        found = self.owned_objects(kind)
+        return None if found is None else [parsing.metadata_only(obj) for obj in found]
+
+    def owned_objects(self, kind: str) -> list[Obj] | None:
         try:
             found = self.gateway.list_with_version(kind, managed_selector())[0]
         except PermanentKubeError as error:
@@ -89,7 +108,7 @@ class LiveView:
                 raise
             log.warning("cannot list %s: %s", kind, error.message)
             return None
-        return [parsing.metadata_only(obj) for obj in found]
+        return found
 
     def follow_logs(self, runs: list[VerificationRun], pods: Pods) -> frozenset[tuple[int, str]]:
         return frozenset()
@@ -140,9 +159,10 @@ class CachedView:
         checked: dict[str, Informer[Obj]],
         streams: LogStreams,
         allocations: AllocationsSeen,
+        jobs: Informer[JobState] | None = None,
     ) -> None:
         self._claims, self._pods, self._checked, self._streams = claims, pods, checked, streams
-        self._allocations = allocations
+        self._allocations, self._jobs = allocations, jobs
         self.replayed = False  # the last claims() replayed an allocation: pass again
 
     def ready(self) -> bool:
@@ -158,6 +178,12 @@ class CachedView:
         items, at = self._pods.snapshot()
         assert at is not None
         return Listed(items, at)
+
+    def jobs(self) -> list[JobState] | None:
+        if self._jobs is None:
+            return None
+        items, at = self._jobs.snapshot()
+        return None if at is None else items
 
     def owned(self, kind: str) -> list[Obj] | None:
         if kind in ("Pod", "ResourceClaim"):

@@ -257,7 +257,7 @@ def open_the_followers_watches(cluster: Cluster) -> None:
     loop = ClusterLoop(cluster.pk, threading.Event())
     informers = loop.watches(gateways.gateway_for(cluster)).all()
     # claims, Pods, slices, classes, the CHECKED_KINDS, and claims made outside the portal
-    assert len(informers) == 9
+    assert len(informers) == 10
     for informer in informers:
         informer.start()
     try:
