@@ -128,9 +128,8 @@ def _read_events(workload: Workload, pod: PodState, gateway: ClusterGateway) -> 
     a new Pod, one just bound or one that just ended."""
     fresh = pod.name != workload.pod_name or (pod.node or "") != workload.node
     read_at = workload.pod_events_read_at
-    ended = pod.phase in ("Succeeded", "Failed") and (
-        read_at is None or pod.finished_at is None or read_at < pod.finished_at
-    )
+    # Its stage goes "" once it is seen ended: the Events are read that once more.
+    ended = pod.phase in ("Succeeded", "Failed") and workload.pod_stage != ""
     if not (fresh or ended or read_at is None or read_at < timezone.now() - EVENTS_EVERY):
         return
     try:
