@@ -33,6 +33,7 @@ from claims.domain.services.workloads import (
     workload_profile_delete,
     workload_profile_problems,
     workload_profile_save,
+    workload_run_again,
     workload_start,
     workload_stop,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "workload_profile_delete",
     "workload_profile_problems",
     "workload_profile_save",
+    "workload_run_again",
     "workload_start",
     "workload_stop",
 ]

@@ -32,7 +32,9 @@ def train(user: User, cluster: Cluster, args: str, *, image: str = TRAIN) -> Wor
     return workload
 
 
-def followed_until(cluster: Cluster, workload: Workload, done: Any, timeout: float = 60) -> Workload:
+def followed_until(
+    cluster: Cluster, workload: Workload, done: Any, timeout: float = 60
+) -> Workload:
     def reached() -> bool:
         sync.sync_cluster(cluster)
         return bool(done(Workload.objects.get(pk=workload.pk)))
