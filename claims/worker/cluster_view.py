@@ -20,7 +20,7 @@ from claims.kube.gateway import (
     PermanentKubeError,
     PodState,
 )
-from claims.models import VerificationRun, managed_selector
+from claims.models import VerificationRun, Workload, managed_selector
 from claims.worker.run_pods import Pods
 
 if TYPE_CHECKING:
@@ -69,6 +69,12 @@ class ClusterView(Protocol):
         streams, which the sync does not read."""
         ...
 
+    def follow_workload_logs(
+        self, running: list[tuple[Workload, PodState]]
+    ) -> frozenset[tuple[int, str]]:
+        """The same for workloads, each with the Pod it follows now."""
+        ...
+
 
 def _as_metadata(state: ClaimState | PodState) -> Obj:
     metadata = {"name": state.name, "namespace": state.namespace, "uid": state.uid}
@@ -111,6 +117,11 @@ class LiveView:
         return found
 
     def follow_logs(self, runs: list[VerificationRun], pods: Pods) -> frozenset[tuple[int, str]]:
+        return frozenset()
+
+    def follow_workload_logs(
+        self, running: list[tuple[Workload, PodState]]
+    ) -> frozenset[tuple[int, str]]:
         return frozenset()
 
 
@@ -203,4 +214,10 @@ class CachedView:
                 if (run.claim.namespace, run.pod_name) in pods
             ]
         )
+        return self._streams.streamed()
+
+    def follow_workload_logs(
+        self, running: list[tuple[Workload, PodState]]
+    ) -> frozenset[tuple[int, str]]:
+        self._streams.update_workloads(running)
         return self._streams.streamed()

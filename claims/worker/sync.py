@@ -91,6 +91,8 @@ def _sync_cycle(
     if pods is not None:
         by_name = {(pod.namespace, pod.name): pod for pod in pods.items}
         streamed = view.follow_logs(runs, by_name)
+        running = workload_pods.current_pods(workloads, pods.items)
+        streamed |= view.follow_workload_logs(running)
         read_pod_events(runs, by_name, gateway)  # first: what the kubelet said, for the follow
         problems += run_pods.follow_runs(
             runs, by_name, pods.at, gateway, allocations or {}, streamed
@@ -98,7 +100,7 @@ def _sync_cycle(
         problems += run_pods.retry_logs(awaiting, by_name, gateway)
         jobs = _attempt(problems, "Jobs", view.jobs) if workloads else None
         problems += workload_pods.follow_workloads(
-            workloads, pods.items, jobs, gateway, allocations or {}
+            workloads, pods.items, jobs, gateway, allocations or {}, streamed
         )
     record_outcome(cluster, problems, record_every)
     # Logs still to read keep the passes coming too (their back-off decides when to ask), and

@@ -21,6 +21,7 @@ from claims.domain import workload_observations as observed
 from claims.kube import labels as label_keys
 from claims.kube.gateway import ClusterGateway, JobState, KubeError, PodState
 from claims.models import Cluster, Workload, WorkloadKind, WorkloadLog
+from claims.worker.log_streams import WORKLOAD_STREAM
 from claims.worker.run_pods import KUBELET_PROGRESS, Allocations, devices_of, pending_stage
 
 log = logging.getLogger(__name__)
@@ -39,19 +40,35 @@ def followed_workloads(cluster: Cluster) -> list[Workload]:
     return list(rows.select_related("claim__namespace_request"))
 
 
+def _by_workload(pods: list[PodState]) -> dict[str, list[PodState]]:
+    by_workload: dict[str, list[PodState]] = {}
+    for pod in pods:
+        if key := pod.labels.get(label_keys.WORKLOAD):
+            by_workload.setdefault(key, []).append(pod)
+    return by_workload
+
+
+def current_pods(
+    workloads: list[Workload], pods: list[PodState]
+) -> list[tuple[Workload, PodState]]:
+    """Each workload with the Pod it follows now (for the log streams)."""
+    by_workload = _by_workload(pods)
+    pairs = [(w, current_pod(w, by_workload.get(str(w.pk), []))) for w in workloads]
+    return [(workload, pod) for workload, pod in pairs if pod is not None]
+
+
 def follow_workloads(
     workloads: list[Workload],
     pods: list[PodState],
     jobs: list[JobState] | None = None,
     gateway: ClusterGateway | None = None,
     allocations: Allocations | None = None,
+    streamed: frozenset[tuple[int, str]] = frozenset(),
 ) -> list[str]:
     """Follow each workload on its own; returns what went wrong, one line per broken one.
-    jobs None: the Jobs are not known this time (not listed yet, or refused)."""
-    by_workload: dict[str, list[PodState]] = {}
-    for pod in pods:
-        if key := pod.labels.get(label_keys.WORKLOAD):
-            by_workload.setdefault(key, []).append(pod)
+    jobs None: the Jobs are not known this time (not listed yet, or refused); streamed: the
+    workloads whose log a follow stream reads (log_streams.py), not read here as well."""
+    by_workload = _by_workload(pods)
     by_name = {(job.namespace, job.name): job for job in jobs} if jobs is not None else None
     problems = []
     for workload in workloads:
@@ -64,6 +81,7 @@ def follow_workloads(
                 jobs_known=by_name is not None,
                 gateway=gateway,
                 allocations=allocations or {},
+                streamed=(workload.pk, WORKLOAD_STREAM) in streamed,
             )
         except Exception as error:  # one broken workload must not stop the others
             log.exception("following workload %s", workload.pk)
@@ -79,11 +97,12 @@ def _follow(
     jobs_known: bool,
     gateway: ClusterGateway | None,
     allocations: Allocations,
+    streamed: bool,
 ) -> None:
     pod = current_pod(workload, pods)
     if pod is not None:
         _observe_pod(workload, pod, gateway, allocations)
-        if gateway is not None and _main_started(pod):
+        if gateway is not None and _main_started(pod) and not streamed:
             _read_log(workload, pod, gateway)
     if job is not None and job.uid and workload.kube_uid and job.uid != workload.kube_uid:
         job = None  # an earlier Job of the name: not this workload's
