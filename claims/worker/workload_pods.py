@@ -209,14 +209,16 @@ def _end(
     # A notebook ends with its Pod; a Job whose Jobs are not known this time succeeds with
     # its Pod (one completion), but fails only as its Job says.
     if pod.phase == "Succeeded":
-        _finish(workload, pod, succeeded=True, message="")
+        _finish(workload, pod, succeeded=True)
     elif workload.kind == WorkloadKind.NOTEBOOK:
         reason = pod.message or pod.reason or "Failed"
         message = state_messages.WORKLOAD_POD_FAILED % {"reason": reason}
         _finish(workload, pod, succeeded=False, message=message)
 
 
-def _finish(workload: Workload, pod: PodState | None, *, succeeded: bool, message: str) -> None:
+def _finish(
+    workload: Workload, pod: PodState | None, *, succeeded: bool, message: str = ""
+) -> None:
     _, exit_code, started_at, finished_at = _main(pod) if pod else ("", None, None, None)
     observed.workload_ended(
         workload=workload,
