@@ -43,6 +43,10 @@ RBAC = "rbac.authorization.k8s.io"
 # deploy/base/clusterrole.yaml, rule by rule (a test compares the two).
 NEEDED_WITHOUT_BIND: tuple[Permission, ...] = (
     *_rule("", ("namespaces", "pods", "resourcequotas"), ALL),
+    # Workloads: a batch Job (watched by the cluster loop), a notebook's Service and Ingress.
+    *_rule("batch", ("jobs",), ALL),
+    *_rule("", ("services",), ("get", "list", "create", "patch", "delete")),
+    *_rule("networking.k8s.io", ("ingresses",), ("get", "list", "create", "patch", "delete")),
     *_rule("", ("pods/log",), ("get",)),
     *_rule("", ("events",), ("list",)),
     *_rule("", ("serviceaccounts",), ("get", "list", "watch", "create", "patch")),
