@@ -95,7 +95,8 @@ def test_it_runs_a_batch_job_and_a_notebook_on_an_approved_claim(
     e2e_kubesim: kubesim.Handle,
     celery_worker_process: Any,
 ) -> None:
-    seeded_profile(JUPYTER)
+    for profile in (BATCH, JUPYTER):  # before any page lists them
+        seeded_profile(profile)
     claim = waiting_claim(alice, e2e_cluster)
     base = live_server.url
     page = open_page()
