@@ -13,6 +13,7 @@ from typing import Any
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
+from claims.clusters import credentials
 from claims.domain import run_observations, state_messages
 from claims.domain.transitions import change, update_fields
 from claims.live import changes
@@ -122,6 +123,7 @@ def workload_logs_appended(
     """Keep the new lines of its Pod's log, bounded as a run's; a Job's next Pod (a retry)
     goes on below a `==> pod <==` header, as tail(1) heads each file."""
     log, _ = WorkloadLog.objects.get_or_create(workload=workload)
+    lines = _without_token(workload, lines)
     text = log.text
     if log.pod_name != pod_name:
         if log.pod_name:
@@ -141,6 +143,20 @@ def workload_logs_appended(
     log.updated = timezone.now()
     log.save()
     changes.announce(workload)
+
+
+# What a notebook's token is replaced with in its log: Jupyter prints its URL with the token,
+# and the log is shown to approvers too, the token to its owner only.
+TOKEN_HIDDEN = "<token: on the notebook's page>"
+
+
+def _without_token(
+    workload: Workload, lines: list[tuple[datetime, str]]
+) -> list[tuple[datetime, str]]:
+    if not workload.access_token_encrypted:
+        return lines
+    token = credentials.decrypt(workload.access_token_encrypted)
+    return [(at, text.replace(token, TOKEN_HIDDEN)) for at, text in lines]
 
 
 def workload_log_read(*, workload: Workload, problem: str) -> None:

@@ -146,6 +146,7 @@ def _read_events(workload: Workload, pod: PodState, gateway: ClusterGateway) -> 
     """Every Event of its Pod, newest first: one list call per EVENTS_EVERY, and at once for
     a new Pod, one just bound or one that just ended."""
     fresh = pod.name != workload.pod_name or (pod.node or "") != workload.node
+    fresh = fresh or (pod.phase == "Running" and workload.pod_stage != STAGE.RUNNING)
     read_at = workload.pod_events_read_at
     # Its stage goes "" once it is seen ended: the Events are read that once more.
     ended = pod.phase in ("Succeeded", "Failed") and workload.pod_stage != ""

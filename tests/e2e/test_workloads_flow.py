@@ -83,6 +83,10 @@ def see_the_notebook_answer(page: Page, handle: kubesim.Handle) -> None:
     answer = raw_request(handle, "GET", f"{proxy}/lab?token={token}")
     assert answer.status == 200 and b"<title>JupyterLab</title>" in answer.body
     expect(page.locator("#log-main")).to_contain_text("Jupyter Server", timeout=TO_RUN)
+    # Jupyter prints its URL with the token; the log (approvers read it too) does not keep it.
+    expect(page.locator("#log-main")).to_contain_text("lab?token=<token: on the notebook's page>")
+    expect(page.locator("#log-main")).not_to_contain_text(token)
+    expect(page.locator("#workload-events")).to_contain_text("Started", timeout=TO_RUN)
     assert_not_reloaded(page)
     screenshot(page, "workload-notebook")
 
