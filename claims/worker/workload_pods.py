@@ -199,6 +199,8 @@ def _end(
     if workload.kind == WorkloadKind.JOB and jobs_known:
         if job is None or not job.finished:
             return
+        if pod is not None and _catching_up(pod):
+            return  # the Pod's end is still to be seen (its exit code): the next pass
         message = ""
         if job.finished == "Failed":
             words = {"reason": job.reason or "Failed", "message": job.message}
@@ -215,6 +217,13 @@ def _end(
         reason = pod.message or pod.reason or "Failed"
         message = state_messages.WORKLOAD_POD_FAILED % {"reason": reason}
         _finish(workload, pod, succeeded=False, message=message)
+
+
+def _catching_up(pod: PodState) -> bool:
+    """A Job ends after its Pods (pkg/controller/job), but the Pods seen may be older than the
+    Job seen (two lists, or two watches): a Pod still running, and not being deleted (a Job
+    past its deadline deletes its Pods), will be seen ended."""
+    return pod.phase not in ("Succeeded", "Failed") and pod.deletion_timestamp is None
 
 
 def _finish(
