@@ -290,3 +290,10 @@ STOPPED_WORKLOAD: dict[str, Any] = {
     "state_message": "Stopped by alice.",
     "finished_at": LATER,
 }
+
+TRAIN_LOG = (
+    "train-sim: 1 GPU(s) visible: NVIDIA H100 80GB HBM3\n"
+    "epoch 1/1 step 1/2 loss 0.9966\n"
+    "epoch 1/1 step 2/2 loss 0.2391\n"
+    "train-sim: done\n"
+)

@@ -85,6 +85,7 @@ v1 = [
     path("workloads/", workloads.WorkloadListApi.as_view(), name="api-workloads"),
     path("workloads/<int:pk>/", workloads.WorkloadDetailApi.as_view(), name="api-workload"),
     path("workloads/<int:pk>/stop/", workloads.WorkloadStopApi.as_view(), name="api-workload-stop"),
+    path("workloads/<int:pk>/logs/", workloads.WorkloadLogApi.as_view(), name="api-workload-log"),
     path(
         "claims/<int:pk>/extensions/",
         extensions.ClaimExtensionListApi.as_view(),

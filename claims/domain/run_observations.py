@@ -17,7 +17,7 @@ from django.utils.translation import gettext_noop
 from claims.domain import state_messages
 from claims.domain.transitions import change, record_event, update_fields
 from claims.live import changes
-from claims.models import RunLog, VerificationRun
+from claims.models import RunLog, VerificationRun, WorkloadLog
 from claims.policy import logparse
 
 RS = VerificationRun.State
@@ -94,7 +94,7 @@ def run_logs_appended(
     lines is a read from the last timestamp kept on (inclusive), so it may repeat lines.
     """
     log, _ = RunLog.objects.get_or_create(run=run, container=container)
-    lines = _unseen(log, lines)
+    lines = unseen_lines(log, lines)
     if not lines:
         return
     last = lines[-1][0]
@@ -102,14 +102,16 @@ def run_logs_appended(
     if last == log.last_timestamp:
         at_last += log.lines_at_last_timestamp
     text = log.text + "".join(line if line.endswith("\n") else line + "\n" for _, line in lines)
-    log.text, log.truncated = _tail(text, log.truncated)
+    log.text, log.truncated = kept_tail(text, log.truncated)
     log.last_timestamp, log.lines_at_last_timestamp = last, at_last
     log.updated = timezone.now()
     log.save()
     changes.announce(run)
 
 
-def _unseen(log: RunLog, lines: list[tuple[datetime, str]]) -> list[tuple[datetime, str]]:
+def unseen_lines(
+    log: RunLog | WorkloadLog, lines: list[tuple[datetime, str]]
+) -> list[tuple[datetime, str]]:
     """Drop lines older than the last kept, and the ones kept that share its timestamp."""
     if not log.last_timestamp:
         return lines
@@ -125,7 +127,7 @@ def _unseen(log: RunLog, lines: list[tuple[datetime, str]]) -> list[tuple[dateti
     return unseen
 
 
-def _tail(text: str, truncated: bool) -> tuple[str, bool]:
+def kept_tail(text: str, truncated: bool) -> tuple[str, bool]:
     """At most RUN_LOG_MAX_BYTES of text, cut at a line start; True once anything was cut."""
     encoded = text.encode()
     limit = settings.RUN_LOG_MAX_BYTES

@@ -29,6 +29,7 @@ CANCELLED_BY = gettext_noop("Cancelled by %(user)s.")
 STOPPED_BY = gettext_noop("Stopped by %(user)s.")
 WORKLOAD_FAILED = gettext_noop("The cluster refused it: %(reason)s")
 WORKLOAD_POD_FAILED = gettext_noop("Its Pod failed: %(reason)s")
+WORKLOAD_JOB_FAILED = gettext_noop("The Job failed (%(reason)s): %(message)s")
 ORPHAN_DELETED = gettext_noop(
     "Deleted orphan %(kind)s %(where)s from the cluster: its request is gone."
 )
@@ -148,6 +149,7 @@ MESSAGES = (
     STOPPED_BY,
     WORKLOAD_FAILED,
     WORKLOAD_POD_FAILED,
+    WORKLOAD_JOB_FAILED,
     ORPHAN_DELETED,
     GAVE_UP_ON_LOGS,
     STILL_UNREADABLE,

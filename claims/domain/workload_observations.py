@@ -8,13 +8,18 @@ function is safe to call twice.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
-from claims.domain import state_messages
+from claims.clusters import credentials
+from claims.domain import run_observations, state_messages
 from claims.domain.transitions import change, update_fields
-from claims.models import Workload
+from claims.live import changes
+from claims.models import Workload, WorkloadLog
+
+WS = Workload.State
 
 
 def workload_applying(*, workload: Workload) -> bool:
@@ -71,3 +76,106 @@ def workload_resumed(*, workload: Workload) -> None:
         suspended=False,
         state_message=gettext_noop("Its turn in the queue came: its Job was resumed."),
     )
+
+
+def workload_pod_seen(
+    *,
+    workload: Workload,
+    pod_name: str,
+    stage: str,
+    message: str,
+    node: str,
+    devices: list[dict[str, Any]] | None,
+) -> None:
+    """Where its Pod is (a Job's newest): the stage, the scheduler's or kubelet's words while
+    it waits, its node and the GPU it got; only a change is written (and wakes its page)."""
+    fields: dict[str, Any] = {
+        "pod_name": pod_name,
+        "pod_stage": stage,
+        "node": node or workload.node,
+        "devices": devices or workload.devices,
+    }
+    if message and workload.state == WS.STARTED:
+        fields["state_message"] = message
+    changed = {key: value for key, value in fields.items() if getattr(workload, key) != value}
+    if changed:
+        update_fields(workload, **changed)
+
+
+def workload_pod_events_seen(*, workload: Workload, events: list[dict[str, Any]]) -> None:
+    now = timezone.now()
+    if events == workload.pod_events:
+        Workload.objects.filter(pk=workload.pk).update(pod_events_read_at=now)
+        workload.pod_events_read_at = now
+        return
+    update_fields(workload, pod_events=events, pod_events_read_at=now)
+
+
+def workload_ended(
+    *,
+    workload: Workload,
+    succeeded: bool,
+    message: str,
+    exit_code: int | None,
+    started_at: datetime | None,
+    finished_at: datetime | None,
+) -> bool:
+    """Its Job completed or failed (as the Job controller decided), or a notebook's Pod ended:
+    with the exit code of its `main` container and when it ran."""
+    return change(
+        workload,
+        "succeeded" if succeeded else "fail",
+        message=message or gettext_noop("Finished successfully."),
+        exit_code=exit_code,
+        started_at=workload.started_at or started_at,
+        finished_at=finished_at or timezone.now(),
+        pod_stage="",
+    )
+
+
+def workload_logs_appended(
+    *, workload: Workload, pod_name: str, lines: list[tuple[datetime, str]]
+) -> None:
+    """Keep the new lines of its Pod's log, bounded as a run's; a Job's next Pod (a retry)
+    goes on below a `==> pod <==` header, as tail(1) heads each file."""
+    log, _ = WorkloadLog.objects.get_or_create(workload=workload)
+    lines = _without_token(workload, lines)
+    text = log.text
+    if log.pod_name != pod_name:
+        if log.pod_name:
+            text += f"==> {pod_name} <==\n"
+        log.pod_name, log.last_timestamp, log.lines_at_last_timestamp = pod_name, None, 0
+    lines = run_observations.unseen_lines(log, lines)
+    if not lines and text == log.text:
+        return
+    if lines:
+        last = lines[-1][0]
+        at_last = sum(1 for ts, _ in lines if ts == last)
+        if last == log.last_timestamp:
+            at_last += log.lines_at_last_timestamp
+        log.last_timestamp, log.lines_at_last_timestamp = last, at_last
+    text += "".join(line if line.endswith("\n") else line + "\n" for _, line in lines)
+    log.text, log.truncated = run_observations.kept_tail(text, log.truncated)
+    log.updated = timezone.now()
+    log.save()
+    changes.announce(workload)
+
+
+# What a notebook's token is replaced with in its log: Jupyter prints its URL with the token,
+# and the log is shown to approvers too, the token to its owner only.
+TOKEN_HIDDEN = "<token: on the notebook's page>"
+
+
+def _without_token(
+    workload: Workload, lines: list[tuple[datetime, str]]
+) -> list[tuple[datetime, str]]:
+    if not workload.access_token_encrypted:
+        return lines
+    token = credentials.decrypt(workload.access_token_encrypted)
+    return [(at, text.replace(token, TOKEN_HIDDEN)) for at, text in lines]
+
+
+def workload_log_read(*, workload: Workload, problem: str) -> None:
+    """Note (or clear) why its log could not be read, in the cluster's words."""
+    if problem != workload.log_error:
+        update_fields(workload, log_error=problem)

@@ -116,6 +116,21 @@ class PodState:
     labels: dict[str, str] = field(default_factory=dict)  # the portal's own (portal_labels)
     # Set once the Pod was deleted; a bound Pod stays until its node's kubelet confirms.
     deletion_timestamp: datetime | None = None
+    created_at: datetime | None = None  # metadata.creationTimestamp: a Job's newest Pod
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What the portal follows of a batch/v1 Job: its end, as the Job controller decided it
+    (a terminal condition Complete or Failed, with its reason and message), not a Pod's."""
+
+    namespace: str
+    name: str
+    uid: str
+    labels: dict[str, str]
+    finished: str  # "Complete", "Failed" or "" while it runs
+    reason: str  # the terminal condition's: BackoffLimitExceeded, DeadlineExceeded, ...
+    message: str
 
 
 @dataclass(frozen=True)
@@ -341,6 +356,32 @@ def pod_state(obj: Obj) -> PodState:
         uid=obj["metadata"].get("uid", ""),
         labels=portal_labels(obj),
         deletion_timestamp=parse_time(obj["metadata"].get("deletionTimestamp")),
+        created_at=parse_time(obj["metadata"].get("creationTimestamp")),
+    )
+
+
+def job_state(obj: Obj) -> JobState:
+    """The Job's metadata and its terminal condition (Complete or Failed, status True): the
+    controller adds SuccessCriteriaMet or FailureTarget first and the terminal one once its
+    Pods are gone (pkg/controller/job), so only the terminal one says it ended."""
+    metadata = obj.get("metadata") or {}
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    terminal: Obj = next(
+        (
+            c
+            for c in conditions
+            if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        ),
+        {},
+    )
+    return JobState(
+        namespace=metadata.get("namespace", ""),
+        name=metadata.get("name", ""),
+        uid=metadata.get("uid", ""),
+        labels=portal_labels(obj),
+        finished=terminal.get("type", ""),
+        reason=terminal.get("reason", ""),
+        message=terminal.get("message", ""),
     )
 
 

@@ -44,7 +44,8 @@ RBAC = "rbac.authorization.k8s.io"
 # deploy/base/clusterrole.yaml, rule by rule (a test compares the two).
 NEEDED_WITHOUT_BIND: tuple[Permission, ...] = (
     *_rule("", ("namespaces", "pods", "resourcequotas"), ALL),
-    *_rule("batch", ("jobs",), WORKLOAD),
+    # Workloads: a batch Job (watched by the cluster loop), a notebook's Service and Ingress.
+    *_rule("batch", ("jobs",), ALL),
     *_rule("", ("services",), WORKLOAD),
     *_rule("networking.k8s.io", ("ingresses",), WORKLOAD),
     *_rule("", ("pods/log",), ("get",)),

@@ -31,6 +31,7 @@ from claims.models import (
     RunLog,
     VerificationRun,
     Workload,
+    WorkloadLog,
 )
 
 log = logging.getLogger(__name__)
@@ -194,6 +195,14 @@ def run_version(pk: int) -> int:
         VerificationRun.objects.filter(pk=pk).values_list("updated", flat=True),
         RunLog.objects.filter(run_id=pk).values_list("updated", flat=True),
         _events(AuditEvent.Kind.VERIFICATION_RUN, pk),
+    )
+
+
+def workload_version(pk: int) -> int:
+    return _newest(
+        Workload.objects.filter(pk=pk).values_list("updated", flat=True),
+        WorkloadLog.objects.filter(workload_id=pk).values_list("updated", flat=True),
+        _events(AuditEvent.Kind.WORKLOAD, pk),
     )
 
 

@@ -3,6 +3,8 @@ jobs and notebooks started from them (claims/domain/services/workloads.py)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -10,7 +12,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
 from claims.kube import labels as label_keys
-from claims.models.core import ClaimRequest
+from claims.models.core import ClaimRequest, VerificationRun
 
 
 class WorkloadKind(models.TextChoices):
@@ -76,6 +78,7 @@ class Workload(models.Model):
 
     FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.STOPPED)
     Kind = WorkloadKind
+    PodStage = VerificationRun.PodStage
     CONTAINER = "main"
 
     claim = models.ForeignKey(ClaimRequest, models.CASCADE, related_name="workloads")
@@ -116,6 +119,20 @@ class Workload(models.Model):
     # Its Job was created suspended: its claim waits in the queue (claims/worker/queue_steps.py
     # resumes it in queue order).
     suspended = models.BooleanField(default=False)
+    # The Pod followed: a notebook's, or the newest of a Job's (a retry makes another).
+    pod_name = models.CharField(max_length=253, blank=True)
+    # Where that Pod is (VerificationRun.PodStage); "" before it exists and once it ended.
+    pod_stage = models.CharField(max_length=20, choices=PodStage.choices, blank=True)
+    # The Pod's Events, newest first ([{"type", "reason", "message", "at", "count"}]), read by
+    # the sync now and then (claims/worker/workload_steps.py).
+    pod_events = models.JSONField(default=list, blank=True)
+    pod_events_read_at = models.DateTimeField(null=True, blank=True)
+    # What the Pod got of the claim (as VerificationRun.devices).
+    devices = models.JSONField(default=list, blank=True)
+    # The `main` container's exit code, from its terminated state.
+    exit_code = models.SmallIntegerField(null=True, blank=True)
+    # Why the last read of its log failed, in the cluster's words; "" once one works.
+    log_error = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-created"]
@@ -136,5 +153,29 @@ class Workload(models.Model):
     def is_notebook(self) -> bool:
         return self.kind == WorkloadKind.NOTEBOOK
 
+    @property
+    def duration(self) -> timedelta | None:
+        """How long its Pod ran (its container's start to its end), once it ended."""
+        if self.started_at and self.finished_at:
+            return max(self.finished_at - self.started_at, timedelta(0))
+        return None
+
     def labels(self) -> dict[str, str]:
         return self.claim.labels() | {label_keys.WORKLOAD: str(self.pk)}
+
+
+class WorkloadLog(models.Model):
+    """The log of a workload's `main` container, as RunLog: the tail, bounded, read on. A Job
+    that retries has a Pod per try: each one's lines follow the last's, under a header."""
+
+    container = Workload.CONTAINER
+    workload = models.OneToOneField(Workload, models.CASCADE, related_name="log")
+    pod_name = models.CharField(max_length=253, blank=True)
+    text = models.TextField(blank=True)
+    truncated = models.BooleanField(default=False)
+    last_timestamp = models.DateTimeField(null=True, blank=True)
+    lines_at_last_timestamp = models.PositiveIntegerField(default=0)
+    updated = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.workload_id}/{self.container}"

@@ -24,6 +24,7 @@ from claims.models import (
     Team,
     VerificationRun,
     Workload,
+    WorkloadLog,
     WorkloadProfile,
 )
 from claims.models.teams import approved_team_ids, first_team_members
@@ -226,6 +227,13 @@ def workload_list(*, user: Any) -> QuerySet[Workload]:
 
 def workload_get(*, user: Any, pk: int) -> Workload:
     return _get_visible(_workloads(), pk, user, team_approvers_see=False)
+
+
+def workload_log_get(*, user: Any, pk: int) -> tuple[Workload, WorkloadLog]:
+    """A workload and its log (an empty one before any line was read)."""
+    workload = workload_get(user=user, pk=pk)
+    log = WorkloadLog.objects.filter(workload=workload).first()
+    return workload, log or WorkloadLog(workload=workload)
 
 
 def workload_profile_list(*, user: Any) -> QuerySet[WorkloadProfile]:

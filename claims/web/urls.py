@@ -43,6 +43,8 @@ urlpatterns = [
     ),
     path("workloads/<int:pk>/", workloads.workload_detail, name="workload"),
     path("workloads/<int:pk>/stop/", workloads.workload_stop, name="workload-stop"),
+    path("workloads/<int:pk>/log/", workloads.workload_log, name="workload-log"),
+    path("workloads/<int:pk>/again/", workloads.workload_run_again, name="workload-again"),
     path("workload-profiles/", workload_profiles.profile_list, name="workload-profiles"),
     path("workload-profiles/new/", workload_profiles.profile_edit, name="workload-profile-new"),
     path(

@@ -39,6 +39,7 @@ from claims.kube.gateway import (
     ClusterGateway,
     DeviceClassInfo,
     Holding,
+    JobState,
     KubeError,
     PodState,
     TaintRule,
@@ -80,6 +81,7 @@ class Watches(NamedTuple):
     classes: Informer[DeviceClassInfo]
     checked: dict[str, Informer[dict[str, Any]]]  # CHECKED_KINDS
     outside: Informer[Holding]  # claims the portal did not make: only what they hold
+    jobs: Informer[JobState]  # the workloads' Jobs: metadata and their end (parsing.job_state)
     # DeviceTaintRules, where the cluster serves resource.k8s.io/v1alpha3 (else None).
     taint_rules: Informer[TaintRule] | None = None
 
@@ -88,7 +90,7 @@ class Watches(NamedTuple):
         return [self.slices, self.classes, self.outside, *rules]
 
     def all(self) -> list[Informer[Any]]:
-        return [self.claims, self.pods, *self.inventory(), *self.checked.values()]
+        return [self.claims, self.pods, *self.inventory(), *self.checked.values(), self.jobs]
 
 
 def _rule_name(rule: TaintRule) -> str:
@@ -167,7 +169,9 @@ class ClusterLoop:
         taint_rules = TAINT_RULE_VERSION in cluster.resource_versions
         watched = self.watched = self.watches(gateway, taint_rules=taint_rules)
         streams = self.log_streams = LogStreams(gateway)
-        view = CachedView(watched.claims, watched.pods, watched.checked, streams, self.allocations)
+        view = CachedView(
+            watched.claims, watched.pods, watched.checked, streams, self.allocations, watched.jobs
+        )
         for informer in watched.all():
             informer.start()
         try:
@@ -243,6 +247,15 @@ class ClusterLoop:
                 parsing.claim_holding,
                 inventory,
                 watch_seconds=seconds,
+            ),
+            Informer(
+                gateway,
+                "Job",
+                selector,
+                parsing.job_state,
+                ours,
+                watch_seconds=seconds,
+                refused_retry_seconds=refused,
             ),
             Informer(
                 gateway,

@@ -13,8 +13,14 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from django.utils import timezone
 
 from claims.kube import parsing
-from claims.kube.gateway import ClaimState, ClusterGateway, PermanentKubeError, PodState
-from claims.models import VerificationRun, managed_selector
+from claims.kube.gateway import (
+    ClaimState,
+    ClusterGateway,
+    JobState,
+    PermanentKubeError,
+    PodState,
+)
+from claims.models import VerificationRun, Workload, managed_selector
 from claims.worker.run_pods import Pods
 
 if TYPE_CHECKING:
@@ -46,6 +52,11 @@ class ClusterView(Protocol):
 
     def pods(self) -> Listed[PodState]: ...
 
+    def jobs(self) -> list[JobState] | None:
+        """The portal's Jobs; None when not known (not allowed, not yet listed): the
+        workloads then follow their Pods alone this time."""
+        ...
+
     def owned(self, kind: str) -> list[Obj] | None:
         """The portal's objects of kind (CHECKED_KINDS, Pod, ResourceClaim) as
         parsing.metadata_only; None when not known (not served, not allowed, not yet
@@ -56,6 +67,12 @@ class ClusterView(Protocol):
         """Stream the logs of the runs' running containers where it can (the streams of
         containers that ended are stopped and flushed first); the (run id, container) it
         streams, which the sync does not read."""
+        ...
+
+    def follow_workload_logs(
+        self, running: list[tuple[Workload, PodState]]
+    ) -> frozenset[tuple[int, str]]:
+        """The same for workloads, each with the Pod it follows now."""
         ...
 
 
@@ -80,7 +97,15 @@ class LiveView:
         at = timezone.now()
         return Listed(self.gateway.list_pods(managed_selector()), at)
 
+    def jobs(self) -> list[JobState] | None:
+        found = self.owned_objects("Job")
+        return None if found is None else [parsing.job_state(obj) for obj in found]
+
     def owned(self, kind: str) -> list[Obj] | None:
+        found = self.owned_objects(kind)
+        return None if found is None else [parsing.metadata_only(obj) for obj in found]
+
+    def owned_objects(self, kind: str) -> list[Obj] | None:
         try:
             found = self.gateway.list_with_version(kind, managed_selector())[0]
         except PermanentKubeError as error:
@@ -89,9 +114,14 @@ class LiveView:
                 raise
             log.warning("cannot list %s: %s", kind, error.message)
             return None
-        return [parsing.metadata_only(obj) for obj in found]
+        return found
 
     def follow_logs(self, runs: list[VerificationRun], pods: Pods) -> frozenset[tuple[int, str]]:
+        return frozenset()
+
+    def follow_workload_logs(
+        self, running: list[tuple[Workload, PodState]]
+    ) -> frozenset[tuple[int, str]]:
         return frozenset()
 
 
@@ -140,9 +170,10 @@ class CachedView:
         checked: dict[str, Informer[Obj]],
         streams: LogStreams,
         allocations: AllocationsSeen,
+        jobs: Informer[JobState] | None = None,
     ) -> None:
         self._claims, self._pods, self._checked, self._streams = claims, pods, checked, streams
-        self._allocations = allocations
+        self._allocations, self._jobs = allocations, jobs
         self.replayed = False  # the last claims() replayed an allocation: pass again
 
     def ready(self) -> bool:
@@ -158,6 +189,12 @@ class CachedView:
         items, at = self._pods.snapshot()
         assert at is not None
         return Listed(items, at)
+
+    def jobs(self) -> list[JobState] | None:
+        if self._jobs is None:
+            return None
+        items, at = self._jobs.snapshot()
+        return None if at is None else items
 
     def owned(self, kind: str) -> list[Obj] | None:
         if kind in ("Pod", "ResourceClaim"):
@@ -177,4 +214,10 @@ class CachedView:
                 if (run.claim.namespace, run.pod_name) in pods
             ]
         )
+        return self._streams.streamed()
+
+    def follow_workload_logs(
+        self, running: list[tuple[Workload, PodState]]
+    ) -> frozenset[tuple[int, str]]:
+        self._streams.update_workloads(running)
         return self._streams.streamed()

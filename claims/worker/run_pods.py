@@ -93,7 +93,7 @@ def _follow_run(
         _pod_missing(run, listed_at)
         return
     now, before = allocations.get(run.claim_id, (None, None))
-    _follow_pod(run, pod, gateway, _devices_of(run, pod, now, before), streamed)
+    _follow_pod(run, pod, gateway, devices_of(run.pod_name, pod, now, before), streamed)
 
 
 def retry_logs(runs: list[VerificationRun], pods: Pods, gateway: ClusterGateway) -> list[str]:
@@ -125,16 +125,14 @@ def _retry_logs_of(run: VerificationRun, pod: PodState | None, gateway: ClusterG
         run_observations.run_log_read(run=run, problem=problem)
 
 
-def _devices_of(
-    run: VerificationRun, pod: PodState, now: dict | None, before: dict | None
-) -> list | None:
-    """The devices the run's Pod got: the claim's allocation now, or the one seen before if it
+def devices_of(pod_name: str, pod: PodState, now: dict | None, before: dict | None) -> list | None:
+    """The devices the Pod got: the claim's allocation now, or the one seen before if it
     was reserved for this Pod (a short Pod may have given its GPU back by this look)."""
     if not pod.node:
         return None
     if now:
         return now["devices"]
-    if before and run.pod_name in before.get("reserved_for", []):
+    if before and pod_name in before.get("reserved_for", []):
         return before.get("devices")
     return None
 
@@ -154,7 +152,7 @@ def _follow_pod(
     if pod.phase == "Pending" and _pending_too_long(run):
         _give_up_pending(run, pod, gateway)
         return
-    stage, message = _pending_stage(run, pod) if pod.phase == "Pending" else ("", "")
+    stage, message = pending_stage(pod, run.pod_activity) if pod.phase == "Pending" else ("", "")
     run_observations.run_pod_observed(
         run=run,
         phase=pod.phase,
@@ -183,10 +181,11 @@ def _follow_pod(
         )
 
 
-def _pending_stage(run: VerificationRun, pod: PodState) -> tuple[str, str]:
+def pending_stage(pod: PodState, said: dict[str, str] | None) -> tuple[str, str]:
     """Where a pending Pod is and what to say of it: the scheduler's words until it is bound
-    ("" while it said nothing: the run's message stands), then the kubelet's: an image it
-    cannot pull, else its latest Event (Pulling image "...", Pulled, Created, Started)."""
+    ("" while it said nothing: the current message stands), then the kubelet's: an image it
+    cannot pull, else its latest Event (`said`: Pulling image "...", Pulled, Created,
+    Started)."""
     if not pod.node:
         return STAGE.SCHEDULING, pod.message or pod.reason
     node = {"node": pod.node}
@@ -196,7 +195,7 @@ def _pending_stage(run: VerificationRun, pod: PodState) -> tuple[str, str]:
             **node,
             "problem": problem,
         }
-    said = run.pod_activity or {}
+    said = said or {}
     event = said.get("message", "")
     if said.get("reason") == "Pulling":
         return STAGE.PULLING, state_messages.POD_PULLING % {**node, "event": event}

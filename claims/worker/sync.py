@@ -38,7 +38,7 @@ from claims.models import (
     outside_selector,
 )
 from claims.read import inventory, planned
-from claims.worker import lease, queue_steps, run_pods, workload_steps
+from claims.worker import lease, queue_steps, run_pods, workload_pods
 from claims.worker.cluster_view import ClusterView, Listed, LiveView
 from claims.worker.run_pods import GONE_GRACE, Allocations, Pods
 
@@ -83,7 +83,7 @@ def _sync_cycle(
     if view.reads_inventory and _inventory_is_stale(cluster):
         _attempt(problems, "inventory", lambda: refresh_inventory(cluster, gateway))
     runs, awaiting = run_pods.followed_runs(cluster)
-    workloads = workload_steps.followed_workloads(cluster)
+    workloads = workload_pods.followed_workloads(cluster)
     # Pods first, claims right after: a Pod seen bound still holds its allocation then,
     # so the devices of a run are recorded in the first cycle that sees its Pod scheduled.
     wanted = runs or awaiting or workloads
@@ -92,18 +92,25 @@ def _sync_cycle(
     if pods is not None:
         by_name = {(pod.namespace, pod.name): pod for pod in pods.items}
         streamed = view.follow_logs(runs, by_name)
+        running = workload_pods.current_pods(workloads, pods.items)
+        streamed |= view.follow_workload_logs(running)
         read_pod_events(runs, by_name, gateway)  # first: what the kubelet said, for the follow
         problems += run_pods.follow_runs(
             runs, by_name, pods.at, gateway, allocations or {}, streamed
         )
         problems += run_pods.retry_logs(awaiting, by_name, gateway)
-        problems += workload_steps.follow_workloads(workloads, pods.items)
+        jobs = _attempt(problems, "Jobs", view.jobs) if workloads else None
+        problems += workload_pods.follow_workloads(
+            workloads, pods.items, jobs, gateway, allocations or {}, streamed
+        )
     # The queue: suspended Jobs start in order as devices free up.
     problems += queue_steps.start_waiting(cluster, gateway)
     record_outcome(cluster, problems, record_every)
-    # Logs still to read keep the passes coming too (their back-off decides when to ask).
+    # Logs still to read keep the passes coming too (their back-off decides when to ask), and
+    # so do the logs of workloads that run.
     awaited = [run for run in awaiting + runs if run.log_retry_until]  # as they are now
-    return not problems and (bool(awaited) or any(not run.is_final for run in runs))
+    going = any(not run.is_final for run in runs) or any(not w.is_final for w in workloads)
+    return not problems and (bool(awaited) or going)
 
 
 def read_pod_events(runs: list[VerificationRun], pods: Pods, gateway: ClusterGateway) -> None:

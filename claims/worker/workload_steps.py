@@ -1,7 +1,7 @@
 """The cluster side of a workload: apply its manifests, delete them, follow its Pods.
 
-Called by the Celery tasks (start_workload, delete_workload), by the claim's cleanup (its
-workloads go before its ResourceClaim) and by the sync (the Pods the cluster loop watches).
+Called by the Celery tasks (start_workload, delete_workload) and by the claim's cleanup (its
+workloads go before its ResourceClaim); the sync follows them (claims/worker/workload_pods.py).
 As claims.worker.cluster_steps: the row's state is checked first, only our own objects are
 adopted or deleted, so running a step twice, or late, does no harm. A workload the cluster
 refuses leaves nothing behind: what was created before the refusal is deleted.
@@ -19,17 +19,15 @@ from claims.clusters import credentials
 from claims.clusters.gateways import gateway_for
 from claims.domain import state_messages
 from claims.domain import workload_observations as observed
-from claims.kube import labels as label_keys
-from claims.kube.gateway import ClusterGateway, PermanentKubeError, PodState
+from claims.kube.gateway import ClusterGateway, PermanentKubeError
 from claims.kube.ownership import create_or_adopt, delete_owned, uid_of
-from claims.models import ClaimRequest, Cluster, Workload, WorkloadKind
+from claims.models import ClaimRequest, Workload, WorkloadKind
 from claims.read import planned
 from claims.worker import queue_steps
 
 CS = ClaimRequest.State
 WS = Workload.State
 USABLE_CLAIMS = (CS.WAITING, CS.IN_USE)
-FOLLOWED = (WS.STARTED, WS.RUNNING)
 # What a workload is made of, in the order they are deleted (the way in last).
 NOTEBOOK_PARTS = (
     ("networking.k8s.io/v1", "Ingress"),
@@ -122,46 +120,3 @@ def delete_claim_workloads(claim: ClaimRequest, gateway: ClusterGateway) -> None
         workload.claim = claim
         _delete_parts(gateway, workload)
         observed.workload_cleaned_up(workload=workload)
-
-
-# --- Following: the Pods of workloads, from the cluster loop's caches ---
-
-
-def followed_workloads(cluster: Cluster) -> list[Workload]:
-    rows = Workload.objects.filter(state__in=FOLLOWED, claim__namespace_request__cluster=cluster)
-    return list(rows.select_related("claim__namespace_request"))
-
-
-def follow_workloads(workloads: list[Workload], pods: list[PodState]) -> list[str]:
-    """A workload runs once a Pod of it runs; a notebook ends with its Pod; a Job succeeds with
-    its Pod (one completion). A Job's failure is its own condition (backoffLimit, the
-    podFailurePolicy), which the Job controller decides: not taken from one failed Pod."""
-    by_workload: dict[str, list[PodState]] = {}
-    for pod in pods:
-        if key := pod.labels.get(label_keys.WORKLOAD):
-            by_workload.setdefault(key, []).append(pod)
-    problems = []
-    for workload in workloads:
-        try:
-            _follow(workload, by_workload.get(str(workload.pk), []))
-        except Exception as error:  # one broken workload must not stop the others
-            problems.append(f"workload {workload}: {error}")
-    return problems
-
-
-def _follow(workload: Workload, pods: list[PodState]) -> None:
-    running = [pod for pod in pods if pod.phase == "Running"]
-    if running and workload.state == WS.STARTED:
-        pod = running[0]
-        observed.workload_running(workload=workload, node=pod.node or "", started_at=pod.started_at)
-    succeeded = [pod for pod in pods if pod.phase == "Succeeded"]
-    if succeeded:
-        observed.workload_succeeded(workload=workload, finished_at=succeeded[0].finished_at)
-        return
-    failed = [pod for pod in pods if pod.phase == "Failed"]
-    if failed and workload.kind == WorkloadKind.NOTEBOOK:
-        pod = failed[0]
-        reason = pod.message or pod.reason or "Failed"
-        observed.workload_failed(
-            workload=workload, message=state_messages.WORKLOAD_POD_FAILED % {"reason": reason}
-        )

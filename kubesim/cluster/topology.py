@@ -28,6 +28,8 @@ DEFAULT_IMAGES = (
     "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
     "nvcr.io/nvidia/k8s/cuda-sample:devicequery",
     "nvcr.io/nvidia/k8s/cuda-sample:devicequery-cuda12.5.0",
+    # the portal's seeded batch profile (a plain CUDA base image: nvidia-smi)
+    "nvcr.io/nvidia/cuda:12.5.0-base-ubuntu22.04",
     # kubesim's training-like image and Jupyter's CUDA images (kubelet/programs.py)
     "ghcr.io/gpu-portal/train-sim:1.0",
     "quay.io/jupyter/pytorch-notebook:cuda12-latest",

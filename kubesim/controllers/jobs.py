@@ -274,8 +274,12 @@ class JobController:
                 if self._stopping:
                     return
                 _, key = heapq.heappop(self._due)
-                pending = {k for _, k in self._due if k == key}
-            if key in pending:  # a later entry for the same key syncs it again anyway
+                # client-go's queue dedupes only what is in it ("dirty"): an AddAfter waits
+                # outside it until its time (delaying_queue.go's waitingForQueue), so an entry
+                # for a later time (activeDeadlineSeconds' check) must not swallow this one.
+                now = time.monotonic()
+                pending = {k for due, k in self._due if k == key and due <= now}
+            if key in pending:  # another entry due now syncs it again anyway
                 continue
             try:
                 if key.startswith("pod:"):

@@ -77,7 +77,11 @@ def test_it_runs_the_curl_walkthrough(
     assert "Test PASSED" in output and "Result = PASS" in output
     assert '"state_message": "Cancelled by alice."' in output
     assert "HTTP 409" in output
-    assert "job: started" in output  # kubesim runs no Job yet (issue 24.4): it is applied
+    # The job ran on kubesim to its end: its exit code, its Job's reason and its log.
+    assert "job: failed" in output
+    assert '"exit_code": 3' in output
+    assert "BackoffLimitExceeded" in output
+    assert "train-sim: failed, exiting with code 3" in output
     assert "does not parse as shell words" in output and "is not a name Kubernetes" in output
     assert '"port_forward": "kubectl --kubeconfig ' in output
     assert '"state_message": "Stopped by alice."' in output

@@ -4,12 +4,15 @@ Idempotency-Key, stop."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.utils import timezone
 from rest_framework.test import APIClient
 
+from claims.domain import workload_observations as observed
 from claims.models import ClaimRequest, Cluster, Workload, WorkloadProfile
 from tests.api.conftest import applied_claim, namespace_with_claim
 from tests.fixtures.workloads import BATCH, JUPYTER, seeded_profile
@@ -181,3 +184,42 @@ def test_stop_ends_it_once(api: Api, alice: User, carol: User, cluster: Cluster)
     )
     assert api("alice").post(f"/api/v1/workloads/{pk}/stop/").status_code == 409
     assert ClaimRequest.objects.get(pk=claim.pk).state == "waiting"
+
+
+def test_its_log_reads_on_from_since_and_says_when_complete(
+    api: Api, alice: User, carol: User, cluster: Cluster
+) -> None:
+    claim = applied_claim(alice, carol, cluster, "l")
+    body = {"claim": claim.pk, "profile": profile_id(BATCH)}
+    pk = api("alice").post("/api/v1/workloads/", body, format="json").json()["id"]
+    url = f"/api/v1/workloads/{pk}/logs/"
+    empty = api("alice").get(url)
+    assert (empty.status_code, empty.content, empty["X-Log-Complete"]) == (200, b"", "false")
+    workload = Workload.objects.get(pk=pk)
+    at = timezone.now()
+    observed.workload_logs_appended(
+        workload=workload, pod_name="p-1", lines=[(at, "epoch 1/1 step 1/2 loss 1.2")]
+    )
+    first = api("alice").get(url)
+    assert first.content == b"epoch 1/1 step 1/2 loss 1.2\n"
+    since = first["X-Next-Since"]
+    Workload.objects.filter(pk=pk).update(state="running", started_at=at)
+    observed.workload_logs_appended(
+        workload=workload, pod_name="p-2", lines=[(at, "train-sim: failed, exiting with code 3")]
+    )
+    observed.workload_ended(
+        workload=Workload.objects.get(pk=pk),
+        succeeded=False,
+        message="The Job failed (BackoffLimitExceeded): Job has reached the backoff limit",
+        exit_code=3,
+        started_at=at,
+        finished_at=at + timedelta(seconds=42),
+    )
+    rest = api("alice").get(url, {"since": since})
+    assert rest.content.decode() == "==> p-2 <==\ntrain-sim: failed, exiting with code 3\n"
+    assert rest["X-Log-Complete"] == "true"
+    read = api("alice").get(f"/api/v1/workloads/{pk}/").json()
+    assert (read["state"], read["exit_code"], read["duration_seconds"]) == ("failed", 3, 42.0)
+    assert read["pod_stage"] == ""
+    assert api("bob").get(url).status_code == 404
+    assert api("alice").get(url, {"since": "-1"}).status_code == 400

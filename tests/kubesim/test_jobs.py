@@ -102,6 +102,16 @@ def test_a_job_runs_its_pods_to_completion(batch, core, namespace) -> None:
     assert ("Normal", "Completed", "Job completed") in events
 
 
+def test_a_job_with_a_distant_deadline_still_completes(batch, namespace) -> None:
+    """The deadline's later re-check waits outside the queue (client-go's AddAfter): it must
+    not swallow the syncs its Pods' changes ask for now."""
+    manifest = job_manifest("deadline", ["--steps", "2"], activeDeadlineSeconds=86400)
+    batch.create_namespaced_job(namespace, manifest)
+    job = finished(batch, namespace, "deadline")
+    assert "Complete" in conditions(job)
+    assert job.status.succeeded == 1
+
+
 def test_failing_pods_end_the_job_at_its_backoff_limit(batch, core, namespace) -> None:
     manifest = job_manifest("fails", ["--steps", "2", "--exit-code", "3"], backoffLimit=1)
     batch.create_namespaced_job(namespace, manifest)

@@ -39,6 +39,7 @@ class WorkloadOutput(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username")
     profile = serializers.IntegerField(source="profile_id", allow_null=True)
     access = serializers.SerializerMethodField()
+    duration_seconds = serializers.SerializerMethodField()
 
     class Meta:
         model = Workload
@@ -62,12 +63,25 @@ class WorkloadOutput(serializers.ModelSerializer):
             "state_message",
             "owner",
             "node",
+            "pod_name",
+            "pod_stage",
+            "pod_events",
+            "devices",
+            "exit_code",
+            "duration_seconds",
+            "log_error",
             "started_at",
             "finished_at",
             "access",
             "created",
             "updated",
         ]
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_duration_seconds(self, workload: Workload) -> float | None:
+        """How long its container ran, from its start to its end (null until it ended)."""
+        duration = workload.duration
+        return duration.total_seconds() if duration is not None else None
 
     @extend_schema_field(NotebookAccessOutput(allow_null=True))
     def get_access(self, workload: Workload) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ from claims.api.serializers import AuditEventOutput, VerificationRunOutput
 from claims.api.views.actions import WAIT_PARAMETERS, ObjectApi, visible_or_field_error
 from claims.api.views.base import ApiView
 from claims.domain import services
-from claims.models import AuditEvent, RunLog, VerificationRun
+from claims.models import AuditEvent, RunLog, VerificationRun, Workload, WorkloadLog
 from claims.read import selectors
 
 TAG = ["runs"]
@@ -116,18 +116,20 @@ class RunLogApi(ObjectApi):
         run, log = selectors.verification_run_log_get(user=request.user, pk=pk, container=container)
         params = LogParams(data=request.query_params)
         params.is_valid(raise_exception=True)
-        return _log_response(run, log, params.validated_data["since"])
+        return log_response(run, log, params.validated_data["since"])
 
 
-def _log_response(run: VerificationRun, log: RunLog, since: int) -> HttpResponse:
+def log_response(
+    run: VerificationRun | Workload, log: RunLog | WorkloadLog, since: int
+) -> HttpResponse:
     # The head of a long log may have been dropped since the client's last read; then the
     # offset points past the end and the client gets what is kept, marked truncated.
     start = since if since <= len(log.text) else 0
     response = HttpResponse(log.text[start:], content_type="text/plain; charset=utf-8")
     response["X-Next-Since"] = str(len(log.text))
-    # Complete once the run ended and its logs were read to the end: a log the cluster would
-    # not give (its kubelet unreachable) is not complete, however final the run; its reason is
-    # said, so a script stops waiting for it.
+    # Complete once the run (or workload) ended and its logs were read to the end: a log the
+    # cluster would not give (its kubelet unreachable) is not complete, however final the run;
+    # its reason is said, so a script stops waiting for it.
     response["X-Log-Complete"] = "true" if run.is_final and not run.log_error else "false"
     response["X-Log-Truncated"] = "true" if log.truncated else "false"
     if run.log_error:

@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -20,6 +22,7 @@ from claims.api.idempotency import idempotent
 from claims.api.serializers.workloads import WorkloadOutput, WorkloadProfileOutput
 from claims.api.views.actions import WAIT_PARAMETERS, ObjectApi, visible_or_field_error
 from claims.api.views.base import ApiView
+from claims.api.views.runs import LogParams, log_response
 from claims.api.views.teams import valid
 from claims.domain import services
 from claims.models import Workload, WorkloadKind, WorkloadProfile
@@ -246,3 +249,32 @@ class WorkloadStopApi(ObjectApi):
         """Stop it: it ends stopped and its Job (with its Pods), or its notebook's Pod,
         Service and Ingress, are deleted. 409 when it already ended."""
         return self.act(services.workload_stop, "workload")
+
+
+class WorkloadLogApi(ObjectApi):
+    @extend_schema(
+        tags=TAG,
+        parameters=[
+            OpenApiParameter(
+                "since",
+                {"type": "integer", "minimum": 0},
+                description="Characters already read (the X-Next-Since of the last answer).",
+            )
+        ],
+        responses={
+            (200, "text/plain"): OpenApiResponse(
+                OpenApiTypes.STR,
+                description="What its `main` container printed (a Job's Pods one after the "
+                "other, each retry under a `==> pod <==` line), from `since` on. Headers as a "
+                "run's log: X-Next-Since, X-Log-Complete (true once it ended and its log was "
+                "read to the end), X-Log-Unreadable, X-Log-Truncated.",
+                examples=[OpenApiExample("train-sim", value=examples.TRAIN_LOG)],
+            )
+        },
+    )
+    def get(self, request: Request, pk: int) -> HttpResponse:
+        """Its log as plain text."""
+        workload, log = selectors.workload_log_get(user=request.user, pk=pk)
+        params = LogParams(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        return log_response(workload, log, params.validated_data["since"])

@@ -36,6 +36,7 @@ from claims.domain.services.workloads import (
     workload_profile_delete,
     workload_profile_problems,
     workload_profile_save,
+    workload_run_again,
     workload_start,
     workload_stop,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "workload_profile_delete",
     "workload_profile_problems",
     "workload_profile_save",
+    "workload_run_again",
     "workload_start",
     "workload_stop",
 ]

@@ -254,6 +254,21 @@ def workload_stop(*, user: User, workload: Workload) -> Workload:
     return workload
 
 
+def workload_run_again(*, user: User, workload: Workload) -> Workload:
+    """A new workload on the same claim with what this one ran (its profile, image, and a
+    job's command, arguments and environment), checked as any start."""
+    is_job = workload.kind == WorkloadKind.JOB
+    return workload_start(
+        user=user,
+        claim_request=workload.claim,
+        profile=workload.profile_id,
+        image=workload.image,
+        command=workload.command if is_job else None,
+        args=workload.args if is_job else None,
+        env=workload.env,
+    )
+
+
 @dataclass(frozen=True)
 class NotebookAccess:
     """How a notebook is reached: the port-forward command with the owner's kubeconfig, the

@@ -20,7 +20,7 @@ from claims.domain import services
 from claims.domain.services import workloads as workload_services
 from claims.kube import manifests
 from claims.live import changes
-from claims.models import AuditEvent, ClaimRequest, RunLog, VerificationRun
+from claims.models import AuditEvent, ClaimRequest, RunLog, VerificationRun, Workload
 from claims.read import planned, queue, selectors, utilisation
 from claims.web.views import confirm, live
 from claims.web.views.clusters import claim_map_context, run_pending_context
@@ -208,7 +208,7 @@ class Phase:
     seconds: float | None  # how long the run stayed in it; None for the state it ends in
 
 
-def run_phases(events: list[AuditEvent], run: VerificationRun) -> list[Phase]:
+def run_phases(events: list[AuditEvent], run: VerificationRun | Workload) -> list[Phase]:
     """Each state the run went through (its audit rows), with how long it lasted; the
     current state of a run still going lasts until now."""
     ends: list[datetime | None] = [event.created for event in events[1:]]
@@ -219,7 +219,7 @@ def run_phases(events: list[AuditEvent], run: VerificationRun) -> list[Phase]:
     ]
 
 
-def run_elapsed(run: VerificationRun) -> timedelta:
+def run_elapsed(run: VerificationRun | Workload) -> timedelta:
     """From the start of the Pod to its end (or now), or since it was queued when not started."""
     start = run.started_at or run.created
     end = run.finished_at or timezone.now()

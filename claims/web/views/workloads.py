@@ -10,15 +10,18 @@ from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from claims.domain import services
 from claims.domain.services.workloads import build_workload, claim_problem
 from claims.kube import manifests, names
-from claims.models import ClaimRequest, WorkloadKind, WorkloadProfile
+from claims.live import changes
+from claims.models import ClaimRequest, WorkloadKind, WorkloadLog, WorkloadProfile
 from claims.policy import workloads as checks
 from claims.read import planned, queue, selectors
 from claims.web.forms import WorkloadForm
+from claims.web.views import live
+from claims.web.views.claims import run_elapsed, run_phases
 from claims.web.views.common import (
     HtmxHttpRequest,
     already_submitted,
@@ -110,19 +113,69 @@ def _first(form: WorkloadForm) -> Any:
     return choices[0][0] if choices else None
 
 
+WORKLOAD_PAGE = live.LivePage(
+    "claims/workload_detail.html", "workload", parts=("status", "access", "events")
+)
+
+
 @login_required
 def workload_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    selectors.workload_get(user=request.user, pk=pk)  # 404 before any wait
+    return live.respond(
+        request,
+        WORKLOAD_PAGE,
+        live.Live(
+            version=lambda: changes.workload_version(pk),
+            channels=[changes.channel("workload", pk)],
+            context=lambda: _detail_context(request, pk),
+        ),
+    )
+
+
+def _detail_context(request: HtmxHttpRequest, pk: int) -> dict[str, Any]:
     workload = selectors.workload_get(user=request.user, pk=pk)
     documents = planned.workload_manifests(workload) if workload.name else []
-    context = {
+    events = list(selectors.events_for(workload))
+    log = WorkloadLog.objects.filter(workload=workload).first()
+    return {
         "workload": workload,
         "claim": workload.claim,
         "access": services.notebook_access(user=request.user, workload=workload),
         "manifests_yaml": "---\n".join(manifests.to_yaml(d) for d in documents),
-        "events": selectors.events_for(workload),
+        "events": events,
+        "phases": run_phases(events, workload),
+        "elapsed": run_elapsed(workload),
+        "logs": [log or WorkloadLog(workload=workload)],
+        "live_final": workload.is_final,
         "queue_spot": queue.spot_of(workload.claim) if not workload.is_final else None,
     }
-    return render(request, "claims/workload_detail.html", context)
+
+
+@login_required
+@require_GET
+def workload_log(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Its log as a file (what the portal kept: the tail of a very long one)."""
+    workload = selectors.workload_get(user=request.user, pk=pk)
+    log = WorkloadLog.objects.filter(workload=workload).first()
+    response = HttpResponse(log.text if log else "", content_type="text/plain; charset=utf-8")
+    filename = f"{workload.name or f'workload-{workload.pk}'}.log"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@login_required
+@require_POST
+def workload_run_again(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    workload = selectors.workload_get(user=request.user, pk=pk)
+    try:
+        again = services.workload_run_again(user=request.user, workload=workload)
+    except ValidationError as error:
+        for problems in error.message_dict.values():
+            for problem in problems:
+                messages.error(request, problem)
+        return redirect("workload", workload.pk)
+    messages.success(request, _("Started again; it is being applied."))
+    return redirect("workload", again.pk)
 
 
 @login_required

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import html
 import re
+from datetime import timedelta
 
 import kubernetes_validate
 import pytest
 import yaml
 from django.contrib.auth.models import Permission, User
 from django.urls import reverse
+from django.utils import timezone
 
 from claims.domain import observations, services
+from claims.domain import workload_observations as observed
 from claims.models import ClaimRequest, Workload, WorkloadProfile
 from tests.claims.web.test_views import *  # noqa: F403 (shared fixtures)
 from tests.claims.web.test_views import client_for
@@ -27,6 +30,9 @@ def applied(claim: ClaimRequest, charlie: User) -> ClaimRequest:
     observations.claim_applying(claim_request=claim)
     observations.claim_applied(claim_request=claim, api_version="v1", manifest={})
     return ClaimRequest.objects.get(pk=claim.pk)
+
+
+TRAIN = "ghcr.io/gpu-portal/train-sim:1.0"
 
 
 def profile_id(name: str) -> int:
@@ -183,3 +189,58 @@ def test_an_admin_adds_a_profile_with_errors_next_to_the_fields(charlie: User) -
     profile = WorkloadProfile.objects.get(name="TensorBoard")
     assert (profile.ports, profile.env) == ([6006], {"TF_CPP_MIN_LOG_LEVEL": "2"})
     assert profile.allowed_images == ["tensorflow/*"]
+
+
+def test_a_jobs_page_shows_its_end_gpu_events_and_log_and_runs_it_again(
+    applied: ClaimRequest,
+) -> None:
+    client = client_for(applied.owner)
+    client.post(
+        reverse("workload-start", args=[applied.pk]),
+        {"profile": profile_id(BATCH), "image": TRAIN, "command": "train-sim", "args": "--steps 2"},
+    )
+    job = Workload.objects.get()
+    at = timezone.now()
+    Workload.objects.filter(pk=job.pk).update(state="running", started_at=at)
+    job.refresh_from_db()
+    gpu = {"device": "gpu-0", "attributes": {"productName": "NVIDIA H100 80GB HBM3"}}
+    event = {"type": "Normal", "reason": "Pulled", "message": 'Successfully pulled image "x"'}
+    observed.workload_pod_seen(
+        workload=job, pod_name="p-1", stage="running", message="", node="gpu-node-1", devices=[gpu]
+    )
+    observed.workload_pod_events_seen(workload=job, events=[event | {"at": "", "count": 1}])
+    observed.workload_logs_appended(workload=job, pod_name="p-1", lines=[(at, "train-sim: done")])
+    page = client.get(reverse("workload", args=[job.pk])).content.decode()
+    assert "running" in page and 'id="stop-workload"' in page
+    assert "NVIDIA H100 80GB HBM3" in page and "gpu-node-1" in page
+    assert "Successfully pulled image" in html.unescape(page)
+    assert "train-sim: done" in page and 'id="workload-live"' in page
+    observed.workload_ended(
+        workload=job,
+        succeeded=True,
+        message="",
+        exit_code=0,
+        started_at=at,
+        finished_at=at + timedelta(seconds=65),
+    )
+    page = client.get(reverse("workload", args=[job.pk])).content.decode()
+    assert re.search(r'id="workload-exit-code"><samp>0</samp>', page)
+    assert "1 min 05 s" in page and 'id="stop-workload"' not in page
+    download = client.get(reverse("workload-log", args=[job.pk]))
+    assert download.content == b"train-sim: done\n"
+    assert download["Content-Disposition"] == f'attachment; filename="{job.name}.log"'
+    again = client.post(reverse("workload-again", args=[job.pk]))
+    new = Workload.objects.exclude(pk=job.pk).get()
+    assert again.url == reverse("workload", args=[new.pk])
+    assert (new.image, new.command, new.args) == (TRAIN, "train-sim", "--steps 2")
+    assert new.state == "pending"
+
+
+def test_run_again_says_why_it_cannot(applied: ClaimRequest) -> None:
+    client = client_for(applied.owner)
+    client.post(reverse("workload-start", args=[applied.pk]), {"profile": profile_id(BATCH)})
+    job = Workload.objects.get()
+    WorkloadProfile.objects.all().delete()
+    again = client.post(reverse("workload-again", args=[job.pk]), follow=True)
+    assert "does not exist" in again.content.decode()
+    assert Workload.objects.count() == 1

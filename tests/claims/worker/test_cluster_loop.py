@@ -24,13 +24,15 @@ from claims.kube import labels as label_keys
 from claims.kube import parsing
 from claims.kube.gateway import ClusterGateway
 from claims.kube.informer import Informer
-from claims.models import Cluster, NamespaceRequest, managed_labels
-from claims.worker import cluster_loop, cluster_steps, lease
+from claims.models import Cluster, NamespaceRequest, Workload, WorkloadLog, managed_labels
+from claims.worker import cluster_loop, cluster_steps, lease, workload_steps
 from claims.worker.cluster_view import AllocationsSeen
+from claims.worker.log_streams import WORKLOAD_STREAM
 from tests.claims.worker.test_orphans import present
 from tests.claims.worker.test_sync import api_calls, applied_claims, cluster_log
 from tests.fixtures.kubesim import create_namespace
 from tests.fixtures.portal import register_cluster, wait_until
+from tests.fixtures.workloads import BATCH, seeded_profile
 
 SELECTOR = "app=followed"
 
@@ -377,3 +379,40 @@ def test_a_claim_allocated_and_freed_between_two_passes_is_still_seen_allocated_
     seen.parse(allocated)
     other = parsing.claim_state(claim | {"metadata": claim["metadata"] | {"uid": "u2"}})
     assert seen.replay([other]) == ([other], False)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_follower_follows_a_job_to_its_end_streaming_its_log(
+    alice: User, slow_cluster: Cluster, slow_kubesim: kubesim.Handle
+) -> None:
+    """The Job informer says when the Job ended; its Pod's log comes by stream while it runs."""
+    [claim] = applied_claims(alice, slow_cluster, 1)
+    one, stop = start_follower(slow_cluster)
+    try:
+        job = services.workload_start(
+            user=alice,
+            claim_request=claim,
+            profile=seeded_profile(BATCH),
+            image="ghcr.io/gpu-portal/train-sim:1.0",
+            command="train-sim",
+            args="--steps 4 --step-seconds 1",
+        )
+        workload_steps.start_workload(Workload.objects.get(pk=job.pk))
+        streamed = wait_until(lambda: one.log_streams and one.log_streams.streamed(), timeout=60)
+        assert (job.pk, WORKLOAD_STREAM) in streamed
+        # Lines arrive while it runs, before its end.
+        wait_until(lambda: "step 1/4" in _log_text(job), timeout=60)
+        assert not Workload.objects.get(pk=job.pk).is_final
+        wait_until(lambda: Workload.objects.get(pk=job.pk).is_final, timeout=60)
+        job.refresh_from_db()
+        assert job.state == "succeeded", job.state_message
+        assert job.exit_code == 0
+        text = _log_text(job)
+        assert text.count("epoch 1/1 step 4/4") == 1 and text.endswith("train-sim: done\n")
+    finally:
+        stop()
+
+
+def _log_text(workload: Workload) -> str:
+    log = WorkloadLog.objects.filter(workload=workload).first()
+    return log.text if log else ""

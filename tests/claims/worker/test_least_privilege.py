@@ -258,9 +258,9 @@ def open_the_followers_watches(cluster: Cluster) -> None:
     """The loop's own informers, every kind it follows, each listed and then watched."""
     loop = ClusterLoop(cluster.pk, threading.Event())
     informers = loop.watches(gateways.gateway_for(cluster), taint_rules=True).all()
-    # claims, Pods, slices, classes, the CHECKED_KINDS, claims made outside the portal and
-    # DeviceTaintRules
-    assert len(informers) == 10
+    # claims, Pods, slices, classes, the CHECKED_KINDS, claims made outside the portal,
+    # DeviceTaintRules and the workloads' Jobs
+    assert len(informers) == 11
     for informer in informers:
         informer.start()
     try:

@@ -107,17 +107,14 @@ def test_a_deadline_is_never_past_the_claims_end() -> None:
     assert planned.workload_deadline_seconds(job) == 604800
 
 
-def test_a_job_and_a_notebook_are_admitted_and_the_notebook_runs(
-    alice: User, slow_cluster: Cluster, slow_kubesim: Any, settings: Any
+def test_a_job_and_a_notebook_are_admitted_and_run(
+    alice: User, slow_cluster: Cluster, slow_kubesim: Any
 ) -> None:
-    """kubesim's nodes pull only the images its topology lists, and run no Job yet (issue
-    24.4): here the notebook runs a CUDA sample, at human speed, to be seen running."""
-    jupyter = profile(JUPYTER)
-    jupyter.image = settings.VECTOR_ADD_IMAGE
-    jupyter.save()
+    """The seeded profiles as they are: their images pull on kubesim's default topology, the
+    notebook runs and the job (nvidia-smi) runs to its end."""
     claim = waiting_claim(alice, slow_cluster)
     job = services.workload_start(user=alice, claim_request=claim, profile=profile(BATCH))
-    notebook = services.workload_start(user=alice, claim_request=claim, profile=jupyter)
+    notebook = services.workload_start(user=alice, claim_request=claim, profile=profile(JUPYTER))
     for workload in (job, notebook):
         workload_steps.start_workload(Workload.objects.get(pk=workload.pk))
         workload_steps.start_workload(Workload.objects.get(pk=workload.pk))  # twice: harmless
@@ -129,14 +126,18 @@ def test_a_job_and_a_notebook_are_admitted_and_the_notebook_runs(
     assert objects(slow_kubesim, ns, SERVICES) == [notebook.name]
     assert notebook.name in pods_in(slow_kubesim, ns)
 
-    def notebook_running() -> bool:
+    def notebook_running_and_job_done() -> bool:
         sync.sync_cluster(slow_cluster)
-        return Workload.objects.get(pk=notebook.pk).state != "started"
+        states = dict(Workload.objects.values_list("pk", "state"))
+        return states[notebook.pk] != "started" and states[job.pk] in Workload.FINAL_STATES
 
-    wait_until(notebook_running, timeout=30)
+    wait_until(notebook_running_and_job_done, timeout=60)
     notebook.refresh_from_db()
+    job.refresh_from_db()
     assert notebook.state == "running"
     assert notebook.node
+    assert job.state == "succeeded", job.state_message
+    assert job.exit_code == 0
     # Both share the one claim; its page lists them.
     assert list(claim.workloads.order_by("pk")) == [job, notebook]
 
