@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 
 import kubesim
-from tests.fixtures.kubesim import api_client, create_namespace, raw_request
+from tests.fixtures.kubesim import api_client, create_namespace, raw_request, wait_until
 
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims"
 BAD_CEL = "device.attributes['gpu.nvidia.com'].productName =="
@@ -149,6 +149,11 @@ def test_dry_runs_send_no_watch_event_and_spend_no_resource_version(
 ) -> None:
     path = CLAIMS.format(ns=ns)
     kept = call(cluster, "POST", path, claim("kept"))[1]
+    # The controllers' writes for a new namespace (its default ServiceAccount, its root CA
+    # ConfigMap) spend resource versions too: done before counting, on a loaded machine.
+    for made in ("serviceaccounts/default", "configmaps/kube-root-ca.crt"):
+        url = f"/api/v1/namespaces/{ns}/{made}"
+        wait_until(lambda url=url: call(cluster, "GET", url)[0] == 200, timeout=30)
     since = resource_version(cluster, ns)
     watch = Watch(cluster, ns, since)
     try:

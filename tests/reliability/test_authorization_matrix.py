@@ -108,6 +108,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     "api-claim": API_OWNED,
     "api-claim-approve": API_APPROVER_ACTION,
     "api-claim-reject": API_APPROVER_ACTION,
+    "api-claim-queue": API_APPROVER_ACTION,
     "api-claim-retry": API_OWNED_ACTION,
     "api-runs": API_LIST_CREATE,
     "api-run": API_OWNED,
@@ -155,6 +156,9 @@ EXPECTED: dict[str, dict[str, str]] = {
     "namespace-approve": APPROVER_ACTION,
     "namespace-reject": APPROVER_ACTION,
     "claim-approve": APPROVER_ACTION,
+    "gpu-hours": {"GET": "LAAAA", "POST": "LXXXX"},  # each sees the teams they may
+    "idle-claims": {"GET": "LFAAF", "POST": "LXXXX"},
+    "claim-queue-move": BUTTON_ACTION,  # a non-approver gets a message, as for approving
     "claim-reject": APPROVER_ACTION,
     "clusters": PAGE,
     "cluster": PAGE,
@@ -195,6 +199,7 @@ ADMIN_EXCEPTIONS = {
     "admin:claims_claimrequest_add": {"GET": "LLLFL"},
     "admin:claims_verificationrun_add": {"GET": "LLLFL"},
     "admin:claims_workload_add": {"GET": "LLLFL"},
+    "admin:claims_idlewarning_add": {"GET": "LLLFL"},  # written by idle reclaim only
     "admin:axes_accessfailurelog_add": {"GET": "LLLFL"},
 }
 SPECIAL_PATHS = {

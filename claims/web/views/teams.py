@@ -8,6 +8,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET
 
 from claims.models import ApprovalRule
 from claims.policy import quota
@@ -31,6 +32,7 @@ def team_list(request: HtmxHttpRequest) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def gpu_hours(request: HtmxHttpRequest) -> HttpResponse:
     """GPU-hours of the month per team and user, held and busy; ?format=csv for the CSV."""
     try:
@@ -53,6 +55,7 @@ def gpu_hours(request: HtmxHttpRequest) -> HttpResponse:
 
 
 @login_required
+@require_GET
 def idle_claims(request: HtmxHttpRequest) -> HttpResponse:
     """Approvers and admins: the claims in use, idle first."""
     if not selectors.user_is_approver(request.user):
