@@ -88,16 +88,18 @@ class LogParams(serializers.Serializer):
     since = serializers.IntegerField(required=False, min_value=0, default=0)
 
 
+# The reads of a log that go on where the last one ended (runs' and workloads' logs).
+SINCE = OpenApiParameter(
+    "since",
+    {"type": "integer", "minimum": 0},
+    description="Characters already read (the X-Next-Since of the last answer).",
+)
+
+
 class RunLogApi(ObjectApi):
     @extend_schema(
         tags=TAG,
-        parameters=[
-            OpenApiParameter(
-                "since",
-                {"type": "integer", "minimum": 0},
-                description="Characters already read (the X-Next-Since of the last answer).",
-            )
-        ],
+        parameters=[SINCE],
         responses={
             (200, "text/plain"): OpenApiResponse(
                 OpenApiTypes.STR,

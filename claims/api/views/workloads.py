@@ -10,7 +10,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,7 +22,7 @@ from claims.api.idempotency import idempotent
 from claims.api.serializers.workloads import WorkloadOutput, WorkloadProfileOutput
 from claims.api.views.actions import WAIT_PARAMETERS, ObjectApi, visible_or_field_error
 from claims.api.views.base import ApiView
-from claims.api.views.runs import LogParams, log_response
+from claims.api.views.runs import SINCE, LogParams, log_response
 from claims.api.views.teams import valid
 from claims.domain import services
 from claims.models import Workload, WorkloadKind, WorkloadProfile
@@ -254,13 +254,7 @@ class WorkloadStopApi(ObjectApi):
 class WorkloadLogApi(ObjectApi):
     @extend_schema(
         tags=TAG,
-        parameters=[
-            OpenApiParameter(
-                "since",
-                {"type": "integer", "minimum": 0},
-                description="Characters already read (the X-Next-Since of the last answer).",
-            )
-        ],
+        parameters=[SINCE],
         responses={
             (200, "text/plain"): OpenApiResponse(
                 OpenApiTypes.STR,
