@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import threading
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -19,6 +18,7 @@ from claims.domain.transitions import transition
 from claims.kube import manifests
 from claims.models import ClaimRequest, Cluster, VerificationRun
 from claims.worker import cluster_steps, lease, sync
+from claims.worker.cluster_view import LiveView
 from tests.fixtures.portal import wait_until
 
 
@@ -237,20 +237,29 @@ def test_it_records_the_devices_in_the_first_look_that_sees_the_pod_scheduled(
     pod = manifests.verification_pod_manifest(
         namespace=claim.namespace, name=run.pod_name, claim_name=claim.name, labels=run.labels()
     )
-    # The Pod appears (and is scheduled) during the look, while its list is on the way.
-    create_pod = threading.Timer(0.06, gateways.gateway_for(cluster).apply, [pod])
-    fault = {"path": "/pods$", "latency_ms": 200}
-    kubesim_cluster.admin("POST", "/_kubesim/faults", json=fault)
-    try:
-        create_pod.start()
-        assert sync.sync_cluster(cluster)  # one look
-    finally:
-        create_pod.join()
-        kubesim_cluster.admin("DELETE", "/_kubesim/faults")
+    gateway = gateways.gateway_for(cluster)
+
+    class PodAppearsDuringTheLook(LiveView):
+        """The Pod appears, and is scheduled, while the look's list of Pods is on the way."""
+
+        def pods(self) -> Any:
+            gateway.apply(pod)
+            wait_until(lambda: _node_of(gateway, pod), interval=0.01)
+            return super().pods()
+
+    with lease.held_once(cluster.pk) as held:
+        assert held
+        sync.sync_from(cluster, PodAppearsDuringTheLook(gateway))  # one look
     run.refresh_from_db()
     [device] = run.devices
     assert device["device"].startswith("gpu-") and device["driver"] == "gpu.nvidia.com"
     assert run.node
+
+
+def _node_of(gateway: Any, pod: dict[str, Any]) -> str:
+    meta = pod["metadata"]
+    found = gateway.read("v1", "Pod", meta["namespace"], meta["name"]) or {}
+    return str((found.get("spec") or {}).get("nodeName") or "")
 
 
 def test_it_names_the_devices_deviceQuery_saw_when_the_allocation_was_missed(
