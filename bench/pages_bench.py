@@ -288,7 +288,10 @@ def read_through_kubectl(count: int) -> float:
 
             def run() -> None:
                 listed = subprocess.run(command, capture_output=True, check=True)
-                assert len(json.loads(listed.stdout)["items"]) == count
+                items = json.loads(listed.stdout)["items"]
+                # The default cluster also holds another team's claims, made by its workloads.
+                ours = [item for item in items if item["metadata"]["name"].startswith("claim-")]
+                assert len(ours) == count, (len(ours), count)
 
             return _median_of(3, run)
         finally:

@@ -48,6 +48,13 @@ class ReasonInput(serializers.Serializer):
     )
 
 
+def given_reason(request: Request) -> str:
+    """The reason a rejection gives (may be empty); a 400 when it is too long."""
+    serializer = ReasonInput(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return str(serializer.validated_data["reason"])
+
+
 class ObjectApi(ApiView):
     """An object of one kind: `getter` is its permission-scoped selector."""
 

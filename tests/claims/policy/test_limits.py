@@ -7,7 +7,8 @@ from django.contrib.auth.models import User
 from rest_framework import serializers
 
 from claims.api.views.actions import ReasonInput
-from claims.api.views.requests import ClaimListApi, NamespaceRequestListApi
+from claims.api.views.namespaces import NamespaceRequestListApi
+from claims.api.views.requests import ClaimListApi
 from claims.models import Cluster, NamespaceRequest
 from claims.policy import limits
 from claims.web.forms import ClaimRequestForm, NamespaceRequestForm, RejectForm
