@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-from claims.kube import parsing, permissions, preflight
+from claims.kube import parsing, permissions, pod_parsing, preflight
 from claims.kube.connection import SERVICE_ACCOUNT_DIR, Connection, json_object
 from claims.kube.discovery import ResourceDiscovery
 from claims.kube.errors import (
@@ -28,12 +28,10 @@ from claims.kube.parsing import (
     DeviceClassInfo,
     DeviceInfo,
     Holding,
-    JobState,
-    LogLine,
-    PodState,
     PreflightCheck,
     TaintRule,
 )
+from claims.kube.pod_parsing import JobState, LogLine, PodState
 from claims.kube.pod_reads import (
     PodEvent,
     _by_time,
@@ -296,7 +294,7 @@ class ClusterGateway:
 
     def list_pods(self, label_selector: str) -> list[PodState]:
         """All matching Pods in every namespace, in one API call."""
-        return [parsing.pod_state(o) for o in self._list("/api/v1/pods", label_selector)]
+        return [pod_parsing.pod_state(o) for o in self._list("/api/v1/pods", label_selector)]
 
     def list_pod_warnings(self, namespace: str, name: str, uid: str) -> list[PodEvent]:
         """The Warning Events about one Pod (this uid, not an earlier Pod of the name), newest
@@ -352,7 +350,7 @@ class ClusterGateway:
         # A quiet container is no sign of a dead stream: no read timeout (the follower ends
         # the stream when the Pod's status says the container ended).
         for line in self.connection.stream(path, query, None, on_open=on_open, accept="*/*"):
-            yield from parsing.log_lines(line, since)
+            yield from pod_parsing.log_lines(line, since)
 
     def read_log(
         self,
@@ -379,7 +377,7 @@ class ClusterGateway:
             if _is_waiting_to_start(e):
                 return []
             raise
-        return parsing.log_lines(_drop_cut_off_line(body, limit_bytes), since)
+        return pod_parsing.log_lines(_drop_cut_off_line(body, limit_bytes), since)
 
     # --- access for users ------------------------------------------------------------
 

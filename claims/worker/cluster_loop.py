@@ -33,7 +33,7 @@ from django.db import close_old_connections, connections
 
 from claims.clusters import registry as cluster_registry
 from claims.clusters.gateways import gateway_for
-from claims.kube import parsing
+from claims.kube import parsing, pod_parsing
 from claims.kube.gateway import (
     ClaimState,
     ClusterGateway,
@@ -81,7 +81,7 @@ class Watches(NamedTuple):
     classes: Informer[DeviceClassInfo]
     checked: dict[str, Informer[dict[str, Any]]]  # CHECKED_KINDS
     outside: Informer[Holding]  # claims the portal did not make: only what they hold
-    jobs: Informer[JobState]  # the workloads' Jobs: metadata and their end (parsing.job_state)
+    jobs: Informer[JobState]  # the workloads' Jobs: metadata and their end (pod_parsing.job_state)
     # DeviceTaintRules, where the cluster serves resource.k8s.io/v1alpha3 (else None).
     taint_rules: Informer[TaintRule] | None = None
 
@@ -212,7 +212,7 @@ class ClusterLoop:
                 gateway,
                 "Pod",
                 selector,
-                parsing.pod_state,
+                pod_parsing.pod_state,
                 ours,
                 watch_seconds=seconds,
                 refused_retry_seconds=refused,
@@ -252,7 +252,7 @@ class ClusterLoop:
                 gateway,
                 "Job",
                 selector,
-                parsing.job_state,
+                pod_parsing.job_state,
                 ours,
                 watch_seconds=seconds,
                 refused_retry_seconds=refused,

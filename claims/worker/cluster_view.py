@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from django.utils import timezone
 
-from claims.kube import parsing
+from claims.kube import parsing, pod_parsing
 from claims.kube.gateway import (
     ClaimState,
     ClusterGateway,
@@ -99,7 +99,7 @@ class LiveView:
 
     def jobs(self) -> list[JobState] | None:
         found = self.owned_objects("Job")
-        return None if found is None else [parsing.job_state(obj) for obj in found]
+        return None if found is None else [pod_parsing.job_state(obj) for obj in found]
 
     def owned(self, kind: str) -> list[Obj] | None:
         found = self.owned_objects(kind)

@@ -1,6 +1,6 @@
 from datetime import UTC, datetime
 
-from claims.kube import parsing
+from claims.kube import parsing, pod_parsing
 
 
 def resource_slice(devices: list[dict], generation: int = 1, node: str = "node-a") -> dict:
@@ -135,7 +135,7 @@ def test_it_explains_an_unschedulable_pod() -> None:
         },
     }
 
-    state = parsing.pod_state(pod)
+    state = pod_parsing.pod_state(pod)
 
     assert (state.phase, state.node, state.reason, state.message) == (
         "Pending",
@@ -178,7 +178,7 @@ def test_it_reads_container_states_and_when_the_pod_finished() -> None:
         },
     }
 
-    state = parsing.pod_state(pod)
+    state = pod_parsing.pod_state(pod)
 
     assert [(c.name, c.state, c.exit_code, c.reason) for c in state.containers] == [
         ("ctr0", "terminated", 1, "Error"),
@@ -203,7 +203,7 @@ def test_it_has_no_finish_time_while_a_container_runs() -> None:
         },
     }
 
-    assert parsing.pod_state(pod).finished_at is None
+    assert pod_parsing.pod_state(pod).finished_at is None
 
 
 def test_it_reads_timestamped_log_lines_from_since_on() -> None:
@@ -214,8 +214,8 @@ def test_it_reads_timestamped_log_lines_from_since_on() -> None:
         b"garbage without a timestamp\n"
     )
 
-    every = parsing.log_lines(body, None)
-    from_second = parsing.log_lines(body, every[1].timestamp)
+    every = pod_parsing.log_lines(body, None)
+    from_second = pod_parsing.log_lines(body, every[1].timestamp)
 
     assert [line.text for line in every] == [
         "[Vector addition of 50000 elements]",

@@ -24,7 +24,7 @@ from prometheus_client import Counter, Histogram
 from prometheus_client.parser import text_string_to_metric_families
 
 import kubesim
-from claims.kube import parsing
+from claims.kube import pod_parsing
 from claims.kube.gateway import ClusterGateway
 from claims.kube.informer import Informer
 from claims.models import NamespaceRequest
@@ -151,7 +151,7 @@ def test_it_counts_api_calls_as_the_server_saw_them_and_watch_restarts(
     namespace = create_namespace(kubesim_private)
     kubesim_private.admin("POST", "/_kubesim/counters/reset")
     before = scrape()
-    informer = Informer(gateway, "Pod", "", parsing.pod_state, lambda: None, watch_seconds=1)
+    informer = Informer(gateway, "Pod", "", pod_parsing.pod_state, lambda: None, watch_seconds=1)
     informer.start()
     try:
         ended = ("portal_kube_watch_restarts_total",)

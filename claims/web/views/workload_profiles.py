@@ -13,8 +13,8 @@ from django.views.decorators.http import require_http_methods
 from claims.domain import services
 from claims.models import WorkloadProfile
 from claims.read import selectors
-from claims.web.forms import WorkloadProfileForm
 from claims.web.views.common import HtmxHttpRequest, login_required
+from claims.web.workload_forms import WorkloadProfileForm
 
 
 def _require_admin(request: HtmxHttpRequest, permission: str) -> None:

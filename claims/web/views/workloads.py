@@ -19,7 +19,6 @@ from claims.live import changes
 from claims.models import ClaimRequest, WorkloadKind, WorkloadLog, WorkloadProfile
 from claims.policy import workloads as checks
 from claims.read import planned, queue, selectors
-from claims.web.forms import WorkloadForm
 from claims.web.views import live
 from claims.web.views.claims import run_elapsed, run_phases
 from claims.web.views.common import (
@@ -29,6 +28,7 @@ from claims.web.views.common import (
     login_required,
     remember_submission,
 )
+from claims.web.workload_forms import WorkloadForm
 
 WORKLOAD_NAME_PLACEHOLDER = "id"
 

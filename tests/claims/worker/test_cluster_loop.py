@@ -21,7 +21,7 @@ import kubesim
 from claims.clusters import gateways
 from claims.domain import access, services
 from claims.kube import labels as label_keys
-from claims.kube import parsing
+from claims.kube import parsing, pod_parsing
 from claims.kube.gateway import ClusterGateway
 from claims.kube.informer import Informer
 from claims.models import Cluster, NamespaceRequest, Workload, WorkloadLog, managed_labels
@@ -53,7 +53,7 @@ def gateway(kubesim_private: kubesim.Handle) -> Iterator[ClusterGateway]:
 
 
 def start_informer(gateway: ClusterGateway, **options: Any) -> Informer:
-    informer = Informer(gateway, "Pod", SELECTOR, parsing.pod_state, lambda: None, **options)
+    informer = Informer(gateway, "Pod", SELECTOR, pod_parsing.pod_state, lambda: None, **options)
     return informer.start()
 
 
@@ -85,7 +85,7 @@ def test_the_informer_takes_a_write_it_cannot_see_for_no_change() -> None:
     """Each change wakes a pass of the follower: a write that changes nothing the parse reads
     (a label the portal does not read, a condition's new time) must not."""
     signals: list[int] = []
-    informer = Informer(None, "Pod", SELECTOR, parsing.pod_state, lambda: signals.append(1))  # type: ignore[arg-type]
+    informer = Informer(None, "Pod", SELECTOR, pod_parsing.pod_state, lambda: signals.append(1))  # type: ignore[arg-type]
     created = pod("team-a", "p1") | {"status": {"phase": "Pending"}}
     created["metadata"] |= {"resourceVersion": "1", "uid": "u1"}
 
