@@ -12,6 +12,7 @@ from django.utils.translation import gettext as _
 
 from claims.kube import labels as label_keys
 from claims.kube import manifests
+from claims.kube import workload_manifests as workload_builders
 from claims.kube.names import alternative_names
 from claims.models import ClaimRequest, Workload, WorkloadKind
 
@@ -113,10 +114,10 @@ def notebook_host(workload: Workload) -> str:
     return pattern.format(name=workload.name, namespace=workload.claim.namespace)
 
 
-def workload_spec(workload: Workload) -> manifests.WorkloadSpec:
+def workload_spec(workload: Workload) -> workload_builders.WorkloadSpec:
     claim = workload.claim
     resources = workload.resources or {}
-    return manifests.WorkloadSpec(
+    return workload_builders.WorkloadSpec(
         namespace=claim.namespace,
         name=workload.name,
         claim_name=claim.name,
@@ -148,7 +149,7 @@ def workload_manifests(
         spec = replace(spec, labels={**spec.labels, label_keys.WORKLOAD: ""})
     deadline = workload_deadline_seconds(workload, now)
     if workload.kind == WorkloadKind.JOB:
-        job = manifests.job_manifest(
+        job = workload_builders.job_manifest(
             spec,
             backoff_limit=workload.backoff_limit,
             active_deadline_seconds=deadline or settings.WORKLOAD_MAX_SECONDS,
@@ -156,7 +157,7 @@ def workload_manifests(
             suspend=suspend,
         )
         return [job]
-    return manifests.notebook_manifests(
+    return workload_builders.notebook_manifests(
         spec,
         token=token,
         active_deadline_seconds=deadline,

@@ -18,7 +18,7 @@ from claims.clusters import credentials
 from claims.domain import access, state_messages
 from claims.domain.services.steps import User, _require_owner_or_approver
 from claims.domain.transitions import change, created, enqueue
-from claims.kube import manifests, names
+from claims.kube import names, workload_manifests
 from claims.models import ClaimRequest, Workload, WorkloadKind, WorkloadProfile
 from claims.policy import workloads as checks
 from claims.read import planned
@@ -285,7 +285,7 @@ def notebook_access(*, user: User, workload: Workload) -> NotebookAccess | None:
     if workload.kind != WorkloadKind.NOTEBOOK or not workload.name:
         return None
     claim = workload.claim
-    port = (workload.ports or [manifests.NOTEBOOK_PORT])[0]
+    port = (workload.ports or [workload_manifests.NOTEBOOK_PORT])[0]
     kubeconfig = access.kubeconfig_filename(claim.namespace_request)
     command = (
         f"kubectl --kubeconfig {kubeconfig} --namespace {claim.namespace} "

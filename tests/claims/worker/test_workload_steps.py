@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from claims.domain import services
 from claims.domain.transitions import transition
-from claims.kube import manifests
+from claims.kube import workload_manifests
 from claims.models import ClaimRequest, Cluster, Workload, WorkloadProfile
 from claims.read import planned
 from claims.worker import cluster_steps, sync, workload_steps
@@ -270,4 +270,4 @@ def test_a_notebooks_token_is_its_owners_alone(
     assert services.workload_access_token(user=carol, workload=notebook) == ""
     pod = planned.workload_manifests(notebook, token=token)[0]
     env = pod["spec"]["containers"][0]["env"]
-    assert {"name": manifests.NOTEBOOK_TOKEN_ENV, "value": token} in env
+    assert {"name": workload_manifests.NOTEBOOK_TOKEN_ENV, "value": token} in env
