@@ -12,7 +12,8 @@ from typing import Any
 
 from kubesim.base.workqueue import DelayingQueueController
 from kubesim.controllers.garbage import FOREGROUND
-from kubesim.controllers.jobs import JOBS, find_condition
+from kubesim.controllers.job_status import find_condition
+from kubesim.controllers.jobs import JOBS
 
 
 def finish_time(job: dict) -> str | None:
