@@ -1,9 +1,12 @@
 """Settings of the portal, all from environment variables with safe local defaults.
 
-Every variable is documented in .env.example.
+Every variable is documented in .env.example and docs/operations.md. This module holds
+Django's own settings (apps, security, database, sign-in, languages, static files, logging)
+and imports the rest from where they are grouped by meaning: portal/worker_settings.py,
+cluster_settings.py, notice_settings.py, oidc_settings.py and api_settings.py; the helpers
+that read the environment are portal/env.py.
 """
 
-import math
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -11,55 +14,24 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from portal import api_settings
-from portal.beat_schedule import beat_schedule
+from portal.cluster_settings import *  # noqa: F403
 from portal.database_settings import databases
+from portal.env import (  # noqa: F401 (envrange: read from here by tests)
+    BASE_DIR,
+    DEBUG,
+    VAR_DIR,
+    envbool,
+    envint,
+    envlist,
+    envrange,
+    proxy_ssl_header,
+)
 from portal.local_keys import cluster_credentials_keys, secret_key
 from portal.logging_settings import logging_config
+from portal.notice_settings import *  # noqa: F403
+from portal.oidc_settings import *  # noqa: F403
+from portal.worker_settings import *  # noqa: F403
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.getenv("PORTAL_VAR_DIR", BASE_DIR / "var"))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
-
-
-def envbool(name: str, default: str) -> bool:
-    value = os.getenv(name, default).strip().lower()
-    if value not in ("true", "false", "1", "0", "yes", "no"):
-        raise Exception(f"{name} is {value!r}, expected True or False")
-    return value in ("true", "1", "yes")
-
-
-def envint(name: str, default: str) -> int:
-    return int(os.getenv(name, default))
-
-
-def envlist(name: str, default: str) -> list[str]:
-    return [item.strip() for item in os.getenv(name, default).split(",") if item.strip()]
-
-
-def envrange(name: str, default: str, low: float, high: float) -> float:
-    """A number from the environment within [low, high]; anything else stops the start."""
-    text = os.getenv(name, default)
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not low <= value <= high:
-        raise ImproperlyConfigured(
-            f"{name} is {text!r}, expected a number from {low:g} to {high:g}"
-        )
-    return value
-
-
-def proxy_ssl_header(name: str) -> tuple[str, str] | None:
-    """("HTTP_X_FORWARDED_PROTO", "https") from "X-Forwarded-Proto"; None when unset."""
-    header = os.getenv(name, "").strip()
-    if not header:
-        return None
-    return "HTTP_" + header.upper().replace("-", "_"), "https"
-
-
-# Off unless asked: `make run` and the test command set what they need themselves.
-DEBUG = envbool("DEBUG", "False")
 SECRET_KEY = secret_key(os.getenv("SECRET_KEY", ""), debug=DEBUG, var_dir=VAR_DIR)
 CLUSTER_CREDENTIALS_KEYS = cluster_credentials_keys(
     envlist("CLUSTER_CREDENTIALS_KEYS", ""), debug=DEBUG, var_dir=VAR_DIR
@@ -195,202 +167,10 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 
-# Celery: Redis when REDIS_URL is set, otherwise a broker in a SQLite file that needs no
-# server (kombu's SQLAlchemy transport: a message is a row, so a reader never sees half of it).
-REDIS_URL = os.getenv("REDIS_URL", "")
-BROKER_DIR = VAR_DIR / "broker"
-# Live pages and API long-polls wait for a change signal (Redis pub/sub) up to this long (under
-# the Ingress's read timeout, 90 s, as the API's 60 s). Each waiting request holds a web thread
-# (but no database connection), so a process lets only so many wait (in all, per user); beyond
-# that a request answers at once and its client asks again later. An open page costs a request
-# per wait: 200 open pages fit two processes. Without Redis, waiters look at the database this
-# often instead. 112 of gunicorn's 128 threads (deploy/, Dockerfile, compose): 16 stay for the
-# requests that do not wait.
-LIVE_WAIT_SECONDS = float(os.getenv("LIVE_WAIT_SECONDS", "55"))
-LIVE_WAITERS_MAX = envint("LIVE_WAITERS_MAX", "112")
-LIVE_WAITERS_PER_USER = envint("LIVE_WAITERS_PER_USER", "16")
-LIVE_FALLBACK_POLL_SECONDS = float(os.getenv("LIVE_FALLBACK_POLL_SECONDS", "2"))
-# Of a web process's threads, this many keep their database connection between requests (the
-# others close it as their request ends: claims/live/connections.py).
-CONN_KEPT_PER_PROCESS = envint("CONN_KEPT_PER_PROCESS", "16")
-CELERY_BROKER_URL = os.getenv("CELERY_BROKER_URL") or REDIS_URL
-if not CELERY_BROKER_URL:
-    BROKER_DIR.mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_URL = f"sqlite:///{BROKER_DIR / 'broker.sqlite3'}"
-    CELERY_BROKER_TRANSPORT = "portal.celery:SQLiteBroker"
-    # Wait for the lock rather than fail while another process writes.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"connect_args": {"timeout": 30}}
-CELERY_TASK_DEFAULT_QUEUE = os.getenv("CELERY_QUEUE", "portal")
-CELERY_TASK_IGNORE_RESULT = True
-CELERY_TASK_ACKS_LATE = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-# Celery closes the database connections around every task unless told to reuse them: a new
-# PostgreSQL session (a server process) per task. Reused, they are tidied as Django tidies a
-# request's (portal/celery.py), and renewed by Celery after twice this many tasks.
-CELERY_DB_REUSE_MAX = envint("CELERY_DB_REUSE_MAX", "500")
-if CELERY_BROKER_URL.startswith("sqlite:"):
-    # Celery acks a polling transport's messages only between 2 s waits for more: with one
-    # message per thread reserved, the worker would stall that long whenever all are taken.
-    CELERY_WORKER_PREFETCH_MULTIPLIER = 16
-CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", "False")
-# Workers log through LOGGING below (JSON in production), not Celery's own handler.
-CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
-# Beat's reconciler looks for work whose message was lost this often; each cluster's loop
-# (manage.py follow_clusters) compares the cluster with the database from its caches as often,
-# and sweeps orphans from them every ORPHAN_SWEEP_INTERVAL_SECONDS.
-RECONCILE_INTERVAL_SECONDS = float(os.getenv("RECONCILE_INTERVAL_SECONDS", "20"))
-ORPHAN_SWEEP_INTERVAL_SECONDS = float(os.getenv("ORPHAN_SWEEP_INTERVAL_SECONDS", "600"))
-# The lease of a cluster's loop runs this long unless renewed (a standby takes over then).
-FOLLOWER_LEASE_SECONDS = float(os.getenv("FOLLOWER_LEASE_SECONDS", "15"))
-# /readyz (portal/health.py): the database and Redis must answer within the timeout, and,
-# with READYZ_CHECK_FOLLOWERS, every cluster must have a live loop.
-READYZ_TIMEOUT_SECONDS = float(os.getenv("READYZ_TIMEOUT_SECONDS", "2"))
-READYZ_CHECK_FOLLOWERS = envbool("READYZ_CHECK_FOLLOWERS", "True")
-# How long one watch request lasts before the loop resumes it (servers cap it too).
-FOLLOWER_WATCH_SECONDS = envint("FOLLOWER_WATCH_SECONDS", "300")
-# A list or watch the cluster refuses (401/403) is asked again after 1/16 of this, doubling up
-# to this (seconds): a refusal lasts until an admin grants the permission.
-FOLLOWER_REFUSED_RETRY_SECONDS = float(os.getenv("FOLLOWER_REFUSED_RETRY_SECONDS", "300"))
-CELERY_BEAT_SCHEDULE = beat_schedule(
-    reconcile_seconds=RECONCILE_INTERVAL_SECONDS,
-    expiry_seconds=float(os.getenv("EXPIRY_INTERVAL_SECONDS", "60")),
-)
-
-# The default cluster: a kubeconfig path (a real cluster), else kubesim started by rundemo.
-KUBECONFIG = os.getenv("KUBECONFIG", "")
-KUBE_CONTEXT = os.getenv("KUBE_CONTEXT", "")
-KUBE_IN_CLUSTER = envbool("KUBE_IN_CLUSTER", "False")
-SIMULATED_CLUSTER = envbool("SIMULATED_CLUSTER", "False" if KUBECONFIG else "True")
-CLUSTER_NAME = os.getenv("CLUSTER_NAME", "kubesim" if SIMULATED_CLUSTER else "default")
-KUBESIM_KUBECONFIG = str(VAR_DIR / "kubeconfig")
-KUBESIM_SPEED = float(os.getenv("KUBESIM_SPEED", "1"))
-# GPU utilisation (docs/operations.md, "Utilisation"): a Prometheus server scraping NVIDIA's
-# dcgm-exporter, else the exporters' endpoints read directly (current values only).
-PROMETHEUS_URL = os.getenv("PROMETHEUS_URL", "").rstrip("/")
-DCGM_EXPORTER_URLS = envlist("DCGM_EXPORTER_URLS", "")
-
-
-# Seconds a page waits for Prometheus or an exporter before it shows "no data".
-UTILISATION_TIMEOUT = envrange("UTILISATION_TIMEOUT", "2", 0.1, 30)
-# A GPU is idle while its activity (DCGM_FI_PROF_GR_ENGINE_ACTIVE, 0-1) stays at or below this.
-UTILISATION_IDLE_THRESHOLD = envrange("UTILISATION_IDLE_THRESHOLD", "0.05", 0, 1)
-
-# Where an in-cluster connection reads its ServiceAccount token and CA (the kubelet mounts
-# them here); the API server's address comes from KUBERNETES_SERVICE_HOST/PORT.
-KUBE_SERVICE_ACCOUNT_DIR = os.getenv(
-    "KUBE_SERVICE_ACCOUNT_DIR", "/var/run/secrets/kubernetes.io/serviceaccount"
-)
-
-# A pass that failed is tried again after this long (seconds).
-RUN_FOLLOW_INTERVAL_SECONDS = float(os.getenv("RUN_FOLLOW_INTERVAL_SECONDS", "0.25"))
-# How often a one-off sync reads discovery and the inventory again (seconds; a loop watches).
-INVENTORY_REFRESH_SECONDS = envint("INVENTORY_REFRESH_SECONDS", "30")
-# Approved work with nothing in flight for this long is re-enqueued by the reconciler.
-RECONCILE_STALE_SECONDS = envint("RECONCILE_STALE_SECONDS", "30")
-# Logs kept per container of a verification run (the tail is kept).
-RUN_LOG_MAX_BYTES = envint("RUN_LOG_MAX_BYTES", "262144")
-
-# --- On a shared, real cluster (docs/operations.md) ---
-# Labels every object with this, so two installations on one cluster never take each
-# other's objects (a DNS-1123 label value).
-PORTAL_INSTANCE = os.getenv("PORTAL_INSTANCE", "default")
-# The Pod Security level enforced (and warned of) on the namespaces the portal creates: many
-# clusters enforce "restricted" on user namespaces; "" leaves the cluster's default.
-NAMESPACE_POD_SECURITY = os.getenv("NAMESPACE_POD_SECURITY", "restricted")
-if NAMESPACE_POD_SECURITY not in ("", "privileged", "baseline", "restricted"):
-    raise ImproperlyConfigured(
-        f"NAMESPACE_POD_SECURITY is {NAMESPACE_POD_SECURITY!r}, expected privileged, baseline, "
-        "restricted or empty"
-    )
-# Namespace names refused at the form (shell-style patterns): the cluster's own.
-PROTECTED_NAMESPACES = envlist(
-    "PROTECTED_NAMESPACES",
-    "default,kube-*,openshift-*,gpu-operator,gpu-operator-*,nvidia-*,cert-manager,"
-    "istio-system,monitoring",
-)
-# The verification run's images: the seed's by default; an internal mirror when air-gapped.
-VECTOR_ADD_IMAGE = os.getenv(
-    "VECTOR_ADD_IMAGE", "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
-)
-DEVICE_QUERY_IMAGE = os.getenv("DEVICE_QUERY_IMAGE", "nvcr.io/nvidia/k8s/cuda-sample:devicequery")
-# A run's Pod is stopped by its kubelet after this long (activeDeadlineSeconds) ...
-RUN_ACTIVE_DEADLINE_SECONDS = envint("RUN_ACTIVE_DEADLINE_SECONDS", "600")
-# ... and one that is still Pending after this long (never scheduled, image never pulled)
-# is deleted by the portal and the run fails with the cluster's reason.
-RUN_PENDING_TIMEOUT_SECONDS = envint("RUN_PENDING_TIMEOUT_SECONDS", "300")
-# Workloads on a claim (claims/domain/services/workloads.py): a Job's deadline when neither its
-# profile nor its claim's end sets one, and how long a finished Job is kept (then removed by
-# the cluster's TTL controller).
-WORKLOAD_MAX_SECONDS = envint("WORKLOAD_MAX_SECONDS", "604800")
-WORKLOAD_JOB_TTL_SECONDS = envint("WORKLOAD_JOB_TTL_SECONDS", "86400")
-# A notebook gets an Ingress at this host ("{name}" and "{namespace}" are filled in) with this
-# IngressClass, when both are set; otherwise users reach it with kubectl port-forward.
-NOTEBOOK_HOST_PATTERN = os.getenv("NOTEBOOK_HOST_PATTERN", "")
-NOTEBOOK_INGRESS_CLASS = os.getenv("NOTEBOOK_INGRESS_CLASS", "")
-# Access to an active namespace: its owner is bound to this ClusterRole there ...
-ACCESS_CLUSTER_ROLE = os.getenv("ACCESS_CLUSTER_ROLE", "edit")
-# ... as the cluster user "<ACCESS_USER_PREFIX><username>" (e.g. "oidc:" when the API
-# server prefixes OIDC usernames); ACCESS_GRANT_USER=False binds no user identity, for
-# clusters whose users have none of their own (the downloadable kubeconfig still works).
-ACCESS_USER_PREFIX = os.getenv("ACCESS_USER_PREFIX", "")
-ACCESS_GRANT_USER = envbool("ACCESS_GRANT_USER", "True")
-
-# Four-eyes: an approver may not approve a request they own or submitted, unless this is set.
-ALLOW_SELF_APPROVAL = envbool("ALLOW_SELF_APPROVAL", "False")
-# Lifetime of the token in a downloaded kubeconfig (TokenRequest expirationSeconds).
-ACCESS_TOKEN_SECONDS = envint("ACCESS_TOKEN_SECONDS", "28800")
-# A task tries a cluster that does not answer again this many times, 1, 2, 4 ... s apart (at
-# most the maximum; about 2 minutes in all by default) ...
-KUBE_TASK_MAX_RETRIES = envint("KUBE_TASK_MAX_RETRIES", "8")
-KUBE_TASK_MAX_BACKOFF_SECONDS = envint("KUBE_TASK_MAX_BACKOFF_SECONDS", "30")
-# ... then the work waits this long, doubling each round up to the maximum, and the
-# reconciler tries again (seconds).
-CLUSTER_WAIT_FIRST_SECONDS = envint("CLUSTER_WAIT_FIRST_SECONDS", "30")
-CLUSTER_WAIT_MAX_SECONDS = envint("CLUSTER_WAIT_MAX_SECONDS", "600")
-# Client-side rate limit per cluster, for all the portal's processes together (through Redis;
-# without it, per process): kube-scheduler's defaults, the control-plane component whose work,
-# like the portal's, someone waits for (kube-controller-manager: 20/30 for its ~40
-# controllers; kubectl: client-go's 5/10 per invocation, 50/300 for discovery). A 429 from
-# API Priority and Fairness is sent again after its Retry-After (claims/kube/connection.py).
-KUBE_CLIENT_QPS = float(os.getenv("KUBE_CLIENT_QPS", "50"))
-KUBE_CLIENT_BURST = envint("KUBE_CLIENT_BURST", "100")
-
 # --- Limits on what a request may carry (claims/policy/limits.py has the per-field caps) ---
 # Body bytes Django (forms) and the API read; the largest legitimate request, a claim with
 # every field at its cap, is under 190 KiB. A larger API body gets 413, a larger form 400.
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("DATA_UPLOAD_MAX_MEMORY_SIZE", "262144")
-
-# --- Claim lifetimes and notices (claims/domain/expiry.py, claims/notify/notifications.py) ---
-# A claim lives this long from the moment its ResourceClaim is created, unless its team's
-# quota says otherwise, and never longer than the cap (hours).
-CLAIM_DEFAULT_LIFETIME = timedelta(hours=float(os.getenv("CLAIM_DEFAULT_LIFETIME_HOURS", "168")))
-CLAIM_MAX_LIFETIME = timedelta(hours=float(os.getenv("CLAIM_MAX_LIFETIME_HOURS", "720")))
-# The owner is reminded once before the end: this long before it, or at the given share of
-# the lifetime before it, whichever is shorter.
-CLAIM_REMINDER_BEFORE = timedelta(hours=float(os.getenv("CLAIM_REMINDER_HOURS", "24")))
-CLAIM_REMINDER_FRACTION = float(os.getenv("CLAIM_REMINDER_FRACTION", "0.1"))
-# Links in emails and webhook bodies start with this.
-SITE_URL = os.getenv("SITE_URL", "http://localhost:8000").rstrip("/")
-# Email: printed on the console in DEBUG (make run), sent by SMTP otherwise.
-EMAIL_BACKEND = os.getenv("EMAIL_BACKEND") or (
-    "django.core.mail.backends.console.EmailBackend"
-    if DEBUG
-    else "django.core.mail.backends.smtp.EmailBackend"
-)
-EMAIL_HOST = os.getenv("EMAIL_HOST", "localhost")
-EMAIL_PORT = envint("EMAIL_PORT", "25")
-EMAIL_HOST_USER = os.getenv("EMAIL_HOST_USER", "")
-EMAIL_HOST_PASSWORD = os.getenv("EMAIL_HOST_PASSWORD", "")
-EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", "False")
-EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", "10")
-DEFAULT_FROM_EMAIL = os.getenv("DEFAULT_FROM_EMAIL", "gpu-portal@localhost")
-# A team's webhook is tried again this many times, 1x, 2x, 4x ... the first delay apart.
-WEBHOOK_MAX_RETRIES = envint("WEBHOOK_MAX_RETRIES", "6")
-# Notices (email, team webhook) are sent this long after the change they tell of.
-NOTICE_DELAY_SECONDS = float(os.getenv("NOTICE_DELAY_SECONDS", "0.5"))
-WEBHOOK_RETRY_SECONDS = float(os.getenv("WEBHOOK_RETRY_SECONDS", "10"))
-WEBHOOK_TIMEOUT_SECONDS = float(os.getenv("WEBHOOK_TIMEOUT_SECONDS", "5"))
 
 # --- Metrics (portal/metrics.py): /metrics on web, METRICS_PORT on workers and followers,
 # both only with this bearer token (unset: no metrics at all).
@@ -399,33 +179,7 @@ METRICS_PORT = envint("METRICS_PORT", "0")
 # What a worker-like process (the follower) calls to serve its metrics on METRICS_PORT.
 PROCESS_METRICS_SERVER = "portal.metrics.serve_for_process"
 
-# --- Single sign-on with OpenID Connect (portal/oidc.py); off while no client id is set.
-OIDC_RP_CLIENT_ID = os.getenv("OIDC_RP_CLIENT_ID", "")
-OIDC_RP_CLIENT_SECRET = os.getenv("OIDC_RP_CLIENT_SECRET", "")
-OIDC_RP_SIGN_ALGO = os.getenv("OIDC_RP_SIGN_ALGO", "RS256")
-OIDC_RP_SCOPES = os.getenv("OIDC_RP_SCOPES", "openid email profile")
-OIDC_OP_ISSUER = os.getenv("OIDC_OP_ISSUER", "")
-OIDC_OP_AUTHORIZATION_ENDPOINT = os.getenv("OIDC_OP_AUTHORIZATION_ENDPOINT", "")
-OIDC_OP_TOKEN_ENDPOINT = os.getenv("OIDC_OP_TOKEN_ENDPOINT", "")
-OIDC_OP_USER_ENDPOINT = os.getenv("OIDC_OP_USER_ENDPOINT", "")
-OIDC_OP_JWKS_ENDPOINT = os.getenv("OIDC_OP_JWKS_ENDPOINT", "")
-OIDC_PROVIDER_NAME = os.getenv("OIDC_PROVIDER_NAME", "single sign-on")
-# The claim that names the user: their portal username and so their cluster identity
-# ("<ACCESS_USER_PREFIX><value>"), e.g. preferred_username or email.
-OIDC_USERNAME_CLAIM = os.getenv("OIDC_USERNAME_CLAIM", "preferred_username")
-# The claim listing the user's groups, and which of them make an approver or an admin.
-OIDC_GROUPS_CLAIM = os.getenv("OIDC_GROUPS_CLAIM", "groups")
-OIDC_APPROVER_GROUPS = envlist("OIDC_APPROVER_GROUPS", "")
-OIDC_ADMIN_GROUPS = envlist("OIDC_ADMIN_GROUPS", "")
-# Who may sign in: members of these groups (or of the two above); empty: anyone the provider
-# signs in.
-OIDC_USER_GROUPS = envlist("OIDC_USER_GROUPS", "")
-# A local account of the same username becomes the SSO account at its first sign-in (off: it
-# is refused unless an administrator put it in the "single sign-on" group).
-OIDC_LINK_LOCAL_ACCOUNTS = envbool("OIDC_LINK_LOCAL_ACCOUNTS", "False")
-OIDC_TIMEOUT = float(os.getenv("OIDC_TIMEOUT_SECONDS", "10"))
-OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_authentication_callback"
-LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/?sso=failed"
+# Single sign-on (portal/oidc_settings.py) signs in through its own backend.
 AUTHENTICATION_BACKENDS.append("portal.oidc.PortalOIDCBackend")
 
 # The REST API keeps its own settings next to it (portal/api_settings.py).

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import queue
-import threading
 from typing import Any
 
 from kubesim.base import errors
+from kubesim.base.workqueue import NameQueueController
 from kubesim.registry import graceful
 from kubesim.registry.kinds import kind_for
 from kubesim.registry.ownership import CONTROLLER_MANAGER, record_write
@@ -71,23 +70,15 @@ def _owned_by(obj: dict, uid: str) -> dict | None:
     return None
 
 
-class GarbageCollector:
-    """One thread: owners going away, and what that means for their dependents."""
+class GarbageCollector(NameQueueController):
+    """One thread: owners going away (queued as their events), and what that means for
+    their dependents."""
+
+    thread_name = "kubesim-gc"
 
     def __init__(self, store: Any, kinds: dict) -> None:
-        self.store = store
         self.kinds = kinds
-        self._events: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="kubesim-gc", daemon=True)
-        store.subscribe(self._on_event)
-
-    def start(self) -> GarbageCollector:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._events.put(None)
-        self._thread.join(timeout=2)
+        super().__init__(store)
 
     def _on_event(self, event: str, ref: Any, obj: dict) -> None:
         meta = obj.get("metadata") or {}
@@ -95,12 +86,10 @@ class GarbageCollector:
             meta.get("deletionTimestamp")
             and {FOREGROUND, ORPHAN} & set(meta.get("finalizers") or [])
         ):
-            self._events.put((event, ref, obj))
+            self.enqueue((event, ref, obj))
 
-    def _run(self) -> None:
-        while (item := self._events.get()) is not None:
-            with contextlib.suppress(errors.ApiError):
-                self._handle(*item)
+    def sync(self, name: Any) -> None:
+        self._handle(*name)
 
     def _dependents(self, namespace: str, uid: str) -> list[tuple[Any, dict]]:
         found = []
@@ -147,7 +136,7 @@ class GarbageCollector:
             if found["metadata"]["uid"] == owner.get("uid") and found["metadata"].get(
                 "deletionTimestamp"
             ):
-                self._events.put(("MODIFIED", kind, found))
+                self.enqueue(("MODIFIED", kind, found))
 
     def _owners_gone(self, obj: dict, namespace: str) -> bool:
         for owner in obj["metadata"].get("ownerReferences") or []:

@@ -3,30 +3,40 @@
 Store events are queued by the subscriber callback (the writer never waits) and handled in
 the scheduler's own thread: pods waiting for a node are tried, claims are allocated and
 reserved, pods bound; finished or deleted pods leave `reservedFor`, and a claim without
-consumers is deallocated.
+consumers is deallocated. Its filters, the inventory they read and the messages they give
+are scheduler_filters.py.
 """
 
 import logging
 import queue
 import threading
-from typing import Any, NamedTuple
+from typing import Any
 
 from kubesim.base.errors import ApiError
 from kubesim.controllers import extended_resources
-from kubesim.controllers.allocator import (
-    Candidate,
-    ClassMissing,
-    DeviceId,
-    SelectorFailed,
-    allocate,
-    candidates,
-    with_taint_rules,
-)
+from kubesim.controllers.allocator import ClassMissing, DeviceId, SelectorFailed
 from kubesim.controllers.node_affinity import pod_fits_node
+from kubesim.controllers.scheduler_filters import (
+    CANNOT_ALLOCATE,
+    CORDONED,
+    NO_CLAIMS_TO_DEALLOCATE,
+    SELECTOR_MISMATCH,
+    STILL_NOT_SCHEDULABLE,
+    UNTOLERATED,
+    Inventory,
+    SchedulerError,
+    Unschedulable,
+    allocated_devices,
+    device_ids,
+    fit_error,
+    fit_on_node,
+    has_untolerated_taint,
+    read_inventory,
+    tolerates_cordon,
+)
 from kubesim.registry.kinds import kind_for
 from kubesim.registry.reservations import (
     ClaimNotReady,
-    allocation_results,
     bind,
     claims_for_pod,
     create_extended_claim,
@@ -43,133 +53,7 @@ from kubesim.registry.reservations import (
 log = logging.getLogger(__name__)
 
 PODS, CLAIMS = kind_for("", "pods"), kind_for("resource.k8s.io", "resourceclaims")
-SLICES, CLASSES = (
-    kind_for("resource.k8s.io", "resourceslices"),
-    kind_for("resource.k8s.io", "deviceclasses"),
-)
-NODES = kind_for("", "nodes")
-TAINT_RULES = kind_for("resource.k8s.io", "devicetaintrules")
-CANNOT_ALLOCATE = "cannot allocate all claims"
-NOT_ON_NODE = "resourceclaim not available on the node"
-SELECTOR_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
-# The NodeUnschedulable plugin's (a cordoned node), which runs before the others.
-CORDONED = "node(s) were unschedulable"
-# TaintToleration's, next (upstream no longer names the taint: its value may be private).
-UNTOLERATED = "node(s) had untolerated taint(s)"
-UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
-STILL_NOT_SCHEDULABLE = "still not schedulable"
-NO_CLAIMS_TO_DEALLOCATE = "no new claims to deallocate"
 TERMINAL = ("Succeeded", "Failed")
-
-
-class Unschedulable(Exception):
-    """The pod fits no node now; str() is the reason the scheduler reports."""
-
-
-class SchedulerError(Exception):
-    """A plugin failed (not a rejection): the cycle ends with reason SchedulerError."""
-
-
-class Inventory(NamedTuple):
-    """Nodes, their published devices and the device classes, read once per scheduling pass."""
-
-    nodes: list[str]
-    devices: dict[str, list[Candidate]]
-    classes: dict[str, dict]
-    labels: dict[str, dict[str, str]]
-    cordoned: frozenset[str] = frozenset()
-    taints: dict[str, list[dict]] = {}
-    allocatable: dict[str, dict] = {}
-
-
-def read_inventory(store: Any) -> Inventory:
-    listed = store.list(NODES, copy=False)[0]
-    metas = [node["metadata"] for node in listed]
-    nodes = [meta["name"] for meta in metas]
-    labels = {meta["name"]: meta.get("labels") or {} for meta in metas}
-    cordoned = frozenset(
-        node["metadata"]["name"] for node in listed if (node.get("spec") or {}).get("unschedulable")
-    )
-    taints = {
-        node["metadata"]["name"]: (node.get("spec") or {}).get("taints") or [] for node in listed
-    }
-    allocatable = {
-        node["metadata"]["name"]: (node.get("status") or {}).get("allocatable") or {}
-        for node in listed
-    }
-    classes = {c["metadata"]["name"]: c for c in store.list(CLASSES, copy=False)[0]}
-    rules = store.list(TAINT_RULES, copy=False)[0]
-    slices = with_taint_rules(store.list(SLICES, copy=False)[0], rules, classes)
-    devices = {node: candidates(slices, node) for node in nodes}
-    return Inventory(nodes, devices, classes, labels, cordoned, taints, allocatable)
-
-
-def tolerates(pod: dict, taint: dict) -> bool:
-    """Whether one of the Pod's tolerations tolerates the taint (upstream's
-    Toleration.ToleratesTaint: an empty effect or key matches any; Equal compares values)."""
-    for toleration in (pod.get("spec") or {}).get("tolerations") or []:
-        if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
-            continue
-        if toleration.get("key") and toleration["key"] != taint.get("key"):
-            continue
-        operator = toleration.get("operator") or "Equal"
-        if operator == "Exists":
-            return True
-        if operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or ""):
-            return True
-    return False
-
-
-def tolerates_cordon(pod: dict) -> bool:
-    """As DaemonSet Pods do: the NodeUnschedulable plugin lets such a Pod onto a cordoned node."""
-    return tolerates(pod, {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"})
-
-
-def has_untolerated_taint(pod: dict, taints: list[dict]) -> bool:
-    """The TaintToleration plugin's filter: a NoSchedule or NoExecute taint the Pod does not
-    tolerate (PreferNoSchedule only scores)."""
-    return any(
-        taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(pod, taint)
-        for taint in taints
-    )
-
-
-def fit_error(
-    node_count: int,
-    reasons: dict[str, int] | None = None,
-    prefilter: str = "",
-    postfilter: str = STILL_NOT_SCHEDULABLE,
-) -> str:
-    """The FailedScheduling message, built as the real scheduler's FitError.Error();
-    `postfilter` is what the DRA plugin's PostFilter says (it has nothing to deallocate
-    for a Pod without claims)."""
-    message = f"0/{node_count} nodes are available:"
-    if prefilter:
-        message += f" {prefilter}."
-    else:
-        histogram = sorted(f"{count} {reason}" for reason, count in (reasons or {}).items())
-        message += " " + ", ".join(histogram) + "."
-    preemption = (
-        f"0/{node_count} nodes are available: {node_count} Preemption is not helpful for scheduling"
-    )
-    return f"{message} {postfilter}, preemption: {preemption}."
-
-
-def _device_ids(results: list[dict]) -> set[DeviceId]:
-    return {(r["driver"], r["pool"], r["device"]) for r in results}
-
-
-def _allocated_devices(claim: dict) -> set[DeviceId]:
-    return _device_ids(allocation_results(claim))
-
-
-def allocated_node(claim: dict) -> str | None:
-    allocation = (claim.get("status") or {}).get("allocation") or {}
-    for term in (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or []:
-        for field in term.get("matchFields") or []:
-            if field.get("key") == "metadata.name" and field.get("values"):
-                return field["values"][0]
-    return None
 
 
 class Scheduler:
@@ -243,7 +127,7 @@ class Scheduler:
 
     def _resync(self) -> None:
         claims, _ = self.store.list(CLAIMS)
-        self._in_use = {object_key(claim): _allocated_devices(claim) for claim in claims}
+        self._in_use = {object_key(claim): allocated_devices(claim) for claim in claims}
         pods, _ = self.store.list(PODS, copy=False)
         live = _live_uids(pods)
         for claim in claims:
@@ -270,7 +154,7 @@ class Scheduler:
         if event == "DELETED":
             self._in_use.pop(object_key(claim), None)
             return
-        self._in_use[object_key(claim)] = _allocated_devices(claim)
+        self._in_use[object_key(claim)] = allocated_devices(claim)
         if claim["metadata"].get("deletionTimestamp"):
             release_claim(self.store, claim, self._live_pod_uids())
 
@@ -279,7 +163,7 @@ class Scheduler:
         freed = False
         for claim in pod_claims(self.store, pod):
             released = unreserve(self.store, claim, pod)
-            if released is not None and not _allocated_devices(released):
+            if released is not None and not allocated_devices(released):
                 self._in_use[object_key(released)] = set()
                 freed = True
         delete_generated_claims(self.store, pod)
@@ -358,9 +242,9 @@ class Scheduler:
                 continue
             devices = inventory.devices[node]
             try:
-                allocations = _fit_on_node(node, claims, devices, inventory.classes, in_use)
+                allocations = fit_on_node(node, claims, devices, inventory.classes, in_use)
                 if through_dra:
-                    taken = set(in_use).union(*map(_device_ids, allocations.values()))
+                    taken = set(in_use).union(*map(device_ids, allocations.values()))
                     special = extended_resources.fit(
                         pod, through_dra, mapping, devices, inventory.classes, taken
                     )
@@ -383,7 +267,7 @@ class Scheduler:
             for claim in claims:
                 results = allocations.get(object_key(claim))
                 stored = reserve(self.store, claim, pod, node, results, self.allocation_timestamp)
-                self._in_use[object_key(stored)] = _allocated_devices(stored)
+                self._in_use[object_key(stored)] = allocated_devices(stored)
             if EXTENDED in allocations:
                 pod = self._commit_extended(pod, node, *allocations[EXTENDED])
             bind(self.store, pod, node)
@@ -397,7 +281,7 @@ class Scheduler:
         record it in the pod's status."""
         created = create_extended_claim(self.store, claim)
         stored = reserve(self.store, created, pod, node, results, self.allocation_timestamp)
-        self._in_use[object_key(stored)] = _allocated_devices(stored)
+        self._in_use[object_key(stored)] = allocated_devices(stored)
         mappings = extended_resources.request_mappings(stored, pod)
         return record_extended_claim(self.store, pod, stored["metadata"]["name"], mappings)
 
@@ -410,22 +294,3 @@ def _live_uids(pods: list[dict]) -> set[str]:
     return {
         p["metadata"]["uid"] for p in pods if (p.get("status") or {}).get("phase") not in TERMINAL
     }
-
-
-def _fit_on_node(
-    node: str, claims: list[dict], devices: list[Candidate], classes: dict, in_use: set[DeviceId]
-) -> dict:
-    """The new allocations of the pod's claims on `node`; `in_use` is not changed."""
-    in_use = set(in_use)
-    allocations: dict[tuple[str, str], list[dict]] = {}
-    for claim in claims:
-        if (claim.get("status") or {}).get("allocation"):
-            if allocated_node(claim) not in (None, node):
-                raise Unschedulable(NOT_ON_NODE)
-            continue
-        results = allocate(claim, classes, devices, in_use)
-        if results is None:
-            raise Unschedulable(CANNOT_ALLOCATE)
-        in_use |= _device_ids(results)
-        allocations[object_key(claim)] = results
-    return allocations

@@ -6,48 +6,38 @@ Foreground and a uid precondition, so its Pods go before it. Seconds are divided
 
 from __future__ import annotations
 
-import contextlib
-import heapq
-import threading
 import time
 from datetime import UTC, datetime
 from typing import Any
 
-from kubesim.base import errors
+from kubesim.base.workqueue import DelayingQueueController
 from kubesim.controllers.garbage import FOREGROUND
-from kubesim.controllers.jobs import JOBS, _condition
+from kubesim.controllers.job_status import find_condition
+from kubesim.controllers.jobs import JOBS
 
 
 def finish_time(job: dict) -> str | None:
     for kind in ("Complete", "Failed"):
-        condition = _condition(job, kind)
+        condition = find_condition(job, kind)
         if condition:
             return condition.get("lastTransitionTime")
     return None
 
 
-class TTLAfterFinished:
+class TTLAfterFinished(DelayingQueueController):
+    """Keys namespace/name/uid, each due when its Job's TTL has passed."""
+
+    thread_name = "kubesim-ttl"
+
     def __init__(self, store: Any, speed: float = 1.0) -> None:
-        self.store = store
         self.speed = max(float(speed or 1.0), 0.001)
-        self._due: list[tuple[float, str, str, str]] = []
         self._finished_at: dict[str, float] = {}  # uid: monotonic time it was seen finished
-        self._wake = threading.Condition()
-        self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="kubesim-ttl", daemon=True)
-        store.subscribe(self._on_event)
+        super().__init__(store)
 
     def start(self) -> TTLAfterFinished:
         for job in self.store.list(JOBS, copy=False)[0]:
             self._on_event("ADDED", JOBS, job)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        with self._wake:
-            self._stopping = True
-            self._wake.notify_all()
-        self._thread.join(timeout=2)
+        return super().start()
 
     def _on_event(self, event: str, ref: Any, obj: dict) -> None:
         if ref.plural != "jobs" or event == "DELETED":
@@ -62,25 +52,12 @@ class TTLAfterFinished:
             when = datetime.strptime(finished, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
             ago = max((datetime.now(UTC) - when).total_seconds() - 1.0, 0.0)
             self._finished_at[uid] = time.monotonic() - ago / self.speed
-        due = self._finished_at[uid] + ttl / self.speed
-        with self._wake:
-            heapq.heappush(self._due, (due, meta["namespace"], meta["name"], uid))
-            self._wake.notify_all()
+        delay = self._finished_at[uid] + ttl / self.speed - time.monotonic()
+        self.enqueue(f"{meta['namespace']}/{meta['name']}/{uid}", delay)
 
-    def _run(self) -> None:
-        while True:
-            with self._wake:
-                while not self._stopping and (not self._due or self._due[0][0] > time.monotonic()):
-                    timeout = self._due[0][0] - time.monotonic() if self._due else None
-                    self._wake.wait(timeout)
-                if self._stopping:
-                    return
-                _, namespace, name, uid = heapq.heappop(self._due)
-            with contextlib.suppress(errors.ApiError):
-                self._expire(namespace, name, uid)
-
-    def _expire(self, namespace: str, name: str, uid: str) -> None:
+    def sync(self, key: str) -> None:
         """processJob: still the same finished Job, and its TTL passed: delete it."""
+        namespace, name, uid = key.split("/", 2)
         job = self.store.get(JOBS, namespace, name)
         if job["metadata"]["uid"] != uid or job["metadata"].get("deletionTimestamp"):
             return

@@ -10,7 +10,8 @@ import re
 from tests.deploy.rendering import ROOT
 
 DOC = (ROOT / "docs" / "operations.md").read_text()
-SETTINGS = [ROOT / "portal" / "settings.py", ROOT / "portal" / "api_settings.py"]
+# portal/settings.py and the modules it gathers settings from; env.py holds the helpers.
+SETTINGS = [ROOT / "portal" / "env.py", *sorted((ROOT / "portal").glob("*settings.py"))]
 
 
 def _env_helpers(tree: ast.Module) -> set[str]:
@@ -37,12 +38,10 @@ def _read_name(node: ast.AST, helpers: set[str]) -> str | None:
 
 
 def variables_read() -> set[str]:
-    found = set()
-    for path in SETTINGS:
-        tree = ast.parse(path.read_text())
-        helpers = _env_helpers(tree)
-        found |= {name for node in ast.walk(tree) if (name := _read_name(node, helpers))}
-    return found
+    trees = [ast.parse(path.read_text()) for path in SETTINGS]
+    helpers = set().union(*map(_env_helpers, trees))
+    nodes = [node for tree in trees for node in ast.walk(tree)]
+    return {name for node in nodes if (name := _read_name(node, helpers))}
 
 
 def reference_section() -> str:
