@@ -193,6 +193,9 @@ class ClaimRequest(Request):
     # Current allocation as last seen: {"node", "devices": [{"request", "driver", "pool",
     # "device", "attributes", "capacity"}], "reserved_for": [...]}; None when unallocated.
     allocation = models.JSONField(null=True, blank=True)
+    # Since when it holds the devices of `allocation` (reset when they change): the span of
+    # their metrics that is this claim's (claims/read/claim_devices.py).
+    allocated_at = models.DateTimeField(null=True, blank=True)
     node = models.CharField(max_length=253, blank=True)
     # Set once the cluster objects of a released claim are gone.
     cleaned_up_at = models.DateTimeField(null=True, blank=True)

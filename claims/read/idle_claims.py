@@ -11,7 +11,7 @@ from typing import Any
 from django.conf import settings
 
 from claims.models import ClaimRequest, IdleWarning
-from claims.read import utilisation
+from claims.read import claim_devices, utilisation
 
 
 @dataclass
@@ -48,12 +48,19 @@ def claims_idle_first(user: Any) -> tuple[list[InUse], str]:
     devices = utilisation.devices_usage()
     no_data = devices if isinstance(devices, str) else ""
     by_claim: dict[tuple[str, str], list[float]] = {}
+    by_uuid: dict[str, float] = {}
     for device in devices.values() if not isinstance(devices, str) else []:
+        by_uuid[device.uuid] = device.activity
         for held in device.claims:
             by_claim.setdefault(held, []).append(device.activity)
     rows = []
     for claim in claims:
-        values = by_claim.get((claim.namespace_request.name, claim.name))
+        held = claim_devices.held(claim)
+        if held.joined:  # by its GPUs, whether or not a Pod uses them
+            found = [by_uuid[uuid] for uuid in held.uuids if uuid in by_uuid]
+            values = found if len(found) == len(held.uuids) else None
+        else:
+            values = by_claim.get((claim.namespace_request.name, claim.name))
         activity = sum(values) / len(values) if values else None
         rows.append(InUse(claim, activity, warnings.get(claim.pk)))
     rows.sort(key=lambda row: row.order()[:2])

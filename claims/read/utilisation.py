@@ -23,6 +23,7 @@ from django.utils.translation import gettext as _
 
 from claims.kube import gpu_metrics
 from claims.kube.gpu_metrics import NoMetrics, Sample
+from claims.read import claim_devices
 
 MAX_POINTS = 240
 MIN_STEP_SECONDS = 15.0
@@ -79,20 +80,51 @@ def _source() -> gpu_metrics.Prometheus | gpu_metrics.Exporters | None:
 
 
 def claim_usage(claim: Any) -> Usage:
-    """The claim's utilisation, or `no_data` saying why there is none."""
+    """The claim's utilisation, or `no_data` saying why there is none. Its GPUs are read by
+    UUID while it holds them (claim_devices), whether or not a Pod uses them; otherwise by
+    the DRA labels dcgm-exporter gives the series of a GPU a Pod of the claim uses."""
     source = _source()
     if source is None:
         return Usage(no_data=_("no metrics source is set (PROMETHEUS_URL or DCGM_EXPORTER_URLS)"))
-    namespace, name = claim.namespace_request.name, claim.name
+    held = claim_devices.held(claim)
+    if held.joined:
+        selector = claim_devices.uuid_selector(held.uuids)
+        figures = {"uuids": ", ".join(held.uuids), "nodes": ", ".join(held.nodes) or "?"}
+        missing_ever = (
+            _(
+                "no series of this claim's GPUs (%(uuids)s) since it was allocated: is "
+                "dcgm-exporter running and scraped on %(nodes)s?"
+            )
+            % figures
+        )
+        missing_now = (
+            _(
+                "no series of this claim's GPUs now: is dcgm-exporter running and scraped on "
+                "%(nodes)s?"
+            )
+            % figures
+        )
+        since = held.since
+    else:
+        selector = gpu_metrics.claim_selector(claim.namespace_request.name, claim.name)
+        missing_ever = _("Prometheus has no metrics of this claim (no Pod of it has run)")
+        missing_now = _("no GPU reports metrics for this claim now (no Pod of it runs)")
+        since = claim.applied_at or claim.created
     try:
         if isinstance(source, gpu_metrics.Prometheus):
-            return _from_prometheus(source, namespace, name, claim.applied_at or claim.created)
-        samples = [s for s in source.samples() if _of_claim(s, namespace, name)]
-        usage = _current(samples, "exporters")
+            usage = _from_prometheus(source, selector, since, missing_ever, missing_now)
+        else:
+            if held.joined:
+                samples = [s for s in source.samples() if s.labels.get("UUID") in held.uuids]
+            else:
+                namespace, name = claim.namespace_request.name, claim.name
+                samples = [s for s in source.samples() if _of_claim(s, namespace, name)]
+            usage = _current(samples, "exporters")
     except NoMetrics as error:
         return Usage(no_data=_why(error))
-    if not usage.gpus:
-        usage.no_data = _("no GPU reports metrics for this claim now (no Pod of it runs)")
+    # One of its GPUs unseen: its activity is not known, so not read as idle.
+    if not usage.gpus or (held.joined and usage.gpus < len(set(held.uuids))):
+        usage.no_data = usage.no_data or missing_now
     return usage
 
 
@@ -108,9 +140,12 @@ def _of_claim(sample: Sample, namespace: str, name: str) -> bool:
 
 
 def _from_prometheus(
-    prometheus: gpu_metrics.Prometheus, namespace: str, name: str, since: datetime
+    prometheus: gpu_metrics.Prometheus,
+    selector: str,
+    since: datetime,
+    missing_ever: str,
+    missing_now: str,
 ) -> Usage:
-    selector = gpu_metrics.claim_selector(namespace, name)
     names = "|".join(CLAIM_METRICS)
     usage = _current(prometheus.instant(f'{{__name__=~"{names}",{selector}}}'), "prometheus")
     end = time.time()
@@ -131,9 +166,9 @@ def _from_prometheus(
         for at, value in prometheus.series(memory, start, end, step)
     ]
     if not usage.gpus and not usage.points:
-        usage.no_data = _("Prometheus has no metrics of this claim (no Pod of it has run)")
+        usage.no_data = missing_ever
     elif not usage.gpus:  # its history stays, with how long it has been idle
-        usage.no_data = _("no GPU reports metrics for this claim now (no Pod of it runs)")
+        usage.no_data = missing_now
     return usage
 
 
@@ -176,6 +211,7 @@ class DeviceUsage:
     memory_used_mib: float = 0.0
     xid: int = 0
     claims: set[tuple[str, str]] = field(default_factory=set)  # (namespace, name) holding it
+    uuid: str = ""
 
 
 def devices_usage() -> dict[tuple[str, str], DeviceUsage] | str:
@@ -196,6 +232,7 @@ def devices_usage() -> dict[tuple[str, str], DeviceUsage] | str:
     devices: dict[tuple[str, str], DeviceUsage] = {}
     for sample in samples:
         device = devices.setdefault(_device_key(sample.labels), DeviceUsage())
+        device.uuid = sample.labels.get("UUID", "")
         if sample.name == gpu_metrics.ACTIVITY:
             device.activity = sample.value
         elif sample.name == gpu_metrics.MEMORY_USED:

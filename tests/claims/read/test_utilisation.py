@@ -21,15 +21,19 @@ from claims.read import utilisation
 from portal.settings import envrange
 from tests.fixtures.kubesim import api_client, create_namespace, wait_until
 from tests.fixtures.prometheus import free_port
-from tests.kubesim.test_dcgm_exporter import TRAIN_IMAGE, run_on_gpu
+from tests.kubesim.test_dcgm_exporter import TRAIN_IMAGE, hold_on_gpu, run_on_gpu
 
 LONG_RUN = ["--steps", "1000", "--step-seconds", "100"]
 
 
-def claim_row(owner: User, namespace: str, name: str) -> ClaimRequest:
+def claim_row(
+    owner: User, namespace: str, name: str, allocation: dict | None = None
+) -> ClaimRequest:
     cluster, _ = Cluster.objects.get_or_create(name="lab")
     ns = NamespaceRequest.objects.create(owner=owner, cluster=cluster, name=namespace)
     return ClaimRequest.objects.create(
+        allocation=allocation,
+        allocated_at=timezone.now() - timedelta(minutes=2) if allocation else None,
         owner=owner,
         namespace_request=ns,
         name=name,
@@ -106,6 +110,47 @@ def test_it_says_a_claim_nothing_ran_on_is_idle_since_it_was_made(
     assert usage.idle_since is not None and usage.idle_since <= claim.applied_at + timedelta(
         seconds=1
     )
+
+
+def test_a_claim_held_with_nothing_running_reads_idle_not_no_data(
+    kubesim_with_prometheus, alice: User, settings
+) -> None:
+    handle, prometheus = kubesim_with_prometheus
+    settings.PROMETHEUS_URL = prometheus.url
+    namespace = create_namespace(handle)
+    claim = claim_row(alice, namespace, "held", hold_on_gpu(handle, namespace, "held"))
+
+    usage = wait_until(lambda: (u := utilisation.claim_usage(claim)).has_history and u, timeout=60)
+    assert usage.no_data == "" and usage.source == "prometheus"
+    assert usage.activity == 0 and usage.gpus == 1
+    assert usage.idle_since is not None and usage.idle_since <= timezone.now()
+    assert usage.start == pytest.approx(claim.allocated_at.timestamp())
+
+    settings.PROMETHEUS_URL = ""
+    settings.DCGM_EXPORTER_URLS = list(handle.dcgm_exporter_urls.values())
+    now = utilisation.claim_usage(claim)
+    assert now.no_data == "" and now.activity == 0 and now.gpus == 1
+
+
+def test_a_held_claim_whose_gpu_has_no_series_is_no_data_with_why(
+    kubesim_with_prometheus, alice: User, settings
+) -> None:
+    settings.PROMETHEUS_URL = kubesim_with_prometheus[1].url
+    gone = "GPU-00000000-0000-0000-0000-000000000000"
+    allocation = {
+        "node": "gpu-node-9",
+        "devices": [
+            {
+                "driver": "gpu.nvidia.com",
+                "pool": "gpu-node-9",
+                "device": "gpu-0",
+                "attributes": {"uuid": gone, "type": "gpu"},
+            }
+        ],
+    }
+    claim = claim_row(alice, "elsewhere", "lost", allocation)
+    usage = utilisation.claim_usage(claim)
+    assert usage.activity is None and gone in usage.no_data and "gpu-node-9" in usage.no_data
 
 
 def test_it_reads_the_exporters_without_prometheus(kubesim_private, alice: User, settings) -> None:
