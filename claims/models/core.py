@@ -44,6 +44,11 @@ class Cluster(models.Model):
     # Name of a docker-registry Secret in each namespace, for clusters pulling from a
     # private mirror (air-gapped); the portal references it, it does not create it.
     image_pull_secret = models.CharField(max_length=253, blank=True)
+    # The Prometheus that scrapes this cluster's dcgm-exporters ("": PROMETHEUS_URL), and the
+    # label matchers that select this cluster's series in it ("": by the cluster's node
+    # names when that Prometheus serves other clusters too); claims/read/metrics_scope.py.
+    prometheus_url = models.CharField(max_length=500, blank=True)
+    prometheus_selector = models.CharField(max_length=500, blank=True)
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -23,7 +23,7 @@ from django.utils.translation import gettext as _
 
 from claims.kube import gpu_metrics
 from claims.kube.gpu_metrics import NoMetrics, Sample
-from claims.read import claim_devices
+from claims.read import claim_devices, metrics_scope
 
 MAX_POINTS = 240
 MIN_STEP_SECONDS = 15.0
@@ -70,10 +70,11 @@ class Usage:
         return max(values) if values else None
 
 
-def _source() -> gpu_metrics.Prometheus | gpu_metrics.Exporters | None:
+def _source(scope: metrics_scope.Scope) -> gpu_metrics.Prometheus | gpu_metrics.Exporters | None:
+    """The cluster's Prometheus, else the exporters (DCGM_EXPORTER_URLS: one cluster's)."""
     timeout = settings.UTILISATION_TIMEOUT
-    if settings.PROMETHEUS_URL:
-        return gpu_metrics.Prometheus(settings.PROMETHEUS_URL, timeout)
+    if scope.url:
+        return gpu_metrics.Prometheus(scope.url, timeout)
     if settings.DCGM_EXPORTER_URLS:
         return gpu_metrics.Exporters(list(settings.DCGM_EXPORTER_URLS), timeout)
     return None
@@ -83,12 +84,13 @@ def claim_usage(claim: Any) -> Usage:
     """The claim's utilisation, or `no_data` saying why there is none. Its GPUs are read by
     UUID while it holds them (claim_devices), whether or not a Pod uses them; otherwise by
     the DRA labels dcgm-exporter gives the series of a GPU a Pod of the claim uses."""
-    source = _source()
+    scope = metrics_scope.scope_of(claim.namespace_request.cluster)
+    source = _source(scope)
     if source is None:
         return Usage(no_data=_("no metrics source is set (PROMETHEUS_URL or DCGM_EXPORTER_URLS)"))
     held = claim_devices.held(claim)
     if held.joined:
-        selector = claim_devices.uuid_selector(held.uuids)
+        selector = scope.selector(claim_devices.uuid_selector(held.uuids))
         figures = {"uuids": ", ".join(held.uuids), "nodes": ", ".join(held.nodes) or "?"}
         missing_ever = (
             _(
@@ -104,9 +106,11 @@ def claim_usage(claim: Any) -> Usage:
             )
             % figures
         )
-        since = held.since
+        since = held.since or claim.applied_at or claim.created
     else:
-        selector = gpu_metrics.claim_selector(claim.namespace_request.name, claim.name)
+        selector = scope.selector(
+            gpu_metrics.claim_selector(claim.namespace_request.name, claim.name)
+        )
         missing_ever = _("Prometheus has no metrics of this claim (no Pod of it has run)")
         missing_now = _("no GPU reports metrics for this claim now (no Pod of it runs)")
         since = claim.applied_at or claim.created
@@ -214,17 +218,20 @@ class DeviceUsage:
     uuid: str = ""
 
 
-def devices_usage() -> dict[tuple[str, str], DeviceUsage] | str:
-    """(node, DRA device name) -> what the GPU does now, or the reason there is no data.
+def devices_usage(cluster: Any = None) -> dict[tuple[str, str], DeviceUsage] | str:
+    """(node, DRA device name) -> what the GPU does now, or the reason there is no data; of
+    `cluster`'s Prometheus and series (None: PROMETHEUS_URL's, all of them).
     A GPU no claim holds has no dra_* labels: its name is the NVIDIA DRA driver's
     `gpu-<index>` of dcgm-exporter's `gpu` label on the node of its `hostname` label."""
-    source = _source()
+    scope = metrics_scope.scope_of(cluster)
+    source = _source(scope)
     if source is None:
         return _("no metrics source is set (PROMETHEUS_URL or DCGM_EXPORTER_URLS)")
     names = f"{gpu_metrics.ACTIVITY}|{gpu_metrics.MEMORY_USED}|{gpu_metrics.XID}"
     try:
         if isinstance(source, gpu_metrics.Prometheus):
-            samples = source.instant(f'{{__name__=~"{names}"}}')
+            selector = scope.selector(f"__name__=~{gpu_metrics.promql_string(names)}")
+            samples = source.instant(f"{{{selector}}}")
         else:
             samples = source.samples()
     except NoMetrics as error:
@@ -260,18 +267,20 @@ class Check:
     configured: bool = True  # False: no source is set (an optional part, not a failure)
 
 
-def utilisation_check() -> Check:
+def utilisation_check(cluster: Any = None) -> Check:
     """The preflight line: metrics with DRA labels, without them (an older dcgm-exporter, or
-    KUBERNETES_ENABLE_DRA off), or none."""
-    source = _source()
+    KUBERNETES_ENABLE_DRA off), or none; of `cluster`'s series (None: all)."""
+    scope = metrics_scope.scope_of(cluster)
+    source = _source(scope)
     if source is None:
         return Check(
             False, _("not set up: set PROMETHEUS_URL (or DCGM_EXPORTER_URLS)"), configured=False
         )
     try:
         if isinstance(source, gpu_metrics.Prometheus):
-            labelled = source.instant(f'count({gpu_metrics.ACTIVITY}{{dra_claim_name!=""}})')
-            every = source.instant(f"count({gpu_metrics.ACTIVITY})")
+            labelled_series = scope.selector('dra_claim_name!=""')
+            labelled = source.instant(f"count({gpu_metrics.ACTIVITY}{{{labelled_series}}})")
+            every = source.instant(f"count({gpu_metrics.ACTIVITY}{{{scope.selector()}}})")
             with_dra = int(labelled[0].value) if labelled else 0
             total = int(every[0].value) if every else 0
         else:

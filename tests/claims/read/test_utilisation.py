@@ -153,6 +153,49 @@ def test_a_held_claim_whose_gpu_has_no_series_is_no_data_with_why(
     assert usage.activity is None and gone in usage.no_data and "gpu-node-9" in usage.no_data
 
 
+def test_clusters_sharing_a_prometheus_do_not_mix_their_claims(
+    kubesim_with_prometheus, alice: User, settings
+) -> None:
+    handle, prometheus = kubesim_with_prometheus
+    settings.PROMETHEUS_URL, settings.DCGM_EXPORTER_URLS = prometheus.url, []
+    namespace = create_namespace(handle)
+    run_on_gpu(handle, namespace, "train", TRAIN_IMAGE, [*LONG_RUN, "--load", "0.6"])
+    lab = claim_row(alice, namespace, "train")
+    nodes = [{"node": f"gpu-node-{n}", "name": "gpu-0"} for n in (1, 2)]
+    Cluster.objects.filter(name="lab").update(inventory={"devices": nodes})
+    other = Cluster.objects.create(name="other", inventory={"devices": [{"node": "far-1"}]})
+    ns = NamespaceRequest.objects.create(owner=alice, cluster=other, name=namespace)
+    twin = ClaimRequest.objects.create(
+        owner=alice,
+        namespace_request=ns,
+        name="train",
+        device_class="gpu.nvidia.com",
+        count=1,
+        state=ClaimRequest.State.IN_USE,
+        applied_at=lab.applied_at,
+    )
+
+    def read(claim: ClaimRequest) -> utilisation.Usage:
+        return utilisation.claim_usage(ClaimRequest.objects.get(pk=claim.pk))
+
+    usage = wait_until(lambda: (u := read(lab)).activity and u, timeout=60)
+    assert usage.activity == pytest.approx(0.6)
+    # Same namespace and name on another cluster of the same Prometheus: not these series.
+    assert read(twin).activity is None and read(twin).no_data
+    assert utilisation.devices_usage(other) == {}
+    assert len(utilisation.devices_usage(Cluster.objects.get(name="lab"))) == 8
+    # A label the admin names selects the cluster's series instead of its nodes.
+    Cluster.objects.filter(pk=other.pk).update(prometheus_selector='job="dcgm-exporter"')
+    assert read(twin).activity == pytest.approx(0.6)
+    Cluster.objects.filter(pk=other.pk).update(prometheus_selector='job="elsewhere"')
+    assert read(twin).activity is None
+    # A cluster's own Prometheus, without the global setting.
+    settings.PROMETHEUS_URL = ""
+    Cluster.objects.filter(name="lab").update(prometheus_url=prometheus.url)
+    assert read(lab).activity == pytest.approx(0.6)
+    assert "no metrics source is set" in read(twin).no_data
+
+
 def test_it_reads_the_exporters_without_prometheus(kubesim_private, alice: User, settings) -> None:
     settings.PROMETHEUS_URL = ""
     settings.DCGM_EXPORTER_URLS = list(kubesim_private.dcgm_exporter_urls.values())
