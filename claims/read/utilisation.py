@@ -19,11 +19,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
+from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 
 from claims.kube import gpu_metrics
 from claims.kube.gpu_metrics import NoMetrics, Sample
-from claims.read import claim_devices, metrics_scope
+from claims.read import claim_devices, metrics_cache, metrics_scope
 
 MAX_POINTS = 240
 MIN_STEP_SECONDS = 15.0
@@ -114,22 +115,41 @@ def claim_usage(claim: Any) -> Usage:
         missing_ever = _("Prometheus has no metrics of this claim (no Pod of it has run)")
         missing_now = _("no GPU reports metrics for this claim now (no Pod of it runs)")
         since = claim.applied_at or claim.created
-    try:
-        if isinstance(source, gpu_metrics.Prometheus):
-            usage = _from_prometheus(source, selector, since, missing_ever, missing_now)
-        else:
-            if held.joined:
-                samples = [s for s in source.samples() if s.labels.get("UUID") in held.uuids]
+    namespace, name = claim.namespace_request.name, claim.name
+
+    def read() -> Usage:
+        try:
+            if isinstance(source, gpu_metrics.Prometheus):
+                usage = _from_prometheus(source, selector, since, missing_ever, missing_now)
             else:
-                namespace, name = claim.namespace_request.name, claim.name
-                samples = [s for s in source.samples() if _of_claim(s, namespace, name)]
-            usage = _current(samples, "exporters")
-    except NoMetrics as error:
-        return Usage(no_data=_why(error))
-    # One of its GPUs unseen: its activity is not known, so not read as idle.
-    if not usage.gpus or (held.joined and usage.gpus < len(set(held.uuids))):
-        usage.no_data = usage.no_data or missing_now
-    return usage
+                if held.joined:
+                    samples = [s for s in source.samples() if s.labels.get("UUID") in held.uuids]
+                else:
+                    samples = [s for s in source.samples() if _of_claim(s, namespace, name)]
+                usage = _current(samples, "exporters")
+        except NoMetrics as error:
+            return Usage(no_data=_why(error))
+        # One of its GPUs unseen: its activity is not known, so not read as idle.
+        if not usage.gpus or (held.joined and usage.gpus < len(set(held.uuids))):
+            usage.no_data = usage.no_data or missing_now
+        return usage
+
+    key = ("claim", *_cache_key(scope), selector, since.timestamp(), held.uuids, namespace, name)
+    return metrics_cache.remembered(key, read)
+
+
+def _cache_key(scope: metrics_scope.Scope) -> tuple[object, ...]:
+    """What any answer depends on besides its query: the source, the settings, the language
+    its reasons are in."""
+    exporters = () if scope.url else tuple(settings.DCGM_EXPORTER_URLS)
+    return (
+        scope.url,
+        scope.matchers,
+        exporters,
+        settings.UTILISATION_TIMEOUT,
+        settings.UTILISATION_IDLE_THRESHOLD,
+        get_language(),
+    )
 
 
 def _why(error: NoMetrics) -> str:
@@ -224,6 +244,10 @@ def devices_usage(cluster: Any = None) -> dict[tuple[str, str], DeviceUsage] | s
     A GPU no claim holds has no dra_* labels: its name is the NVIDIA DRA driver's
     `gpu-<index>` of dcgm-exporter's `gpu` label on the node of its `hostname` label."""
     scope = metrics_scope.scope_of(cluster)
+    return metrics_cache.remembered(("devices", *_cache_key(scope)), lambda: _devices(scope))
+
+
+def _devices(scope: metrics_scope.Scope) -> dict[tuple[str, str], DeviceUsage] | str:
     source = _source(scope)
     if source is None:
         return _("no metrics source is set (PROMETHEUS_URL or DCGM_EXPORTER_URLS)")

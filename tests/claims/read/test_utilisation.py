@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import socket
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.contrib.auth.models import User
@@ -194,6 +197,69 @@ def test_clusters_sharing_a_prometheus_do_not_mix_their_claims(
     Cluster.objects.filter(name="lab").update(prometheus_url=prometheus.url)
     assert read(lab).activity == pytest.approx(0.6)
     assert "no metrics source is set" in read(twin).no_data
+
+
+@pytest.fixture
+def counting_proxy(kubesim_with_prometheus) -> Iterator[tuple[str, list[str]]]:
+    """The real Prometheus behind a proxy that notes every request it passes on."""
+    target = kubesim_with_prometheus[1].url
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            try:
+                with urllib.request.urlopen(target + self.path, timeout=10) as answer:
+                    status, body = answer.status, answer.read()
+            except urllib.error.HTTPError as error:
+                status, body = error.code, error.read()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def test_live_refreshes_within_the_cache_period_ask_prometheus_once(
+    kubesim_with_prometheus, counting_proxy, alice: User, settings
+) -> None:
+    handle = kubesim_with_prometheus[0]
+    url, seen = counting_proxy
+    settings.PROMETHEUS_URL, settings.UTILISATION_CACHE_SECONDS = url, 0
+    namespace = create_namespace(handle)
+    run_on_gpu(handle, namespace, "train", TRAIN_IMAGE, [*LONG_RUN, "--load", "0.6"])
+    claim = claim_row(alice, namespace, "train")
+    wait_until(lambda: utilisation.claim_usage(claim).has_history, timeout=60)
+    settings.UTILISATION_CACHE_SECONDS = 60
+    first = utilisation.claim_usage(claim)
+    asked = len(seen)
+    assert first.has_history and asked
+    assert utilisation.claim_usage(claim) == first and len(seen) == asked
+    cluster = claim.namespace_request.cluster
+    devices = utilisation.devices_usage(cluster)
+    asked = len(seen)
+    assert utilisation.devices_usage(cluster) == devices and len(seen) == asked
+
+    browser = Client()
+    browser.force_login(alice)
+    for _ in range(3):  # the claim page and its live part, refreshed
+        assert browser.get(reverse("claim", args=[claim.pk])).status_code == 200
+    assert len(seen) == asked
+
+    settings.UTILISATION_CACHE_SECONDS = 0  # off: every read asks
+    utilisation.claim_usage(claim)
+    assert len(seen) > asked
 
 
 def test_it_reads_the_exporters_without_prometheus(kubesim_private, alice: User, settings) -> None:
