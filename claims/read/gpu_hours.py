@@ -7,7 +7,8 @@ busy hours from one PromQL query for the month (docs/operations.md, Utilisation)
 
     sum by (dra_claim_namespace, dra_claim_name) (sum_over_time(
         (max by (UUID, dra_claim_namespace, dra_claim_name)
-            (DCGM_FI_PROF_GR_ENGINE_ACTIVE{dra_claim_name!=""}))[<month>s:<resolution>s]))
+            (DCGM_FI_PROF_GR_ENGINE_ACTIVE{dra_claim_name!=""}
+             or DCGM_FI_PROF_SM_ACTIVE{dra_claim_name!=""}))[<month>s:<resolution>s]))
         * <resolution> / 3600
 
 A busy hour is an hour of one GPU fully busy: 0.5 activity for two hours is one busy hour.
@@ -200,7 +201,7 @@ def busy_query(span: Any, resolution: float, matchers: str = "") -> str:
     selector = ",".join(part for part in ('dra_claim_name!=""', matchers) if part)
     return (
         "sum by (dra_claim_namespace, dra_claim_name) (sum_over_time("
-        f"(max by ({claim}) ({gpu_metrics.ACTIVITY}{{{selector}}}))"
+        f"(max by ({claim}) ({gpu_metrics.activity(selector)}))"
         f"[{int(span.total_seconds())}s:{resolution:g}s])) * {resolution:g} / 3600"
     )
 

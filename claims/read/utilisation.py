@@ -28,7 +28,7 @@ from claims.read import claim_devices, metrics_cache, metrics_scope
 
 MAX_POINTS = 240
 MIN_STEP_SECONDS = 15.0
-CLAIM_METRICS = (gpu_metrics.ACTIVITY, gpu_metrics.MEMORY_USED, gpu_metrics.POWER)
+CLAIM_METRICS = (*gpu_metrics.ACTIVITIES, gpu_metrics.MEMORY_USED, gpu_metrics.POWER)
 
 
 @dataclass
@@ -177,7 +177,7 @@ def _from_prometheus(
     step = max((end - start) / MAX_POINTS, MIN_STEP_SECONDS)
     # Per GPU the highest activity within each step (a device shared by two containers
     # reports once per container), then the mean over the claim's GPUs.
-    query = f"avg(max by (UUID) (max_over_time({gpu_metrics.ACTIVITY}{{{selector}}}[{step:.0f}s])))"
+    query = f"avg(max by (UUID) ({gpu_metrics.activity(selector, f'{step:.0f}s')}))"
     raw = prometheus.series(query, start, end, step)
     usage.points = [(datetime.fromtimestamp(at, UTC), value) for at, value in raw]
     usage.start, usage.end, usage.step = start, end, step
@@ -214,7 +214,10 @@ def _current(samples: Iterable[Sample], source: str) -> Usage:
     per_gpu: dict[tuple[str, str], float] = {}
     for sample in samples:
         per_gpu[(sample.name, sample.labels.get("UUID", ""))] = sample.value
-    activity = [v for (metric, _uuid), v in per_gpu.items() if metric == gpu_metrics.ACTIVITY]
+    by_uuid: dict[str, float] = {}
+    for metric in reversed(gpu_metrics.ACTIVITIES):  # the preferred one last: it wins
+        by_uuid |= {uuid: v for (name, uuid), v in per_gpu.items() if name == metric}
+    activity = list(by_uuid.values())
     usage = Usage(source=source, gpus=len(activity))
     if activity:
         usage.activity = sum(activity) / len(activity)
@@ -236,6 +239,7 @@ class DeviceUsage:
     xid: int = 0
     claims: set[tuple[str, str]] = field(default_factory=set)  # (namespace, name) holding it
     uuid: str = ""
+    measured_by: str = ""  # the metric `activity` is of (GR_ENGINE_ACTIVE, else SM_ACTIVE)
 
 
 def devices_usage(cluster: Any = None) -> dict[tuple[str, str], DeviceUsage] | str:
@@ -251,7 +255,7 @@ def _devices(scope: metrics_scope.Scope) -> dict[tuple[str, str], DeviceUsage] |
     source = _source(scope)
     if source is None:
         return _("no metrics source is set (PROMETHEUS_URL or DCGM_EXPORTER_URLS)")
-    names = f"{gpu_metrics.ACTIVITY}|{gpu_metrics.MEMORY_USED}|{gpu_metrics.XID}"
+    names = "|".join((*gpu_metrics.ACTIVITIES, gpu_metrics.MEMORY_USED, gpu_metrics.XID))
     try:
         if isinstance(source, gpu_metrics.Prometheus):
             selector = scope.selector(f"__name__=~{gpu_metrics.promql_string(names)}")
@@ -264,8 +268,11 @@ def _devices(scope: metrics_scope.Scope) -> dict[tuple[str, str], DeviceUsage] |
     for sample in samples:
         device = devices.setdefault(_device_key(sample.labels), DeviceUsage())
         device.uuid = sample.labels.get("UUID", "")
-        if sample.name == gpu_metrics.ACTIVITY:
-            device.activity = sample.value
+        preferred = device.measured_by == gpu_metrics.ACTIVITY
+        if sample.name == gpu_metrics.ACTIVITY or (
+            sample.name == gpu_metrics.SM_ACTIVITY and not preferred
+        ):
+            device.activity, device.measured_by = sample.value, sample.name
         elif sample.name == gpu_metrics.MEMORY_USED:
             device.memory_used_mib = sample.value
         elif sample.name == gpu_metrics.XID:
@@ -303,14 +310,18 @@ def utilisation_check(cluster: Any = None) -> Check:
     try:
         if isinstance(source, gpu_metrics.Prometheus):
             labelled_series = scope.selector('dra_claim_name!=""')
-            labelled = source.instant(f"count({gpu_metrics.ACTIVITY}{{{labelled_series}}})")
-            every = source.instant(f"count({gpu_metrics.ACTIVITY}{{{scope.selector()}}})")
+            labelled = source.instant(f"count({gpu_metrics.activity(labelled_series)})")
+            every = source.instant(f"count({gpu_metrics.activity(scope.selector())})")
             with_dra = int(labelled[0].value) if labelled else 0
             total = int(every[0].value) if every else 0
         else:
-            activity = [s for s in source.samples() if s.name == gpu_metrics.ACTIVITY]
-            with_dra = sum(1 for s in activity if s.labels.get("dra_claim_name"))
-            total = len(activity)
+            series = {
+                tuple(sorted(s.labels.items()))
+                for s in source.samples()
+                if s.name in gpu_metrics.ACTIVITIES
+            }
+            with_dra = sum(1 for labels in series if dict(labels).get("dra_claim_name"))
+            total = len(series)
     except NoMetrics as error:
         return Check(False, _why(error))
     return _check_of(total, with_dra)

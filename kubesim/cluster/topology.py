@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from kubesim.cluster.dcgm_counters import dcgm_counters
 from kubesim.cluster.workloads import Workload, WorkloadError
 from kubesim.cluster.workloads import from_list as workloads_from_list
 from kubesim.kubelet.cuda import MIG_PROFILES, MODELS, GpuModel, MigProfile
@@ -135,6 +136,8 @@ class Topology:
     workloads: list[Workload] = field(default_factory=list)
     # node -> device -> the taints its driver publishes on it (`deviceTaints:`).
     device_taints: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
+    # The counters its dcgm-exporters publish (`dcgmCounters:`); () = default-counters.csv's.
+    dcgm_counters: tuple[str, ...] = ()
 
     @property
     def node_names(self) -> list[str]:
@@ -268,6 +271,7 @@ def from_dict(data: dict) -> Topology:
         sizes,
         workloads,
         taints,
+        dcgm_counters(data.get("dcgmCounters"), TopologyError),
     )
 
 
