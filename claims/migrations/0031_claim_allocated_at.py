@@ -3,6 +3,24 @@
 from django.db import migrations, models
 
 
+def since_last_in_use(apps, schema_editor):
+    """A claim in use now has held its devices since it last became `in use` (its audit row),
+    as far as the portal knows; without that row, since its row last changed."""
+    ClaimRequest = apps.get_model("claims", "ClaimRequest")
+    AuditEvent = apps.get_model("claims", "AuditEvent")
+    held = ClaimRequest.objects.filter(state="in_use", allocation__isnull=False)
+    for claim in held.only("pk", "updated"):
+        last = (
+            AuditEvent.objects.filter(
+                object_kind="claim_request", object_id=claim.pk, to_state="in_use"
+            )
+            .order_by("-created")
+            .values_list("created", flat=True)
+            .first()
+        )
+        ClaimRequest.objects.filter(pk=claim.pk).update(allocated_at=last or claim.updated)
+
+
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -15,4 +33,5 @@ class Migration(migrations.Migration):
             name='allocated_at',
             field=models.DateTimeField(blank=True, null=True),
         ),
+        migrations.RunPython(since_last_in_use, migrations.RunPython.noop),
     ]
