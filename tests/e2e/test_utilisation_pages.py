@@ -103,10 +103,7 @@ def test_a_team_approver_sets_the_idle_reclaim_policy_in_the_browser(
     expect(error).to_contain_text("Give a GPU activity from 0 to 1")
     assert_accessible(page)
     screenshot(page, "team-idle-policy")
-    page.locator(f"#idle-form-{team.pk}").get_by_label("Idle at or below (GPU activity, 0-1)").fill(
-        "0.05"
-    )
-    page.locator(f"#idle-form-{team.pk}").get_by_role(
-        "button", name="Save the idle reclaim policy"
-    ).click()
-    expect(page.locator(f"#idle-policy-{team.pk}")).to_contain_text("at or below 0.05 for 4 h 00 min")
+    form.get_by_label("Idle at or below (GPU activity, 0-1)").fill("0.05")
+    form.get_by_role("button", name="Save the idle reclaim policy").click()
+    policy = page.locator(f"#idle-policy-{team.pk}")
+    expect(policy).to_contain_text("at or below 0.05 for 4 h 00 min")
