@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.db import models
 
@@ -23,10 +24,32 @@ from claims.models import (
     WebhookDelivery,
     Workload,
 )
+from claims.policy import metrics_scope
+
+
+class ClusterAdminForm(forms.ModelForm):
+    """The same checks of the Prometheus fields as the registration form and the API."""
+
+    class Meta:
+        model = Cluster
+        exclude: list[str] = []
+
+    def clean_prometheus_url(self) -> str:
+        url = self.cleaned_data.get("prometheus_url", "").strip()
+        if problem := metrics_scope.url_problem(url):
+            raise forms.ValidationError(problem)
+        return url
+
+    def clean_prometheus_selector(self) -> str:
+        selector = self.cleaned_data.get("prometheus_selector", "").strip()
+        if problem := metrics_scope.selector_problem(selector):
+            raise forms.ValidationError(problem)
+        return selector
 
 
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
+    form = ClusterAdminForm
     list_display = (
         "name",
         "simulated",

@@ -23,6 +23,9 @@ DCGM_EXPORTER_URLS = envlist("DCGM_EXPORTER_URLS", "")
 
 # Seconds a page waits for Prometheus or an exporter before it shows "no data".
 UTILISATION_TIMEOUT = envrange("UTILISATION_TIMEOUT", "2", 0.1, 30)
+# Seconds the metrics a page reads on every live refresh (a claim's use, the GPU map's) are
+# kept in Django's cache; 0: asked every time (claims/read/metrics_cache.py).
+UTILISATION_CACHE_SECONDS = envrange("UTILISATION_CACHE_SECONDS", "5", 0, 60)
 # A GPU is idle while its activity (DCGM_FI_PROF_GR_ENGINE_ACTIVE, 0-1) stays at or below this.
 UTILISATION_IDLE_THRESHOLD = envrange("UTILISATION_IDLE_THRESHOLD", "0.05", 0, 1)
 

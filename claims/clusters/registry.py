@@ -37,6 +37,7 @@ from claims.kube.gateway import (
     PreflightCheck,
 )
 from claims.models import ClaimRequest, Cluster, NamespaceRequest
+from claims.policy import metrics_scope
 from claims.read import inventory, timewords
 
 IN_CLUSTER = "in_cluster"
@@ -62,6 +63,8 @@ class ClusterInput:
     source: str  # KUBECONFIG or IN_CLUSTER
     kubeconfig_text: str = ""  # "" when editing: keep the stored one
     context: str = ""
+    prometheus_url: str = ""  # "": PROMETHEUS_URL (claims/read/metrics_scope.py)
+    prometheus_selector: str = ""
 
 
 def _connection_fields(data: ClusterInput, cluster: Cluster | None) -> Obj:
@@ -98,10 +101,22 @@ def _check_name(name: str, cluster: Cluster | None) -> None:
         raise ValidationError({"name": [message]})
 
 
+def _metrics_fields(data: ClusterInput) -> Obj:
+    url, selector = data.prometheus_url.strip(), data.prometheus_selector.strip()
+    problems = {
+        "prometheus_url": metrics_scope.url_problem(url),
+        "prometheus_selector": metrics_scope.selector_problem(selector),
+    }
+    if any(problems.values()):
+        raise ValidationError({key: [text] for key, text in problems.items() if text})
+    return {"prometheus_url": url, "prometheus_selector": selector}
+
+
 def save_cluster(data: ClusterInput, cluster: Cluster | None = None) -> Cluster:
     """Register a cluster (cluster=None) or change one; ValidationError by field."""
     _check_name(data.name, cluster)
-    fields = _connection_fields(data, cluster)
+    metrics = _metrics_fields(data)  # checked first: they need no contact
+    fields = _connection_fields(data, cluster) | metrics
     with transaction.atomic():
         if cluster is None:
             cluster = Cluster.objects.create(name=data.name, **fields)

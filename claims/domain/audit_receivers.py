@@ -91,7 +91,7 @@ AUDITED_MODULES = ("claims.models.teams",)
 AUDITED_MODELS = ("claims.TeamWebhook", "claims.WorkloadProfile")
 # fmt: off
 CLUSTER_FIELDS = ["name", "kubeconfig_path", "kubeconfig_encrypted", "in_cluster", "context",
-                  "simulated", "image_pull_secret"]
+                  "simulated", "image_pull_secret", "prometheus_url", "prometheus_selector"]
 # fmt: on
 SECRETS = ("secret", "kubeconfig_encrypted", "password", "token")
 # fmt: off

@@ -185,15 +185,30 @@ def claim_allocation_seen(
             claim,
             "allocated",
             allocation=allocation,
+            allocated_at=timezone.now(),
             node=node,
             message=state_messages.ALLOCATED % {"devices": devices, "node": node},
         )
     if not allocation and claim.state == CS.IN_USE:
         message = state_messages.NO_POD_USES_IT
-        return change(claim, "freed", allocation=None, node="", message=message)
+        return change(claim, "freed", allocation=None, allocated_at=None, node="", message=message)
     if claim.state in (CS.WAITING, CS.IN_USE) and claim.allocation != allocation:
-        update_fields(claim, allocation=allocation, node=node)
+        if _device_ids(claim.allocation) != _device_ids(allocation):
+            update_fields(claim, allocation=allocation, node=node, allocated_at=_since(allocation))
+        else:
+            update_fields(claim, allocation=allocation, node=node)
     return False
+
+
+def _device_ids(allocation: dict[str, Any] | None) -> set[tuple[str, str, str]]:
+    return {
+        (d.get("driver", ""), d.get("pool", ""), d.get("device", ""))
+        for d in (allocation or {}).get("devices") or []
+    }
+
+
+def _since(allocation: dict[str, Any] | None) -> Any:
+    return timezone.now() if allocation else None
 
 
 def claim_release_waiting(*, claim_request: ClaimRequest, pod: str, node: str) -> None:

@@ -8,6 +8,7 @@ they are decided one after the other with the submits and approvals that read th
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
@@ -16,6 +17,7 @@ from django.utils.translation import gettext as _
 
 from claims.domain.transitions import enqueue
 from claims.models import ApprovalRule, NamespaceRequest, Team, TeamMembership, TeamQuota
+from claims.policy import idle_policy
 from claims.policy.quota import charged_users
 
 APPLY_QUOTA = "claims.worker.tasks.apply_namespace_quota"
@@ -54,9 +56,18 @@ def _locked(team: Team) -> Team:
 # --- Teams ---
 
 
+def _check_idle_policy(fields: dict[str, Any]) -> None:
+    found = idle_policy.problems(
+        fields.get("idle_threshold"), fields.get("idle_window"), fields.get("idle_grace")
+    )
+    if found:
+        raise ValidationError({field: [message] for field, message in found.items()})
+
+
 def team_create(*, name: str, auto_approve: bool = False, **policy: Any) -> Team:
     """policy: the idle reclaim fields (idle_reclaim, idle_threshold, idle_window,
     idle_grace); the model's defaults otherwise."""
+    _check_idle_policy(policy)
     team = Team()
     _save(team, {"name": name, "auto_approve": auto_approve, **policy}, duplicate_field="name")
     return team
@@ -64,8 +75,27 @@ def team_create(*, name: str, auto_approve: bool = False, **policy: Any) -> Team
 
 def team_update(*, team: Team, **fields: Any) -> Team:
     """fields: name, auto_approve, and the idle reclaim policy's."""
+    _check_idle_policy(fields)
     _save(team, fields, duplicate_field="name")
     return team
+
+
+def team_idle_policy_set(
+    *,
+    team: Team,
+    idle_reclaim: bool,
+    idle_threshold: float,
+    idle_window: timedelta,
+    idle_grace: timedelta,
+) -> Team:
+    """The team page's form (admins and the team's approvers; the caller checks who)."""
+    return team_update(
+        team=team,
+        idle_reclaim=idle_reclaim,
+        idle_threshold=idle_threshold,
+        idle_window=idle_window,
+        idle_grace=idle_grace,
+    )
 
 
 def team_delete(*, team: Team) -> None:

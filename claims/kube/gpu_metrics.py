@@ -18,7 +18,10 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 ACTIVITY = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # the share of time the graphics engine is busy
+# The share of cycles an SM has a warp: read where a GPU publishes no GR_ENGINE_ACTIVE (an
+# exporter whose counters CSV has SM_ACTIVE on and GR_ENGINE_ACTIVE off).
 SM_ACTIVITY = "DCGM_FI_PROF_SM_ACTIVE"
+ACTIVITIES = (ACTIVITY, SM_ACTIVITY)  # in order of preference
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"  # coarse: any kernel running, in %
 MEMORY_USED = "DCGM_FI_DEV_FB_USED"  # MiB
 MEMORY_FREE = "DCGM_FI_DEV_FB_FREE"
@@ -59,6 +62,18 @@ class Sample:
 def promql_string(value: str) -> str:
     """A PromQL string literal (double-quoted, Go escapes)."""
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def activity(selector: str, window: str = "") -> str:
+    """PromQL: each GPU's activity, GR_ENGINE_ACTIVE where it is published, else SM_ACTIVE
+    (`or` keeps the left side's series and adds the right side's whose labels, the metric's
+    name aside, it lacks). With `window` ("60s"), the highest value within it."""
+    if not window:
+        return f"({ACTIVITY}{{{selector}}} or {SM_ACTIVITY}{{{selector}}})"
+    return (
+        f"(max_over_time({ACTIVITY}{{{selector}}}[{window}]) or "
+        f"max_over_time({SM_ACTIVITY}{{{selector}}}[{window}]))"
+    )
 
 
 def claim_selector(namespace: str, name: str) -> str:

@@ -44,6 +44,11 @@ class Cluster(models.Model):
     # Name of a docker-registry Secret in each namespace, for clusters pulling from a
     # private mirror (air-gapped); the portal references it, it does not create it.
     image_pull_secret = models.CharField(max_length=253, blank=True)
+    # The Prometheus that scrapes this cluster's dcgm-exporters ("": PROMETHEUS_URL), and the
+    # label matchers that select this cluster's series in it ("": by the cluster's node
+    # names when that Prometheus serves other clusters too); claims/read/metrics_scope.py.
+    prometheus_url = models.CharField(max_length=500, blank=True)
+    prometheus_selector = models.CharField(max_length=500, blank=True)
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -193,6 +198,9 @@ class ClaimRequest(Request):
     # Current allocation as last seen: {"node", "devices": [{"request", "driver", "pool",
     # "device", "attributes", "capacity"}], "reserved_for": [...]}; None when unallocated.
     allocation = models.JSONField(null=True, blank=True)
+    # Since when it holds the devices of `allocation` (reset when they change): the span of
+    # their metrics that is this claim's (claims/read/claim_devices.py).
+    allocated_at = models.DateTimeField(null=True, blank=True)
     node = models.CharField(max_length=253, blank=True)
     # Set once the cluster objects of a released claim are gone.
     cleaned_up_at = models.DateTimeField(null=True, blank=True)

@@ -7,7 +7,8 @@ busy hours from one PromQL query for the month (docs/operations.md, Utilisation)
 
     sum by (dra_claim_namespace, dra_claim_name) (sum_over_time(
         (max by (UUID, dra_claim_namespace, dra_claim_name)
-            (DCGM_FI_PROF_GR_ENGINE_ACTIVE{dra_claim_name!=""}))[<month>s:<resolution>s]))
+            (DCGM_FI_PROF_GR_ENGINE_ACTIVE{dra_claim_name!=""}
+             or DCGM_FI_PROF_SM_ACTIVE{dra_claim_name!=""}))[<month>s:<resolution>s]))
         * <resolution> / 3600
 
 A busy hour is an hour of one GPU fully busy: 0.5 activity for two hours is one busy hour.
@@ -29,6 +30,7 @@ from claims.kube import gpu_metrics
 from claims.kube.gpu_metrics import NoMetrics
 from claims.models import AuditEvent, ClaimRequest, TeamMembership
 from claims.models.teams import first_teams_of_members
+from claims.read import metrics_scope
 from claims.read.selectors import user_is_approver
 
 HOLDING = ("in_use", "waiting")  # between these a claim keeps its devices allocated
@@ -102,8 +104,13 @@ def gpu_hours(
         to_state="in_use",
         created__lt=end,
     ).values("object_id")
-    held = _held(list(claims.filter(pk__in=allocated)), start, end)
-    busy, report.no_data = _busy(start, end, resolution)
+    held = _held(
+        list(claims.filter(pk__in=allocated).select_related("namespace_request__cluster")),
+        start,
+        end,
+    )
+    clusters = {c.namespace_request.cluster_id: c.namespace_request.cluster for c, _h in held}
+    busy, report.no_data = _busy(clusters, start, end, resolution)
     lines: dict[tuple[str, str], Line] = {}
     team_names = _team_names({claim.owner_id for claim, _ in held})
     for claim, hours in held:
@@ -114,7 +121,8 @@ def gpu_hours(
         line.claims += 1
         line.held_hours += hours
         if busy is not None:
-            key = (claim.namespace_request.name, claim.name)
+            ns = claim.namespace_request
+            key = (ns.cluster_id, ns.name, claim.name)
             line.busy_hours = (line.busy_hours or 0.0) + busy.get(key, 0.0)
     report.users = sorted(lines.values(), key=lambda line: (line.team, line.user))
     report.teams = _by_team(report.users, busy is not None)
@@ -163,26 +171,37 @@ def _overlap(since: datetime, until: datetime, start: datetime, end: datetime) -
 
 
 def _busy(
-    start: datetime, end: datetime, resolution: float
-) -> tuple[dict[tuple[str, str], float] | None, str]:
-    if not settings.PROMETHEUS_URL:
+    clusters: dict[int, Any], start: datetime, end: datetime, resolution: float
+) -> tuple[dict[tuple[int, str, str], float] | None, str]:
+    """(cluster id, namespace, claim name) -> busy hours, each cluster's from its own
+    Prometheus and series (claims/read/metrics_scope.py); None with why when any is missing."""
+    scopes = {pk: metrics_scope.scope_of(cluster) for pk, cluster in clusters.items()}
+    if not any(scope.url for scope in scopes.values()) and not settings.PROMETHEUS_URL:
         return None, _("busy hours need Prometheus (PROMETHEUS_URL is not set)")
-    prometheus = gpu_metrics.Prometheus(settings.PROMETHEUS_URL, settings.UTILISATION_TIMEOUT)
-    try:
-        samples = prometheus.instant(busy_query(end - start, resolution), at=end.timestamp())
-    except NoMetrics as error:
-        return None, _(error.message) % error.params
-    return {
-        (s.labels.get("dra_claim_namespace", ""), s.labels.get("dra_claim_name", "")): s.value
-        for s in samples
-    }, ""
+    found: dict[tuple[int, str, str], float] = {}
+    for pk, scope in scopes.items():
+        if not scope.url:
+            why = _("busy hours need Prometheus (cluster %(name)s has none)")
+            return None, why % {"name": clusters[pk].name}
+        prometheus = gpu_metrics.Prometheus(scope.url, settings.UTILISATION_TIMEOUT)
+        query = busy_query(end - start, resolution, scope.matchers)
+        try:
+            samples = prometheus.instant(query, at=end.timestamp())
+        except NoMetrics as error:
+            return None, _(error.message) % error.params
+        for sample in samples:
+            labels = sample.labels
+            key = (pk, labels.get("dra_claim_namespace", ""), labels.get("dra_claim_name", ""))
+            found[key] = sample.value
+    return found, ""
 
 
-def busy_query(span: Any, resolution: float) -> str:
+def busy_query(span: Any, resolution: float, matchers: str = "") -> str:
     claim = "UUID, dra_claim_namespace, dra_claim_name"
+    selector = ",".join(part for part in ('dra_claim_name!=""', matchers) if part)
     return (
         "sum by (dra_claim_namespace, dra_claim_name) (sum_over_time("
-        f'(max by ({claim}) ({gpu_metrics.ACTIVITY}{{dra_claim_name!=""}}))'
+        f"(max by ({claim}) ({gpu_metrics.activity(selector)}))"
         f"[{int(span.total_seconds())}s:{resolution:g}s])) * {resolution:g} / 3600"
     )
 

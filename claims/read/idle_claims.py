@@ -11,7 +11,7 @@ from typing import Any
 from django.conf import settings
 
 from claims.models import ClaimRequest, IdleWarning
-from claims.read import utilisation
+from claims.read import claim_devices, utilisation
 
 
 @dataclass
@@ -45,15 +45,28 @@ def claims_idle_first(user: Any) -> tuple[list[InUse], str]:
             state=IdleWarning.State.OPEN, claim__in=[claim.pk for claim in claims]
         )
     }
-    devices = utilisation.devices_usage()
-    no_data = devices if isinstance(devices, str) else ""
-    by_claim: dict[tuple[str, str], list[float]] = {}
-    for device in devices.values() if not isinstance(devices, str) else []:
-        for held in device.claims:
-            by_claim.setdefault(held, []).append(device.activity)
+    # Each cluster's GPUs from its own Prometheus and series (claims/read/metrics_scope.py).
+    clusters = {
+        claim.namespace_request.cluster_id: claim.namespace_request.cluster for claim in claims
+    }
+    seen = {pk: utilisation.devices_usage(cluster) for pk, cluster in clusters.items()}
+    no_data = "; ".join(sorted({answer for answer in seen.values() if isinstance(answer, str)}))
+    by_claim: dict[tuple[int, str, str], list[float]] = {}
+    by_uuid: dict[str, float] = {}
+    for pk, answer in seen.items():
+        for device in answer.values() if not isinstance(answer, str) else []:
+            by_uuid[device.uuid] = device.activity
+            for namespace, name in device.claims:
+                by_claim.setdefault((pk, namespace, name), []).append(device.activity)
     rows = []
     for claim in claims:
-        values = by_claim.get((claim.namespace_request.name, claim.name))
+        held = claim_devices.held(claim)
+        if held.joined:  # by its GPUs, whether or not a Pod uses them
+            found = [by_uuid[uuid] for uuid in held.uuids if uuid in by_uuid]
+            values = found if len(found) == len(held.uuids) else None
+        else:
+            key = (claim.namespace_request.cluster_id, claim.namespace_request.name, claim.name)
+            values = by_claim.get(key)
         activity = sum(values) / len(values) if values else None
         rows.append(InUse(claim, activity, warnings.get(claim.pk)))
     rows.sort(key=lambda row: row.order()[:2])

@@ -19,14 +19,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
+from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 
 from claims.kube import gpu_metrics
 from claims.kube.gpu_metrics import NoMetrics, Sample
+from claims.read import claim_devices, metrics_cache, metrics_scope
 
 MAX_POINTS = 240
 MIN_STEP_SECONDS = 15.0
-CLAIM_METRICS = (gpu_metrics.ACTIVITY, gpu_metrics.MEMORY_USED, gpu_metrics.POWER)
+CLAIM_METRICS = (*gpu_metrics.ACTIVITIES, gpu_metrics.MEMORY_USED, gpu_metrics.POWER)
 
 
 @dataclass
@@ -69,31 +71,85 @@ class Usage:
         return max(values) if values else None
 
 
-def _source() -> gpu_metrics.Prometheus | gpu_metrics.Exporters | None:
+def _source(scope: metrics_scope.Scope) -> gpu_metrics.Prometheus | gpu_metrics.Exporters | None:
+    """The cluster's Prometheus, else the exporters (DCGM_EXPORTER_URLS: one cluster's)."""
     timeout = settings.UTILISATION_TIMEOUT
-    if settings.PROMETHEUS_URL:
-        return gpu_metrics.Prometheus(settings.PROMETHEUS_URL, timeout)
+    if scope.url:
+        return gpu_metrics.Prometheus(scope.url, timeout)
     if settings.DCGM_EXPORTER_URLS:
         return gpu_metrics.Exporters(list(settings.DCGM_EXPORTER_URLS), timeout)
     return None
 
 
 def claim_usage(claim: Any) -> Usage:
-    """The claim's utilisation, or `no_data` saying why there is none."""
-    source = _source()
+    """The claim's utilisation, or `no_data` saying why there is none. Its GPUs are read by
+    UUID while it holds them (claim_devices), whether or not a Pod uses them; otherwise by
+    the DRA labels dcgm-exporter gives the series of a GPU a Pod of the claim uses."""
+    scope = metrics_scope.scope_of(claim.namespace_request.cluster)
+    source = _source(scope)
     if source is None:
         return Usage(no_data=_("no metrics source is set (PROMETHEUS_URL or DCGM_EXPORTER_URLS)"))
+    held = claim_devices.held(claim)
+    if held.joined:
+        selector = scope.selector(claim_devices.uuid_selector(held.uuids))
+        figures = {"uuids": ", ".join(held.uuids), "nodes": ", ".join(held.nodes) or "?"}
+        missing_ever = (
+            _(
+                "no series of this claim's GPUs (%(uuids)s) since it was allocated: is "
+                "dcgm-exporter running and scraped on %(nodes)s?"
+            )
+            % figures
+        )
+        missing_now = (
+            _(
+                "no series of this claim's GPUs now: is dcgm-exporter running and scraped on "
+                "%(nodes)s?"
+            )
+            % figures
+        )
+        since = held.since or claim.applied_at or claim.created
+    else:
+        selector = scope.selector(
+            gpu_metrics.claim_selector(claim.namespace_request.name, claim.name)
+        )
+        missing_ever = _("Prometheus has no metrics of this claim (no Pod of it has run)")
+        missing_now = _("no GPU reports metrics for this claim now (no Pod of it runs)")
+        since = claim.applied_at or claim.created
     namespace, name = claim.namespace_request.name, claim.name
-    try:
-        if isinstance(source, gpu_metrics.Prometheus):
-            return _from_prometheus(source, namespace, name, claim.applied_at or claim.created)
-        samples = [s for s in source.samples() if _of_claim(s, namespace, name)]
-        usage = _current(samples, "exporters")
-    except NoMetrics as error:
-        return Usage(no_data=_why(error))
-    if not usage.gpus:
-        usage.no_data = _("no GPU reports metrics for this claim now (no Pod of it runs)")
-    return usage
+
+    def read() -> Usage:
+        try:
+            if isinstance(source, gpu_metrics.Prometheus):
+                usage = _from_prometheus(source, selector, since, missing_ever, missing_now)
+            else:
+                if held.joined:
+                    samples = [s for s in source.samples() if s.labels.get("UUID") in held.uuids]
+                else:
+                    samples = [s for s in source.samples() if _of_claim(s, namespace, name)]
+                usage = _current(samples, "exporters")
+        except NoMetrics as error:
+            return Usage(no_data=_why(error))
+        # One of its GPUs unseen: its activity is not known, so not read as idle.
+        if not usage.gpus or (held.joined and usage.gpus < len(set(held.uuids))):
+            usage.no_data = usage.no_data or missing_now
+        return usage
+
+    key = ("claim", *_cache_key(scope), selector, since.timestamp(), held.uuids, namespace, name)
+    return metrics_cache.remembered(key, read)
+
+
+def _cache_key(scope: metrics_scope.Scope) -> tuple[object, ...]:
+    """What any answer depends on besides its query: the source, the settings, the language
+    its reasons are in."""
+    exporters = () if scope.url else tuple(settings.DCGM_EXPORTER_URLS)
+    return (
+        scope.url,
+        scope.matchers,
+        exporters,
+        settings.UTILISATION_TIMEOUT,
+        settings.UTILISATION_IDLE_THRESHOLD,
+        get_language(),
+    )
 
 
 def _why(error: NoMetrics) -> str:
@@ -108,9 +164,12 @@ def _of_claim(sample: Sample, namespace: str, name: str) -> bool:
 
 
 def _from_prometheus(
-    prometheus: gpu_metrics.Prometheus, namespace: str, name: str, since: datetime
+    prometheus: gpu_metrics.Prometheus,
+    selector: str,
+    since: datetime,
+    missing_ever: str,
+    missing_now: str,
 ) -> Usage:
-    selector = gpu_metrics.claim_selector(namespace, name)
     names = "|".join(CLAIM_METRICS)
     usage = _current(prometheus.instant(f'{{__name__=~"{names}",{selector}}}'), "prometheus")
     end = time.time()
@@ -118,7 +177,7 @@ def _from_prometheus(
     step = max((end - start) / MAX_POINTS, MIN_STEP_SECONDS)
     # Per GPU the highest activity within each step (a device shared by two containers
     # reports once per container), then the mean over the claim's GPUs.
-    query = f"avg(max by (UUID) (max_over_time({gpu_metrics.ACTIVITY}{{{selector}}}[{step:.0f}s])))"
+    query = f"avg(max by (UUID) ({gpu_metrics.activity(selector, f'{step:.0f}s')}))"
     raw = prometheus.series(query, start, end, step)
     usage.points = [(datetime.fromtimestamp(at, UTC), value) for at, value in raw]
     usage.start, usage.end, usage.step = start, end, step
@@ -131,9 +190,9 @@ def _from_prometheus(
         for at, value in prometheus.series(memory, start, end, step)
     ]
     if not usage.gpus and not usage.points:
-        usage.no_data = _("Prometheus has no metrics of this claim (no Pod of it has run)")
+        usage.no_data = missing_ever
     elif not usage.gpus:  # its history stays, with how long it has been idle
-        usage.no_data = _("no GPU reports metrics for this claim now (no Pod of it runs)")
+        usage.no_data = missing_now
     return usage
 
 
@@ -155,7 +214,10 @@ def _current(samples: Iterable[Sample], source: str) -> Usage:
     per_gpu: dict[tuple[str, str], float] = {}
     for sample in samples:
         per_gpu[(sample.name, sample.labels.get("UUID", ""))] = sample.value
-    activity = [v for (metric, _uuid), v in per_gpu.items() if metric == gpu_metrics.ACTIVITY]
+    by_uuid: dict[str, float] = {}
+    for metric in reversed(gpu_metrics.ACTIVITIES):  # the preferred one last: it wins
+        by_uuid |= {uuid: v for (name, uuid), v in per_gpu.items() if name == metric}
+    activity = list(by_uuid.values())
     usage = Usage(source=source, gpus=len(activity))
     if activity:
         usage.activity = sum(activity) / len(activity)
@@ -176,19 +238,28 @@ class DeviceUsage:
     memory_used_mib: float = 0.0
     xid: int = 0
     claims: set[tuple[str, str]] = field(default_factory=set)  # (namespace, name) holding it
+    uuid: str = ""
+    measured_by: str = ""  # the metric `activity` is of (GR_ENGINE_ACTIVE, else SM_ACTIVE)
 
 
-def devices_usage() -> dict[tuple[str, str], DeviceUsage] | str:
-    """(node, DRA device name) -> what the GPU does now, or the reason there is no data.
+def devices_usage(cluster: Any = None) -> dict[tuple[str, str], DeviceUsage] | str:
+    """(node, DRA device name) -> what the GPU does now, or the reason there is no data; of
+    `cluster`'s Prometheus and series (None: PROMETHEUS_URL's, all of them).
     A GPU no claim holds has no dra_* labels: its name is the NVIDIA DRA driver's
     `gpu-<index>` of dcgm-exporter's `gpu` label on the node of its `hostname` label."""
-    source = _source()
+    scope = metrics_scope.scope_of(cluster)
+    return metrics_cache.remembered(("devices", *_cache_key(scope)), lambda: _devices(scope))
+
+
+def _devices(scope: metrics_scope.Scope) -> dict[tuple[str, str], DeviceUsage] | str:
+    source = _source(scope)
     if source is None:
         return _("no metrics source is set (PROMETHEUS_URL or DCGM_EXPORTER_URLS)")
-    names = f"{gpu_metrics.ACTIVITY}|{gpu_metrics.MEMORY_USED}|{gpu_metrics.XID}"
+    names = "|".join((*gpu_metrics.ACTIVITIES, gpu_metrics.MEMORY_USED, gpu_metrics.XID))
     try:
         if isinstance(source, gpu_metrics.Prometheus):
-            samples = source.instant(f'{{__name__=~"{names}"}}')
+            selector = scope.selector(f"__name__=~{gpu_metrics.promql_string(names)}")
+            samples = source.instant(f"{{{selector}}}")
         else:
             samples = source.samples()
     except NoMetrics as error:
@@ -196,8 +267,12 @@ def devices_usage() -> dict[tuple[str, str], DeviceUsage] | str:
     devices: dict[tuple[str, str], DeviceUsage] = {}
     for sample in samples:
         device = devices.setdefault(_device_key(sample.labels), DeviceUsage())
-        if sample.name == gpu_metrics.ACTIVITY:
-            device.activity = sample.value
+        device.uuid = sample.labels.get("UUID", "")
+        preferred = device.measured_by == gpu_metrics.ACTIVITY
+        if sample.name == gpu_metrics.ACTIVITY or (
+            sample.name == gpu_metrics.SM_ACTIVITY and not preferred
+        ):
+            device.activity, device.measured_by = sample.value, sample.name
         elif sample.name == gpu_metrics.MEMORY_USED:
             device.memory_used_mib = sample.value
         elif sample.name == gpu_metrics.XID:
@@ -223,24 +298,30 @@ class Check:
     configured: bool = True  # False: no source is set (an optional part, not a failure)
 
 
-def utilisation_check() -> Check:
+def utilisation_check(cluster: Any = None) -> Check:
     """The preflight line: metrics with DRA labels, without them (an older dcgm-exporter, or
-    KUBERNETES_ENABLE_DRA off), or none."""
-    source = _source()
+    KUBERNETES_ENABLE_DRA off), or none; of `cluster`'s series (None: all)."""
+    scope = metrics_scope.scope_of(cluster)
+    source = _source(scope)
     if source is None:
         return Check(
             False, _("not set up: set PROMETHEUS_URL (or DCGM_EXPORTER_URLS)"), configured=False
         )
     try:
         if isinstance(source, gpu_metrics.Prometheus):
-            labelled = source.instant(f'count({gpu_metrics.ACTIVITY}{{dra_claim_name!=""}})')
-            every = source.instant(f"count({gpu_metrics.ACTIVITY})")
+            labelled_series = scope.selector('dra_claim_name!=""')
+            labelled = source.instant(f"count({gpu_metrics.activity(labelled_series)})")
+            every = source.instant(f"count({gpu_metrics.activity(scope.selector())})")
             with_dra = int(labelled[0].value) if labelled else 0
             total = int(every[0].value) if every else 0
         else:
-            activity = [s for s in source.samples() if s.name == gpu_metrics.ACTIVITY]
-            with_dra = sum(1 for s in activity if s.labels.get("dra_claim_name"))
-            total = len(activity)
+            series = {
+                tuple(sorted(s.labels.items()))
+                for s in source.samples()
+                if s.name in gpu_metrics.ACTIVITIES
+            }
+            with_dra = sum(1 for labels in series if dict(labels).get("dra_claim_name"))
+            total = len(series)
     except NoMetrics as error:
         return Check(False, _why(error))
     return _check_of(total, with_dra)

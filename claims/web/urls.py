@@ -74,6 +74,7 @@ urlpatterns = [
     path("approvals/claims/<int:pk>/approve/", views.request_approve, CLAIM, name="claim-approve"),
     path("approvals/claims/<int:pk>/reject/", views.request_reject, CLAIM, name="claim-reject"),
     path("teams/", teams.team_list, name="teams"),
+    path("teams/<int:pk>/idle-reclaim/", teams.team_idle_policy, name="team-idle-policy"),
     path("gpu-hours/", teams.gpu_hours, name="gpu-hours"),
     path("claims/in-use/", teams.idle_claims, name="idle-claims"),
     path("audit/", audit_views.audit_trail, name="audit"),

@@ -125,6 +125,8 @@ class Topology:
     workloads: list[Workload] = field(default_factory=list)
     # node -> device -> the taints its driver publishes on it (`deviceTaints:`).
     device_taints: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
+    # The counters its dcgm-exporters publish (`dcgmCounters:`); () = default-counters.csv's.
+    dcgm_counters: tuple[str, ...] = ()
 
     @property
     def node_names(self) -> list[str]:

@@ -6,6 +6,7 @@ from typing import Any
 
 import yaml
 
+from kubesim.cluster.dcgm_counters import dcgm_counters
 from kubesim.cluster.hardware import (
     DEFAULT_IMAGES,
     DEFAULT_PATH,
@@ -129,6 +130,7 @@ def from_dict(data: dict) -> Topology:
         sizes,
         workloads,
         taints,
+        dcgm_counters(data.get("dcgmCounters"), TopologyError),
     )
 
 

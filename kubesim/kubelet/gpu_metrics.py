@@ -8,7 +8,8 @@ notebook next to nothing. Power lies between the model's idle draw and its TDP b
 `DCGM_FI_DEV_XID_ERRORS` is 0 until an admin raises one (`raise_xid`).
 
 The text is dcgm-exporter's (internal/pkg/rendermetrics/render_metrics.go): a HELP and TYPE
-line per counter of etc/default-counters.csv, then per GPU
+line per counter of etc/default-counters.csv (or of the topology's `dcgmCounters:`, the CSV an
+operator gives it instead, e.g. with DCGM_FI_PROF_SM_ACTIVE), then per GPU
 `FIELD{gpu,UUID,pci_bus_id,device,modelName[,GPU_I_PROFILE,GPU_I_ID],hostname,<labels>,
 <attributes>} value`, labels (DCGM_FI_DRIVER_VERSION) and attributes each in key order.
 With KUBERNETES_ENABLE_DRA (internal/pkg/transformation/kubernetes.go) a GPU held by pods'
@@ -51,6 +52,11 @@ COUNTERS = (
     ("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB)."),
     ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
     (
+        "DCGM_FI_PROF_SM_ACTIVE",
+        "gauge",
+        "The ratio of cycles an SM has at least 1 warp assigned.",
+    ),
+    (
         "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
         "gauge",
         "Ratio of cycles the tensor (HMMA) pipe is active.",
@@ -61,6 +67,11 @@ COUNTERS = (
         "Ratio of cycles the device memory interface is active sending or receiving data.",
     ),
 )
+# What etc/default-counters.csv enables: all of the above but DCGM_FI_PROF_SM_ACTIVE, which it
+# has commented out (an operator's own CSV, e.g. etc/dcp-metrics-included.csv, enables it; a
+# topology's `dcgmCounters:` plays that).
+OPTIONAL = ("DCGM_FI_PROF_SM_ACTIVE",)
+DEFAULT_COUNTERS = tuple(field for field, _, _ in COUNTERS if field not in OPTIONAL)
 # Board power (W): idle draw and TDP, from NVIDIA's data sheets (SXM parts).
 POWER = {
     "NVIDIA H100 80GB HBM3": (72.0, 700.0),
@@ -172,6 +183,8 @@ class GpuMetrics:
             "DCGM_FI_DEV_FB_USED": str(used),
             "DCGM_FI_DEV_FB_RESERVED": str(RESERVED_MIB),
             "DCGM_FI_PROF_GR_ENGINE_ACTIVE": f"{activity:f}",
+            # Some SMs wait while the engine is busy: at most the engine's activity.
+            "DCGM_FI_PROF_SM_ACTIVE": f"{activity * 0.9:f}",
             "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": f"{activity * 0.6:f}",
             "DCGM_FI_PROF_DRAM_ACTIVE": f"{activity * 0.45:f}",
         }
@@ -208,7 +221,10 @@ class GpuMetrics:
         holders = self.holders(node) if self.dra_labels else {}
         rows = [(device, self.values(device), holders.get(device.name, [{}])) for device in devices]
         lines = []
+        enabled = set(getattr(self.topology, "dcgm_counters", ()) or DEFAULT_COUNTERS)
         for field, prom_type, help_text in COUNTERS:
+            if field not in enabled:
+                continue
             lines.append(f"# HELP {field} {help_text}")
             lines.append(f"# TYPE {field} {prom_type}")
             for device, values, attribute_sets in rows:

@@ -127,6 +127,18 @@ def test_an_admin_registers_a_cluster_from_a_kubeconfig(
         ({"kubeconfig": "contexts: []"}, {"kubeconfig": ["This kubeconfig has no contexts."]}),
         ({}, {"kubeconfig": ["Upload or paste a kubeconfig."]}),
         ({"source": "carrier-pigeon"}, {"source": ['"carrier-pigeon" is not a valid choice.']}),
+        (
+            {"kubeconfig": "x", "prometheus_url": "ftp://p", "prometheus_selector": "lab"},
+            {
+                "prometheus_url": [
+                    "Give an http:// or https:// URL, e.g. http://prometheus.monitoring:9090."
+                ],
+                "prometheus_selector": [
+                    'Give PromQL label matchers, e.g. cluster="lab" (name, =, !=, =~ or !~, '
+                    '"value").'
+                ],
+            },
+        ),
     ],
 )
 def test_it_answers_400_with_what_is_wrong(as_admin: APIClient, body: dict, errors: dict) -> None:

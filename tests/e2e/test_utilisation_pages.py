@@ -78,3 +78,32 @@ def test_the_pages_of_gpu_use(
     expect(approver.locator(f"#idle-claim-{claim.pk}")).to_contain_text("released at")
     assert_accessible(approver)
     screenshot(approver, "idle-claims")
+
+
+def test_a_team_approver_sets_the_idle_reclaim_policy_in_the_browser(
+    transactional_db: None,
+    live_server: Any,
+    open_page: Callable[[], Page],
+    alice: User,
+    bob: User,
+) -> None:
+    team = Team.objects.create(name="vision")
+    TeamMembership.objects.create(team=team, user=alice)
+    TeamMembership.objects.create(team=team, user=bob, role=TeamMembership.Role.APPROVER)
+    page = open_page()
+    log_in(page, live_server.url, "bob", PASSWORD)
+    page.goto(live_server.url + reverse("teams"))
+    form = page.locator(f"#idle-form-{team.pk}")
+    page.click(f"#team-{team.pk} details summary")
+    form.get_by_label("Reclaim idle claims").check()
+    form.get_by_label("Idle at or below (GPU activity, 0-1)").fill("1.5")
+    form.get_by_label("For (minutes)").fill("240")
+    form.get_by_role("button", name="Save the idle reclaim policy").click()
+    error = page.locator(f"#field-idle-{team.pk}-idle_threshold .errorlist")
+    expect(error).to_contain_text("Give a GPU activity from 0 to 1")
+    assert_accessible(page)
+    screenshot(page, "team-idle-policy")
+    form.get_by_label("Idle at or below (GPU activity, 0-1)").fill("0.05")
+    form.get_by_role("button", name="Save the idle reclaim policy").click()
+    policy = page.locator(f"#idle-policy-{team.pk}")
+    expect(policy).to_contain_text("at or below 0.05 for 4 h 00 min")

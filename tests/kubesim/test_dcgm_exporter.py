@@ -209,3 +209,88 @@ def test_it_plays_an_exporter_without_dra_labels_and_raises_an_xid(kubesim_priva
             "POST", "/_kubesim/dcgm/xid", {"node": "gpu-node-1", "device": "gpu-9", "xid": 79}
         )
     assert caught.value.code == 400
+
+
+def hold_on_gpu(handle: kubesim.Handle, namespace: str, name: str) -> dict[str, Any]:
+    """A ResourceClaim for one GPU of gpu-node-1, reserved by a running Pod whose container
+    does not use it (nothing runs on the GPU, no pod-resources entry names it); gives the
+    allocation as the portal keeps it (claims/worker/sync.py), with the ResourceSlice's
+    attributes of the device."""
+    api = api_client(handle)
+    custom = client.CustomObjectsApi(api)
+    custom.create_namespaced_custom_object(
+        "resource.k8s.io",
+        "v1",
+        namespace,
+        "resourceclaims",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name},
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]
+                }
+            },
+        },
+    )
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": {"kubernetes.io/hostname": "gpu-node-1"},
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": TRAIN_IMAGE,
+                    "args": ["--steps", "1000", "--step-seconds", "100", "--load", "0.5"],
+                }
+            ],
+        },
+    }
+    client.CoreV1Api(api).create_namespaced_pod(namespace, pod)
+
+    def allocated() -> list[dict[str, Any]]:
+        found = custom.get_namespaced_custom_object(
+            "resource.k8s.io", "v1", namespace, "resourceclaims", name
+        )
+        return ((found.get("status") or {}).get("allocation") or {}).get("devices", {}).get(
+            "results"
+        ) or []
+
+    (result,) = wait_until(allocated, timeout=30)
+    slices = custom.list_cluster_custom_object("resource.k8s.io", "v1", "resourceslices")
+    (device,) = [
+        device
+        for item in slices["items"]
+        if item["spec"]["pool"]["name"] == result["pool"]
+        for device in item["spec"].get("devices") or []
+        if device["name"] == result["device"]
+    ]
+    attributes = {key: next(iter(value.values())) for key, value in device["attributes"].items()}
+    return {
+        "node": result["pool"],
+        "devices": [
+            {**result, "node": result["pool"], "attributes": attributes, "capacity": {}},
+        ],
+        "reserved_for": [],
+    }
+
+
+def test_a_gpu_held_but_unused_has_its_series_without_dra_labels(kubesim_private) -> None:
+    namespace = create_namespace(kubesim_private)
+    allocation = hold_on_gpu(kubesim_private, namespace, "held")
+    uuid = allocation["devices"][0]["attributes"]["uuid"]
+    assert uuid.startswith("GPU-")
+
+    def series() -> list[Any]:
+        return [s for s in samples(kubesim_private, "DCGM_FI_PROF_GR_ENGINE_ACTIVE")]
+
+    # dcgm-exporter keeps every GPU's series; no container uses this one, so no DRA labels.
+    wait_until(lambda: any(s.labels["UUID"] == uuid for s in series()), timeout=30)
+    (held,) = [s for s in series() if s.labels["UUID"] == uuid]
+    assert not DRA_LABELS & set(held.labels) and held.value == 0
+    assert held.labels["hostname"] == "gpu-node-1"

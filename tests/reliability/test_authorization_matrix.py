@@ -174,6 +174,8 @@ EXPECTED: dict[str, dict[str, str]] = {
     "profile": PAGE,
     "set-language": {"GET": "XXXXX", "POST": "AAAAA"},
     "teams": PAGE,
+    # Staff and the team's approvers; the owner is a member only, other not in the team.
+    "team-idle-policy": {"GET": "LXXXX", "POST": "LNFAF"},
     "audit": {"GET": "LFAAF", "POST": "LXXXX"},
     "audit-export": {"GET": "LFAAF", "POST": "LXXXX"},
     # Single sign-on is off in the tests (no client id): its views are not there.
@@ -354,6 +356,7 @@ class World:
             ("workload-profiles/", self.profiles["page"].pk),
             ("workloads/<int:pk>/", self.workload.pk),
             ("api/v1/teams/", self.team.pk),
+            ("teams/<int:pk>/", self.team.pk),
             ("approval-rules/", self.rule.pk),
             ("clusters/<int:pk>/claims/", self.cluster.pk),
             ("extensions/<int:pk>/", self.extension.pk),

@@ -135,6 +135,20 @@ class ClusterListApi(ApiView):
             max_length=200,
             help_text="Default: the kubeconfig's current context.",
         )
+        prometheus_url = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            max_length=500,
+            help_text="The Prometheus scraping this cluster's dcgm-exporters; "
+            "default: the portal's PROMETHEUS_URL.",
+        )
+        prometheus_selector = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            max_length=500,
+            help_text='PromQL label matchers selecting this cluster\'s series, e.g. cluster="lab"; '
+            "default: its nodes' names when the Prometheus serves other clusters too.",
+        )
 
     @extend_schema(tags=TAG, responses=ClusterOutput(many=True), summary="List clusters")
     def get(self, request: Request) -> Response:
@@ -155,7 +169,14 @@ class ClusterListApi(ApiView):
         data = serializer.validated_data
         text = data.get("kubeconfig", "")
         context = data.get("context") or (credentials.default_context(text) if text else "")
-        given = cluster_registry.ClusterInput(data["name"].strip(), data["source"], text, context)
+        given = cluster_registry.ClusterInput(
+            data["name"].strip(),
+            data["source"],
+            text,
+            context,
+            data.get("prometheus_url", ""),
+            data.get("prometheus_selector", ""),
+        )
         cluster = call_service(cluster_registry.save_cluster, data=given)
         return checked(cluster, status=201)
 

@@ -27,7 +27,7 @@ from claims.api.serializers.teams import (
 from claims.api.views.base import ApiView
 from claims.domain import teams
 from claims.models import ApprovalRule, Cluster, Team, TeamMembership, TeamQuota
-from claims.policy import quota
+from claims.policy import idle_policy, quota
 from claims.read import selectors
 
 TAG = ["teams"]
@@ -71,20 +71,20 @@ class TeamInput(serializers.Serializer):
         required=False, help_text="Warn the owners of idle claims and release them after the grace."
     )
     idle_threshold = serializers.FloatField(
-        min_value=0.0,
-        max_value=1.0,
+        min_value=idle_policy.THRESHOLD_MIN,
+        max_value=idle_policy.THRESHOLD_MAX,
         required=False,
         help_text="GPU activity (0-1) at or below which a claim is idle.",
     )
     idle_window_seconds = serializers.IntegerField(
-        min_value=1,
-        max_value=365 * 86400,
+        min_value=int(idle_policy.WINDOW_MIN.total_seconds()),
+        max_value=int(idle_policy.LONGEST.total_seconds()),
         required=False,
         help_text="How long a claim stays idle before its owner is warned.",
     )
     idle_grace_seconds = serializers.IntegerField(
-        min_value=0,
-        max_value=365 * 86400,
+        min_value=int(idle_policy.GRACE_MIN.total_seconds()),
+        max_value=int(idle_policy.LONGEST.total_seconds()),
         required=False,
         help_text="From the warning to the release, unless used again or extended.",
     )

@@ -70,6 +70,25 @@ class ClusterForm(forms.Form):
         help_text=gettext_lazy("One of the kubeconfig's contexts; default: its current context."),
     )
 
+    prometheus_url = forms.CharField(
+        required=False,
+        max_length=500,
+        label=gettext_lazy("Prometheus URL"),
+        help_text=gettext_lazy(
+            "The Prometheus that scrapes this cluster's dcgm-exporters, e.g. "
+            "http://prometheus.monitoring:9090; empty: the portal's PROMETHEUS_URL."
+        ),
+    )
+    prometheus_selector = forms.CharField(
+        required=False,
+        max_length=500,
+        label=gettext_lazy("Its series"),
+        help_text=gettext_lazy(
+            'PromQL label matchers that select this cluster\'s series, e.g. cluster="lab"; '
+            "empty: by its nodes' names when the Prometheus serves other clusters too."
+        ),
+    )
+
     def __init__(self, *args: Any, contexts: list[str] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.set_contexts(contexts or [])
@@ -103,7 +122,14 @@ class ClusterForm(forms.Form):
         context = data.get("context", "")
         if text and not context and data["source"] == KUBECONFIG:
             context = credentials.default_context(text)
-        return ClusterInput(data["name"].strip(), data["source"], text, context)
+        return ClusterInput(
+            data["name"].strip(),
+            data["source"],
+            text,
+            context,
+            data.get("prometheus_url", ""),
+            data.get("prometheus_selector", ""),
+        )
 
 
 def _stored_contexts(cluster: Cluster | None) -> list[str]:
@@ -189,7 +215,13 @@ def cluster_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     cluster = get_object_or_404(Cluster, pk=pk)
     contexts = _stored_contexts(cluster)
     source = IN_CLUSTER if cluster.in_cluster else KUBECONFIG
-    initial = {"name": cluster.name, "source": source, "context": cluster.context}
+    initial = {
+        "name": cluster.name,
+        "source": source,
+        "context": cluster.context,
+        "prometheus_url": cluster.prometheus_url,
+        "prometheus_selector": cluster.prometheus_selector,
+    }
     form = ClusterForm(initial=initial, contexts=contexts)
     if request.method == "POST":
         form = ClusterForm(request.POST, request.FILES, initial=initial, contexts=contexts)

@@ -90,7 +90,7 @@ def _cluster_context(
             cluster.inventory,
             holds(cluster, request.user),
             matching=matching,
-            usage=_devices_usage(),
+            usage=_devices_usage(cluster),
         ),
     }
     if "since" not in request.GET:  # the rest of the page is outside the live part
@@ -98,7 +98,7 @@ def _cluster_context(
             {**dc, "count": dc["device_count"]} for dc in selectors.device_classes(cluster=cluster)
         ]
         context["preflight"] = cluster.inventory.get("preflight") or preflight_from_sync(cluster)
-        context["utilisation_check"] = utilisation.utilisation_check()
+        context["utilisation_check"] = utilisation.utilisation_check(cluster)
     return context
 
 
@@ -142,11 +142,11 @@ def holds(cluster: Cluster, user: Any) -> list[gpu_map.Hold]:
     return found + gpu_map.outside_holds(cluster.inventory, shown=admin)
 
 
-def _devices_usage() -> dict[tuple[str, str], Any] | None:
+def _devices_usage(cluster: Cluster) -> dict[tuple[str, str], Any] | None:
     """Each GPU's use now for the map's colours; None (no colours) without metrics."""
-    if not (settings.PROMETHEUS_URL or settings.DCGM_EXPORTER_URLS):
+    if not (cluster.prometheus_url or settings.PROMETHEUS_URL or settings.DCGM_EXPORTER_URLS):
         return None
-    found = utilisation.devices_usage()
+    found = utilisation.devices_usage(cluster)
     return None if isinstance(found, str) else dict(found)
 
 

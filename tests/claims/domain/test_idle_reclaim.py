@@ -22,7 +22,7 @@ from claims.notify import notifications
 from claims.read import idle_claims, utilisation
 from tests.claims.read.test_utilisation import LONG_RUN, claim_row
 from tests.fixtures.kubesim import api_client, create_namespace, wait_until
-from tests.kubesim.test_dcgm_exporter import TRAIN_IMAGE, run_on_gpu
+from tests.kubesim.test_dcgm_exporter import TRAIN_IMAGE, hold_on_gpu, run_on_gpu
 
 
 @pytest.fixture
@@ -122,6 +122,26 @@ def test_it_warns_the_owner_of_an_idle_claim_then_releases_it(
     assert [n.event for n in notices(callbacks)] == ["idle_reclaimed"]
     warning.refresh_from_db()
     assert warning.state == "reclaimed"
+
+
+def test_a_claim_held_with_nothing_running_on_it_is_warned_and_listed_idle(
+    kubesim_with_prometheus, alice: User, carol: User, policy: Team, settings
+) -> None:
+    handle = kubesim_with_prometheus[0]
+    settings.PROMETHEUS_URL = kubesim_with_prometheus[1].url
+    namespace = create_namespace(handle)
+    try:
+        claim = claim_row(alice, namespace, "held", hold_on_gpu(handle, namespace, "held"))
+        warning = warned(claim)
+        assert warning.peak_activity == pytest.approx(0.0)
+        assert warning.idle_since >= claim.allocated_at - timedelta(seconds=1)
+        rows, no_data = idle_claims.claims_idle_first(carol)
+        (row,) = [row for row in rows if row.claim.pk == claim.pk]
+        assert no_data == "" and row.activity == 0 and row.warning == warning
+    finally:
+        client.CoreV1Api(api_client(handle)).delete_namespaced_pod(
+            "held", namespace, grace_period_seconds=0
+        )
 
 
 def test_a_claim_without_metrics_is_never_reclaimed(

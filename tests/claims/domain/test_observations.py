@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.utils import timezone
+
 from claims.domain import observations
 from claims.models import AuditEvent, ClaimRequest, NamespaceRequest
 
@@ -30,6 +32,28 @@ def test_it_marks_a_claim_in_use_while_allocated_and_says_so_when_not(claim: Cla
     claim.refresh_from_db()
     assert (claim.state, claim.allocation, claim.node) == ("waiting", None, "")
     assert "holds no GPU" in claim.state_message
+
+
+def test_it_keeps_since_when_the_claim_holds_its_devices(claim: ClaimRequest) -> None:
+    before = timezone.now()
+    observations.claim_allocation_seen(claim_request=claim, allocation=ALLOCATION)
+    claim.refresh_from_db()
+    first = claim.allocated_at
+    assert first is not None and first >= before
+    # The same devices seen again (reservedFor changed): the same span.
+    observations.claim_allocation_seen(
+        claim_request=claim, allocation={**ALLOCATION, "reserved_for": ["other"]}
+    )
+    claim.refresh_from_db()
+    assert claim.allocated_at == first
+    # Other devices: a new span.
+    other = {**ALLOCATION, "devices": [{**ALLOCATION["devices"][0], "device": "gpu-1"}]}
+    observations.claim_allocation_seen(claim_request=claim, allocation=other)
+    claim.refresh_from_db()
+    assert claim.allocated_at is not None and claim.allocated_at > first
+    observations.claim_allocation_seen(claim_request=claim, allocation=None)
+    claim.refresh_from_db()
+    assert claim.allocated_at is None
 
 
 def test_it_writes_one_event_however_often_the_same_allocation_is_seen(

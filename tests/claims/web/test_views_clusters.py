@@ -268,3 +268,43 @@ def test_it_follows_the_map_without_reading_every_claim(
         user=namespace.owner, namespace_request=namespace, name="new-gpu", device_class=GPU_CLASS
     )
     assert map_version(namespace.cluster_id) != before
+
+
+def test_an_admin_gives_a_clusters_prometheus_with_field_errors(
+    admin_user: User, kubesim_private: kubesim.Handle
+) -> None:
+    register(admin_user, kubeconfig_text=kubeconfig_of(kubesim_private))
+    cluster = Cluster.objects.get(name="second")
+    data = {"name": cluster.name, "source": KUBECONFIG, "context": "kubesim"}
+    url = reverse("cluster-edit", args=[cluster.pk])
+    bad = data | {"prometheus_url": "prometheus:9090", "prometheus_selector": "cluster=lab"}
+    response = client_for(admin_user).post(url, bad)
+    assert response.status_code == 400
+    assert "Give an http:// or https:// URL" in field_html(response, "prometheus_url")
+    assert "Give PromQL label matchers" in field_html(response, "prometheus_selector")
+    cluster.refresh_from_db()
+    assert cluster.prometheus_url == ""
+
+    good = data | {
+        "prometheus_url": "http://prometheus.monitoring:9090",
+        "prometheus_selector": 'cluster="lab", region=~"eu-.*"',
+    }
+    response = client_for(admin_user).post(url, good, follow=True)
+    assert response.redirect_chain[-1][0] == reverse("clusters")
+    cluster.refresh_from_db()
+    assert cluster.prometheus_url == "http://prometheus.monitoring:9090"
+    assert cluster.prometheus_selector == 'cluster="lab", region=~"eu-.*"'
+    page = client_for(admin_user).get(url).content.decode()
+    assert 'value="http://prometheus.monitoring:9090"' in page
+
+
+def test_the_django_admin_checks_a_clusters_prometheus_the_same_way(cluster: Cluster) -> None:
+    from claims.admin import ClusterAdminForm
+
+    fields = {f.name: getattr(cluster, f.name) for f in Cluster._meta.fields if f.name != "id"}
+    form = ClusterAdminForm(
+        fields | {"prometheus_url": "ftp://x", "prometheus_selector": 'job="dcgm"'},
+        instance=cluster,
+    )
+    assert not form.is_valid()
+    assert list(form.errors) == ["prometheus_url"]
