@@ -135,6 +135,7 @@ class Topology:
     workloads: list[Workload] = field(default_factory=list)
     # node -> device -> the taints its driver publishes on it (`deviceTaints:`).
     device_taints: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
+    kueue: dict | None = None  # `kueue: {visibility: true}`: serve Kueue's API groups
 
     @property
     def node_names(self) -> list[str]:
@@ -268,7 +269,19 @@ def from_dict(data: dict) -> Topology:
         sizes,
         workloads,
         taints,
+        _kueue(data),
     )
+
+
+def _kueue(data: dict) -> dict | None:
+    section = data.get("kueue")
+    if section is None or section is False:
+        return None
+    if section is True:
+        return {}
+    if not isinstance(section, dict) or set(section) - {"visibility"}:
+        raise TopologyError("`kueue:` takes `visibility: true|false` (or is true)")
+    return section
 
 
 TAINT_KEYS = {"device", "key", "value", "effect", "timeAdded"}
