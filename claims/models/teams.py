@@ -52,6 +52,13 @@ class Team(models.Model):
         "again or an extension is granted.",
     )
 
+    kueue_local_queue = models.CharField(
+        max_length=63,
+        blank=True,
+        help_text="On clusters that run Kueue: the LocalQueue (in each of the team's "
+        "namespaces) its jobs are submitted to. Empty: the one named by KUEUE_LOCAL_QUEUE.",
+    )
+
     class Meta:
         ordering = ["name"]
 
