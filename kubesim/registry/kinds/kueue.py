@@ -41,6 +41,7 @@ GROUP = "kueue.x-k8s.io"
 VERSION = "v1beta2"
 VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
 SCHEMA_FILE = "kueue-v1beta2.json"
+TYPE_ERROR = "in body must be of type"
 
 
 @functools.cache
@@ -178,7 +179,7 @@ def _structural_errors(value: Any, schema: dict, path: str) -> list[FieldError]:
         return []
     declared = schema.get("type")
     if declared and not _type_ok(value, declared):
-        detail = f"{path} in body must be of type {declared}: {render_value(_json_type(value))}"
+        detail = f"{path} {TYPE_ERROR} {declared}: {render_value(_json_type(value))}"
         return [FieldError(INVALID, path, _json_type(value), detail)]
     found = _scalar_errors(value, schema, path) + _collection_errors(value, schema, path)
     if isinstance(value, list) and "items" in schema:
@@ -262,7 +263,9 @@ class CustomKind(Kind):
         schema = schemas()[self.kind]
         body = _without_metadata(obj)
         found = metadata_name_errors(obj) + _structural_errors(body, schema, "")
-        return found or _cel_errors(body, _without_metadata(old) if old else None, schema, "")
+        if any(TYPE_ERROR in error.detail for error in found):
+            return found  # apiextensions' hasBlockingErr: rules do not run on the wrong types
+        return found + _cel_errors(body, _without_metadata(old) if old else None, schema, "")
 
     def unknown_fields(self, obj: dict, version: str, k8s_version: str = "") -> list[str]:
         body = {key: value for key, value in obj.items() if key not in ("apiVersion", "kind")}
