@@ -1,0 +1,184 @@
+"""Kueue where the cluster runs it (issue 25.4), against a kubesim that serves Kueue's API
+and a test playing Kueue's controller (tests/fixtures/kueue.py): the portal finds Kueue in
+discovery, submits its Jobs suspended to the team's LocalQueue, leaves them to Kueue, and
+shows what Kueue says: pending with its words and position, then admitted and running."""
+
+from __future__ import annotations
+
+import html
+import re
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+import kubesim
+from claims.clusters import gateways
+from claims.domain import services
+from claims.domain.transitions import transition
+from claims.models import ClaimRequest, Cluster, Team, TeamMembership, Workload
+from claims.worker import cluster_steps, queue_steps, sync, workload_steps
+from tests.fixtures.kueue import PENDING_MESSAGE, PlayedKueue, kueue_cluster, make_queues
+from tests.fixtures.portal import register_cluster, wait_until
+from tests.fixtures.workloads import BATCH, seeded_profile
+
+__all__ = ["kueue_cluster"]
+JOB = "/apis/batch/v1/namespaces/{ns}/jobs/{name}"
+CONFIG = "/api/v1/namespaces/kueue-system/configmaps"
+
+
+@pytest.fixture
+def kueue_portal(db: None, kueue_cluster: kubesim.Handle) -> Iterator[Cluster]:
+    yield register_cluster(kueue_cluster, name="with-kueue")
+    gateways.forget_gateways()
+
+
+def waiting_claim(user: User, cluster: Cluster) -> ClaimRequest:
+    ns = services.namespace_request_submit(
+        user=user, cluster=cluster, name=f"kq-{uuid.uuid4().hex[:6]}"
+    )
+    claim = services.claim_request_submit(
+        user=user, namespace_request=ns, name="train", device_class="gpu.nvidia.com"
+    )
+    transition(ns, to="approved", allowed=("pending",))
+    transition(claim, to="approved", allowed=("pending",))
+    cluster_steps.apply_claim(claim)
+    claim = ClaimRequest.objects.get(pk=claim.pk)
+    assert claim.state == "waiting", claim.state_message
+    return claim
+
+
+def started_job(user: User, claim: ClaimRequest) -> Workload:
+    workload = services.workload_start(
+        user=user, claim_request=claim, profile=seeded_profile(BATCH)
+    )
+    workload_steps.start_workload(Workload.objects.get(pk=workload.pk))
+    return Workload.objects.get(pk=workload.pk)
+
+
+def page_text(user: User, url: str) -> str:
+    web = Client()
+    web.force_login(user)
+    response = web.get(url)
+    assert response.status_code == 200
+    text = html.unescape(response.content.decode())
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text))
+
+
+def synced(cluster: Cluster, workload: Workload, **expected: Any) -> bool:
+    sync.sync_cluster(Cluster.objects.get(pk=cluster.pk))
+    row = Workload.objects.get(pk=workload.pk)
+    return all(getattr(row, key) == value for key, value in expected.items())
+
+
+def test_discovery_finds_kueue_and_its_visibility_api(kueue_portal: Cluster) -> None:
+    assert (kueue_portal.kueue, kueue_portal.kueue_visibility) == (True, True)
+
+
+def test_a_job_waits_for_kueue_in_the_teams_local_queue_then_runs_when_admitted(
+    alice: User, kueue_portal: Cluster, kueue_cluster: kubesim.Handle
+) -> None:
+    team = Team.objects.create(name="vision", kueue_local_queue="vision-queue")
+    TeamMembership.objects.create(team=team, user=alice)
+    claim = waiting_claim(alice, kueue_portal)
+    make_queues(kueue_cluster, claim.namespace, local_queue="vision-queue")
+    with PlayedKueue(kueue_cluster) as kueue:
+        first, second = started_job(alice, claim), started_job(alice, claim)
+        job = kueue_cluster.admin("GET", JOB.format(ns=claim.namespace, name=first.name))
+        assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "vision-queue"
+        assert job["spec"]["suspend"] is True
+        assert first.kueue_queue == "vision-queue" and not first.suspended
+
+        # Kueue has them both, pending in FIFO order: the pages say so, in Kueue's words.
+        wait_until(lambda: synced(kueue_portal, second, kueue_position=2), timeout=30)
+        assert synced(kueue_portal, first, kueue_state="pending", kueue_position=1)
+        assert queue_steps.start_waiting(kueue_portal) == []  # the portal stands back
+        text = page_text(alice, reverse("workload", args=[second.pk]))
+        assert "pending in Kueue · position 2 in LocalQueue vision-queue" in text
+        assert PENDING_MESSAGE in text
+        claim_page = page_text(alice, reverse("claim", args=[claim.pk]))
+        assert "position 1 in LocalQueue vision-queue" in claim_page
+        job = kueue_cluster.admin("GET", JOB.format(ns=claim.namespace, name=first.name))
+        assert job["spec"]["suspend"] is True and not job["status"].get("active")
+
+        kueue.admit(claim.namespace, first.name)
+        wait_until(lambda: synced(kueue_portal, first, kueue_state="admitted"), timeout=30)
+        wait_until(lambda: synced(kueue_portal, second, kueue_position=1), timeout=30)
+        assert "admitted by Kueue" in page_text(alice, reverse("workload", args=[first.pk]))
+        wait_until(lambda: synced(kueue_portal, first, state="succeeded"), timeout=60)
+        assert kueue.errors == []
+
+    api = APIClient()
+    api.force_authenticate(alice)
+    shown = api.get(reverse("api-workload", args=[second.pk])).json()["kueue"]
+    assert shown == {
+        "local_queue": "vision-queue",
+        "state": "pending",
+        "message": PENDING_MESSAGE,
+        "position": 1,
+    }
+
+
+def test_an_evicted_job_says_so_and_a_team_without_a_queue_uses_the_default(
+    alice: User, kueue_portal: Cluster, kueue_cluster: kubesim.Handle, settings: Any
+) -> None:
+    settings.KUEUE_LOCAL_QUEUE = "shared"
+    claim = waiting_claim(alice, kueue_portal)
+    make_queues(kueue_cluster, claim.namespace, local_queue="shared")
+    with PlayedKueue(kueue_cluster) as kueue:
+        job = started_job(alice, claim)
+        assert job.kueue_queue == "shared"
+        wait_until(lambda: kueue.workload_of(claim.namespace, job.name), timeout=30)
+        kueue.pend(claim.namespace, job.name, "LocalQueue shared is stopped")
+        wait_until(
+            lambda: synced(kueue_portal, job, kueue_message="LocalQueue shared is stopped"),
+            timeout=30,
+        )
+        kueue.admit(claim.namespace, job.name)
+        kueue.evict(claim.namespace, job.name, "Preempted to accommodate a higher priority")
+        wait_until(lambda: synced(kueue_portal, job, kueue_state="evicted"), timeout=30)
+        text = page_text(alice, reverse("workload", args=[job.pk]))
+        assert "evicted by Kueue · Preempted to accommodate a higher priority" in text
+
+
+def test_preflight_checks_the_queues_and_the_dra_mapping(
+    kueue_portal: Cluster, kueue_cluster: kubesim.Handle
+) -> None:
+    gateway = gateways.gateway_for(kueue_portal)
+    namespace = f"pf-{uuid.uuid4().hex[:6]}"
+    kueue_cluster.admin("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    make_queues(kueue_cluster, namespace, local_queue="pf", cluster_queue="team-a")
+
+    def kueue_checks() -> dict[str, tuple[bool, str]]:
+        return {c.name: (c.ok, c.detail) for c in gateway.preflight() if "Kueue" in c.name}
+
+    checks = kueue_checks()
+    assert checks["Kueue queues"][0] is True
+    assert "team-a" in checks["Kueue queues"][1]
+    ok, detail = checks["Kueue DRA mapping"]
+    assert not ok and detail.startswith("cannot check: Kueue's Configuration")
+
+    # Kueue's Configuration maps the cluster's one class, gpu.nvidia.com, to `gpus`: covered.
+    kueue_cluster.admin("POST", "/api/v1/namespaces", {"metadata": {"name": "kueue-system"}})
+    config = "resources:\n  deviceClassMappings:\n  - name: %s\n    deviceClassNames: [%s]\n"
+    data = {"controller_manager_config.yaml": config % ("gpus", "gpu.nvidia.com")}
+    body = {"metadata": {"name": "kueue-manager-config"}, "data": data}
+    kueue_cluster.admin("POST", CONFIG, body)
+    ok, detail = kueue_checks()["Kueue DRA mapping"]
+    assert ok, detail
+    assert detail == "Kueue counts gpu.nvidia.com, and the ClusterQueues cover them"
+
+    data["controller_manager_config.yaml"] = config % ("example.com/gpu", "gpu.nvidia.com")
+    kueue_cluster.admin("PUT", f"{CONFIG}/kueue-manager-config", body)
+    ok, detail = kueue_checks()["Kueue DRA mapping"]
+    assert not ok and "ClusterQueue team-a does not cover example.com/gpu" in detail
+
+    data["controller_manager_config.yaml"] = config % ("gpus", "another.example.com")
+    kueue_cluster.admin("PUT", f"{CONFIG}/kueue-manager-config", body)
+    ok, detail = kueue_checks()["Kueue DRA mapping"]
+    assert (ok, detail) == (False, "gpu.nvidia.com is not in Kueue's deviceClassMappings")
