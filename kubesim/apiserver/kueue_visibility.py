@@ -143,7 +143,8 @@ def _pending_in_local_queue(api: Any, request: Request, namespace: str, name: st
     if cluster_queue is None:
         raise errors.not_found(VISIBILITY_GROUP, "localqueue", name)
     limit, offset = _bounds(request)
-    items, skipped = [], 0
+    items: list[dict[str, Any]] = []
+    skipped = 0
     for index, workload in enumerate(_queue(api, cluster_queue)):
         if len(items) >= limit:
             break

@@ -285,7 +285,7 @@ def _kind(plural: str, kind: str, namespaced: bool, short: tuple[str, ...], stat
     )
 
 
-KINDS = (
+CUSTOM_KINDS: tuple[Kind, ...] = (
     _kind("resourceflavors", "ResourceFlavor", False, ("flavor", "flavors", "rf"), False),
     _kind("clusterqueues", "ClusterQueue", False, ("cq",), True),
     _kind("localqueues", "LocalQueue", True, ("queue", "queues", "lq"), True),
