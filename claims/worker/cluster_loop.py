@@ -322,6 +322,9 @@ class ClusterLoop:
                     return  # removed: the lease goes with it, and so does this loop
             if discovery.due() or (self.rediscover and view.ready()):
                 self._discover(cluster, gateway)
+                if cluster.kueue != (view.kueue is not None):
+                    log.info("cluster %s: Kueue came or went; following anew", cluster)
+                    return  # its Workloads are watched (or no longer) from the next follow
             if view.ready():  # a kind not yet listed (or refused) is left out of the checks
                 self._check(cluster, gateway, view, resync=resync.due(), sweep=sweep.due())
             if self._current() and not self.unreachable:

@@ -22,7 +22,9 @@ from claims.clusters import gateways
 from claims.domain import services
 from claims.domain.transitions import transition
 from claims.models import ClaimRequest, Cluster, Team, TeamMembership, Workload
-from claims.worker import cluster_steps, queue_steps, sync, workload_steps
+from claims.worker import cluster_loop, cluster_steps, queue_steps, sync, workload_steps
+from kubesim.registry.kinds.kueue import served_groups
+from tests.claims.worker.test_cluster_loop import start_follower
 from tests.fixtures.kueue import PENDING_MESSAGE, PlayedKueue, kueue_cluster, make_queues
 from tests.fixtures.portal import register_cluster, wait_until
 from tests.fixtures.workloads import BATCH, seeded_profile
@@ -30,6 +32,7 @@ from tests.fixtures.workloads import BATCH, seeded_profile
 __all__ = ["kueue_cluster"]
 JOB = "/apis/batch/v1/namespaces/{ns}/jobs/{name}"
 CONFIG = "/api/v1/namespaces/kueue-system/configmaps"
+TRAIN_SIM = "ghcr.io/gpu-portal/train-sim:1.0"
 
 
 @pytest.fixture
@@ -53,9 +56,11 @@ def waiting_claim(user: User, cluster: Cluster) -> ClaimRequest:
     return claim
 
 
-def started_job(user: User, claim: ClaimRequest) -> Workload:
+def started_job(user: User, claim: ClaimRequest, **spec: str) -> Workload:
+    if spec:
+        spec = {"image": TRAIN_SIM, "command": "train-sim", **spec}
     workload = services.workload_start(
-        user=user, claim_request=claim, profile=seeded_profile(BATCH)
+        user=user, claim_request=claim, profile=seeded_profile(BATCH), **spec
     )
     workload_steps.start_workload(Workload.objects.get(pk=workload.pk))
     return Workload.objects.get(pk=workload.pk)
@@ -131,7 +136,7 @@ def test_an_evicted_job_says_so_and_a_team_without_a_queue_uses_the_default(
     claim = waiting_claim(alice, kueue_portal)
     make_queues(kueue_cluster, claim.namespace, local_queue="shared")
     with PlayedKueue(kueue_cluster) as kueue:
-        job = started_job(alice, claim)
+        job = started_job(alice, claim, args="--steps 600 --step-seconds 1")  # long enough
         assert job.kueue_queue == "shared"
         wait_until(lambda: kueue.workload_of(claim.namespace, job.name), timeout=30)
         kueue.pend(claim.namespace, job.name, "LocalQueue shared is stopped")
@@ -182,3 +187,49 @@ def test_preflight_checks_the_queues_and_the_dra_mapping(
     kueue_cluster.admin("PUT", f"{CONFIG}/kueue-manager-config", body)
     ok, detail = kueue_checks()["Kueue DRA mapping"]
     assert (ok, detail) == (False, "gpu.nvidia.com is not in Kueue's deviceClassMappings")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_loop_follows_kueues_word_from_its_watch(
+    alice: User, kueue_cluster: kubesim.Handle
+) -> None:
+    """No sync by hand: the loop's watch of Kueue's Workloads brings each change."""
+    cluster = register_cluster(kueue_cluster, name="kueue-loop")
+    claim = waiting_claim(alice, cluster)
+    make_queues(kueue_cluster, claim.namespace)
+    loop, stop = start_follower(cluster)
+    try:
+        with PlayedKueue(kueue_cluster) as kueue:
+            job = started_job(alice, claim)
+            # Kueue makes the Workload, then says why it waits: both come by the watch.
+            wait_until(lambda: row(job).kueue_message == PENDING_MESSAGE, timeout=60)
+            assert loop.watched.kueue_workloads is not None
+            assert (row(job).kueue_state, row(job).kueue_position) == ("pending", 1)
+            kueue.admit(claim.namespace, job.name)
+            wait_until(lambda: row(job).kueue_state == "admitted", timeout=60)
+            wait_until(lambda: row(job).state == "succeeded", timeout=60)
+    finally:
+        stop()
+        gateways.forget_gateways()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_loop_watches_kueues_workloads_once_discovery_finds_kueue(
+    kubesim_private: kubesim.Handle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cluster_loop, "DISCOVERY_SECONDS", 0.5)
+    cluster = register_cluster(kubesim_private, name="kueue-later")
+    loop, stop = start_follower(cluster)
+    try:
+        wait_until(lambda: loop.watched is not None and loop.passes + loop.checks >= 0, 30)
+        assert loop.watched.kueue_workloads is None
+        kubesim_private.api.optional_groups = served_groups({})  # Kueue installed meanwhile
+        wait_until(lambda: loop.watched.kueue_workloads is not None, timeout=30)
+        assert Cluster.objects.get(pk=cluster.pk).kueue
+    finally:
+        stop()
+        gateways.forget_gateways()
+
+
+def row(workload: Workload) -> Workload:
+    return Workload.objects.get(pk=workload.pk)
