@@ -9,7 +9,7 @@ from typing import Any
 from kubernetes import client
 
 import kubesim
-from tests.fixtures.kubesim import api_client, create_namespace, raw_request
+from tests.fixtures.kubesim import api_client, create_namespace, raw_request, wait_until
 from tests.fixtures.kueue import KUEUE, condition, kueue_cluster, kueue_topology, make_queues
 
 __all__ = ["kueue_cluster"]
@@ -166,3 +166,33 @@ def test_a_cluster_without_the_visibility_api_does_not_serve_it() -> None:
     with kubesim.start(speed=20, topology=kueue_topology(visibility=False)) as handle:
         names = {g["name"] for g in raw_request(handle, "GET", "/apis").json()["groups"]}
         assert "kueue.x-k8s.io" in names and "visibility.kueue.x-k8s.io" not in names
+
+
+def test_a_jobs_workload_goes_with_the_job(kueue_cluster: kubesim.Handle) -> None:
+    """The garbage collector deletes a Workload whose owner Job is deleted (Background)."""
+    namespace = create_namespace(kueue_cluster)
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "owner"},
+        "spec": {
+            "suspend": True,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox:1.36"}],
+                }
+            },
+        },
+    }
+    created = kueue_cluster.admin("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", job)
+    owned = workload("job-owner-abcde")
+    owned["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "owner",
+         "uid": created["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    ]  # fmt: skip
+    kueue_cluster.admin("POST", f"{KUEUE}/namespaces/{namespace}/workloads", owned)
+    options = {"propagationPolicy": "Background"}
+    kueue_cluster.admin("DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs/owner", options)
+    path = f"{KUEUE}/namespaces/{namespace}/workloads"
+    wait_until(lambda: not kueue_cluster.admin("GET", path)["items"], timeout=30)

@@ -81,9 +81,7 @@ def synced(cluster: Cluster, workload: Workload, **expected: Any) -> bool:
     return all(getattr(row, key) == value for key, value in expected.items())
 
 
-def test_discovery_finds_kueue_and_its_visibility_api(
-    carol: User, kueue_portal: Cluster
-) -> None:
+def test_discovery_finds_kueue_and_its_visibility_api(carol: User, kueue_portal: Cluster) -> None:
     assert (kueue_portal.kueue, kueue_portal.kueue_visibility) == (True, True)
     text = page_text(carol, reverse("cluster", args=[kueue_portal.pk]))
     assert "Kueue queues the jobs; positions from its visibility API" in text
