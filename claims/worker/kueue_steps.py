@@ -41,14 +41,13 @@ def workloads_informer(
     )
 
 
-def _positions(
-    gateway: ClusterGateway, namespace: str, queue: str, problems: list[str]
-) -> dict[str, int]:
+def _positions(gateway: ClusterGateway, namespace: str, queue: str) -> dict[str, int]:
+    """Extra, like a Pod's Events: a visibility API that fails (Kueue's is an aggregated API
+    server that may be down) only costs the positions, not the cluster's good name."""
     try:
         return kueue.positions(gateway.read_path(kueue.pending_path(namespace, queue)))
-    except KubeError as error:  # positions are extra: the state is shown without one
+    except KubeError as error:
         log.warning("Kueue's pending workloads of %s/%s: %s", namespace, queue, error)
-        problems.append(f"Kueue visibility of {namespace}/{queue}: {error.message}")
         return {}
 
 
@@ -57,13 +56,12 @@ def follow_kueue(
     workloads: list[Workload],
     seen: list[KueueWorkload] | None,
     gateway: ClusterGateway,
-) -> list[str]:
-    """Write on each followed workload what Kueue says of its Job; problems are returned."""
+) -> None:
+    """Write on each followed workload what Kueue says of its Job."""
     queued = [w for w in workloads if w.kueue_queue and w.kube_uid]
     if not cluster.kueue or not queued or seen is None:
-        return []
+        return
     by_job = {k.job_uid: k for k in seen if k.job_uid}
-    problems: list[str] = []
     asked: dict[tuple[str, str], dict[str, int]] = {}
     for workload in queued:
         found = by_job.get(workload.kube_uid)
@@ -73,9 +71,8 @@ def follow_kueue(
         if found.state == kueue.PENDING and cluster.kueue_visibility:
             key = (found.namespace, found.queue or workload.kueue_queue)
             if key not in asked:
-                asked[key] = _positions(gateway, *key, problems)
+                asked[key] = _positions(gateway, *key)
             position = asked[key].get(found.name)
         observed.workload_kueue_seen(
             workload=workload, state=found.state, message=found.message, position=position
         )
-    return problems

@@ -109,7 +109,7 @@ def _sync_cycle(
     problems += queue_steps.start_waiting(cluster, gateway)
     if cluster.kueue and workloads:
         seen = _attempt(problems, "Kueue Workloads", view.kueue_workloads)
-        problems += kueue_steps.follow_kueue(cluster, workloads, seen, gateway)
+        kueue_steps.follow_kueue(cluster, workloads, seen, gateway)
     record_outcome(cluster, problems, record_every)
     # Logs still to read keep the passes coming too (their back-off decides when to ask), and
     # so do the logs of workloads that run.

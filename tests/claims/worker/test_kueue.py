@@ -25,7 +25,13 @@ from claims.models import ClaimRequest, Cluster, Team, TeamMembership, Workload
 from claims.worker import cluster_loop, cluster_steps, queue_steps, sync, workload_steps
 from kubesim.registry.kinds.kueue import served_groups
 from tests.claims.worker.test_cluster_loop import start_follower
-from tests.fixtures.kueue import PENDING_MESSAGE, PlayedKueue, kueue_cluster, make_queues
+from tests.fixtures.kueue import (
+    PENDING_MESSAGE,
+    PlayedKueue,
+    kueue_cluster,
+    kueue_topology,
+    make_queues,
+)
 from tests.fixtures.portal import register_cluster, wait_until
 from tests.fixtures.workloads import BATCH, seeded_profile
 
@@ -235,3 +241,23 @@ def test_the_loop_watches_kueues_workloads_once_discovery_finds_kueue(
 
 def row(workload: Workload) -> Workload:
     return Workload.objects.get(pk=workload.pk)
+
+
+def test_without_the_visibility_api_a_job_is_queued_by_kueue_without_a_position(
+    alice: User, db: None
+) -> None:
+    with kubesim.start(speed=20, topology=kueue_topology(visibility=False)) as handle:
+        cluster = register_cluster(handle, name="no-visibility")
+        try:
+            assert (cluster.kueue, cluster.kueue_visibility) == (True, False)
+            claim = waiting_claim(alice, cluster)
+            make_queues(handle, claim.namespace)
+            with PlayedKueue(handle):
+                job = started_job(alice, claim)
+                wait_until(lambda: synced(cluster, job, kueue_message=PENDING_MESSAGE), 30)
+            assert row(job).kueue_position is None
+            text = page_text(alice, reverse("workload", args=[job.pk]))
+            assert "pending in Kueue · queued by Kueue in LocalQueue default" in text
+            assert Cluster.objects.get(pk=cluster.pk).last_error == ""
+        finally:
+            gateways.forget_gateways()
