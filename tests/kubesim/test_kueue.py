@@ -196,3 +196,22 @@ def test_a_jobs_workload_goes_with_the_job(kueue_cluster: kubesim.Handle) -> Non
     kueue_cluster.admin("DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs/owner", options)
     path = f"{KUEUE}/namespaces/{namespace}/workloads"
     wait_until(lambda: not kueue_cluster.admin("GET", path)["items"], timeout=30)
+
+
+def test_a_custom_resource_takes_no_strategic_merge_patch(kueue_cluster: kubesim.Handle) -> None:
+    namespace = create_namespace(kueue_cluster)
+    make_queues(kueue_cluster, namespace, local_queue="patched")
+    path = f"{KUEUE}/namespaces/{namespace}/localqueues/patched"
+    body = {"metadata": {"labels": {"team": "a"}}}
+    refused = raw_request(
+        kueue_cluster, "PATCH", path, body, content_type="application/strategic-merge-patch+json"
+    )
+    assert refused.status == 415
+    assert refused.json()["message"] == (
+        "the body of the request was in an unknown format - accepted media types include: "
+        "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+    )
+    merged = raw_request(
+        kueue_cluster, "PATCH", path, body, content_type="application/merge-patch+json"
+    )
+    assert merged.status == 200 and merged.json()["metadata"]["labels"] == {"team": "a"}

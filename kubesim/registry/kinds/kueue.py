@@ -21,7 +21,7 @@ import json
 import re
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, ClassVar
 
 import celpy
 
@@ -252,6 +252,8 @@ def _without_metadata(obj: dict) -> dict:
 @dataclass(frozen=True)
 class CustomKind(Kind):
     """A kind served from a CRD's schema rather than Kubernetes' own definitions."""
+
+    custom: ClassVar[bool] = True  # no strategic merge patch (handlers.patch_object)
 
     def apply_defaults(self, obj: dict) -> None:
         _defaulted(obj, schemas()[self.kind])
