@@ -17,7 +17,7 @@ from claims.clusters import credentials
 from claims.domain import run_observations, state_messages
 from claims.domain.transitions import change, update_fields
 from claims.live import changes
-from claims.models import KueueState, Workload, WorkloadLog
+from claims.models import KueueState, Workload, WorkloadKind, WorkloadLog
 
 WS = Workload.State
 
@@ -71,8 +71,11 @@ def workload_suspended(*, workload: Workload) -> None:
 
 
 def workload_queued_in_kueue(*, workload: Workload, queue: str) -> None:
-    """Its Job is (about to be) created suspended in Kueue's LocalQueue `queue`."""
-    update_fields(workload, kueue_queue=queue, kueue_state=KueueState.PENDING)
+    """Its Job is (about to be) created suspended in Kueue's LocalQueue `queue`: pending in
+    Kueue. A notebook's Pod is only labelled with it: Kueue's word is shown once Kueue (its
+    pod integration, where on) made a Workload for it."""
+    pending = KueueState.PENDING if workload.kind == WorkloadKind.JOB else ""
+    update_fields(workload, kueue_queue=queue, kueue_state=pending)
 
 
 def workload_kueue_seen(

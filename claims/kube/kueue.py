@@ -67,7 +67,7 @@ def _job_uid(meta: Obj) -> str:
     uid = (meta.get("labels") or {}).get(label_keys.KUEUE_JOB_UID, "")
     if uid:
         return str(uid)
-    owners = [o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"]
+    owners = [o for o in meta.get("ownerReferences") or [] if o.get("kind") in ("Job", "Pod")]
     return str(owners[0].get("uid", "")) if owners else ""
 
 

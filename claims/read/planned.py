@@ -144,7 +144,7 @@ def workload_manifests(
     """What starting the workload applies, in order: its Job, or its notebook's Pod, Service
     (and Ingress). `preview`: a workload not yet started, which has no id (nor a name) yet.
     `suspend`: its Job waits in the queue (claims/read/queue.py). `kueue_queue`: the
-    LocalQueue its Job is submitted to, on a cluster that runs Kueue."""
+    LocalQueue its Job (or notebook's Pod) is submitted to, on a cluster that runs Kueue."""
     spec = workload_spec(workload)
     if preview:
         spec = replace(spec, labels={**spec.labels, label_keys.WORKLOAD: ""})
@@ -161,13 +161,18 @@ def workload_manifests(
             labels = job["metadata"]["labels"]
             job["metadata"]["labels"] = {**labels, label_keys.KUEUE_QUEUE_NAME: kueue_queue}
         return [job]
-    return manifests.notebook_manifests(
+    documents = manifests.notebook_manifests(
         spec,
         token=token,
         active_deadline_seconds=deadline,
         host=notebook_host(workload),
         ingress_class=settings.NOTEBOOK_INGRESS_CLASS,
     )
+    if kueue_queue:  # Kueue's pod integration, where on, gates and admits the Pod
+        pod = documents[0]
+        labels = pod["metadata"]["labels"]
+        pod["metadata"]["labels"] = {**labels, label_keys.KUEUE_QUEUE_NAME: kueue_queue}
+    return documents
 
 
 def kueue_queue_of(workload: Workload) -> str:

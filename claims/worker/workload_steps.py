@@ -66,7 +66,7 @@ def start_workload(workload: Workload, *, resume: bool = False) -> None:
     # where Kueue runs, every Job waits for Kueue in the team's LocalQueue.
     suspend = queue_steps.job_must_wait(workload)
     kueue_queue = ""
-    if suspend and claim.cluster.kueue:
+    if claim.cluster.kueue:
         kueue_queue = planned.kueue_queue_of(workload)
         observed.workload_queued_in_kueue(workload=workload, queue=kueue_queue)
     documents = planned.workload_manifests(

@@ -33,7 +33,7 @@ from tests.fixtures.kueue import (
     make_queues,
 )
 from tests.fixtures.portal import register_cluster, wait_until
-from tests.fixtures.workloads import BATCH, seeded_profile
+from tests.fixtures.workloads import BATCH, JUPYTER, seeded_profile
 
 __all__ = ["kueue_cluster"]
 JOB = "/apis/batch/v1/namespaces/{ns}/jobs/{name}"
@@ -261,3 +261,21 @@ def test_without_the_visibility_api_a_job_is_queued_by_kueue_without_a_position(
             assert Cluster.objects.get(pk=cluster.pk).last_error == ""
         finally:
             gateways.forget_gateways()
+
+
+def test_a_notebooks_pod_is_labelled_for_kueue_and_shown_only_once_kueue_takes_it(
+    alice: User, kueue_portal: Cluster, kueue_cluster: kubesim.Handle
+) -> None:
+    """Kueue queues a bare Pod only with its pod integration, whose webhook gates it; kubesim
+    runs no webhook, so the Pod starts, and the page says nothing of Kueue."""
+    claim = waiting_claim(alice, kueue_portal)
+    notebook = services.workload_start(
+        user=alice, claim_request=claim, profile=seeded_profile(JUPYTER)
+    )
+    workload_steps.start_workload(Workload.objects.get(pk=notebook.pk))
+    notebook = row(notebook)
+    pod = kueue_cluster.admin("GET", f"/api/v1/namespaces/{claim.namespace}/pods/{notebook.name}")
+    assert pod["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
+    assert (notebook.kueue_queue, notebook.kueue_state) == ("default", "")
+    wait_until(lambda: synced(kueue_portal, notebook, state="running"), timeout=60)
+    assert "Kueue" not in page_text(alice, reverse("workload", args=[notebook.pk]))
