@@ -104,7 +104,10 @@ def _preview_context(claim: ClaimRequest, form: WorkloadForm) -> dict[str, Any]:
         return {"preview_problem": " ".join(problems)}
     suffix = "job" if unsaved.kind == WorkloadKind.JOB else "nb"
     unsaved.name = names.label(claim.name, suffix=f"-{suffix}-{WORKLOAD_NAME_PLACEHOLDER}")
-    documents = planned.workload_manifests(unsaved, preview=True)
+    queue = planned.kueue_queue_of(unsaved) if claim.cluster.kueue else ""  # Kueue's to admit
+    documents = planned.workload_manifests(
+        unsaved, preview=True, suspend=bool(queue), kueue_queue=queue
+    )
     return {"preview_yaml": "---\n".join(manifests.to_yaml(d) for d in documents)}
 
 

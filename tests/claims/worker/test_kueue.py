@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
@@ -279,3 +280,20 @@ def test_a_notebooks_pod_is_labelled_for_kueue_and_shown_only_once_kueue_takes_i
     assert (notebook.kueue_queue, notebook.kueue_state) == ("default", "")
     wait_until(lambda: synced(kueue_portal, notebook, state="running"), timeout=60)
     assert "Kueue" not in page_text(alice, reverse("workload", args=[notebook.pk]))
+
+
+def test_the_form_previews_the_job_kueue_will_get(
+    alice: User, kueue_portal: Cluster, kueue_cluster: kubesim.Handle
+) -> None:
+    claim = waiting_claim(alice, kueue_portal)
+    web = Client()
+    web.force_login(alice)
+    response = web.post(
+        reverse("workload-preview", args=[claim.pk]), {"profile": seeded_profile(BATCH).pk}
+    )
+    text = html.unescape(
+        re.search(r'<pre id="manifest-yaml">(.*?)</pre>', response.content.decode(), re.S)[1]
+    )
+    [job] = yaml.safe_load_all(text)
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
+    assert job["spec"]["suspend"] is True
