@@ -243,6 +243,7 @@ def start(
     `anonymous_auth=False`: a request without a token is 401 rather than system:anonymous.
     `dcgm_port`: where the nodes' dcgm-exporters answer (plain HTTP, 0 = any free port)."""
     from kubesim.registry.kinds import KINDS
+    from kubesim.registry.kinds import kueue as kueue_kinds
 
     token = token or secrets.token_urlsafe(24)
     static_users = read_token_file(token_auth_file) if token_auth_file else {}
@@ -260,6 +261,7 @@ def start(
     api.authenticator = Authenticator(store, KINDS, token, static_users, anonymous=anonymous_auth)
     api.quota = QuotaController(store, KINDS)
     api.pod_security_defaults = cluster.pod_security
+    api.optional_groups = kueue_kinds.served_groups(cluster.kueue)
     Aggregator(store, KINDS)
     bundle = certs.generate((host,))
     server = ApiServer((host, port), api, api.authenticator, bundle)

@@ -81,6 +81,9 @@ WORKLOAD_JOB_TTL_SECONDS = envint("WORKLOAD_JOB_TTL_SECONDS", "86400")
 # IngressClass, when both are set; otherwise users reach it with kubectl port-forward.
 NOTEBOOK_HOST_PATTERN = os.getenv("NOTEBOOK_HOST_PATTERN", "")
 NOTEBOOK_INGRESS_CLASS = os.getenv("NOTEBOOK_INGRESS_CLASS", "")
+# On clusters that run Kueue: the LocalQueue a team's jobs go to when the team names none
+# ("default" is the name Kueue's LocalQueueDefaulting gives unlabelled jobs).
+KUEUE_LOCAL_QUEUE = os.getenv("KUEUE_LOCAL_QUEUE", "default")
 # Access to an active namespace: its owner is bound to this ClusterRole there ...
 ACCESS_CLUSTER_ROLE = os.getenv("ACCESS_CLUSTER_ROLE", "edit")
 # ... as the cluster user "<ACCESS_USER_PREFIX><username>" (e.g. "oidc:" when the API

@@ -280,6 +280,7 @@ WORKLOAD: dict[str, Any] = {
     "started_at": LATER,
     "finished_at": None,
     "access": None,
+    "kueue": None,
     "created": WHEN,
     "updated": LATER,
 }

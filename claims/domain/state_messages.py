@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from django.utils.translation import gettext_noop
 
-from claims.kube import preflight
+from claims.kube import kueue, preflight
 
 NAMESPACE_FAILED = gettext_noop("Namespace %(namespace)s: %(reason)s")
 NAMESPACE_RECREATED = gettext_noop("Namespace %(namespace)s was recreated.")
@@ -154,4 +154,5 @@ MESSAGES = (
     GAVE_UP_ON_LOGS,
     STILL_UNREADABLE,
     *preflight.MESSAGES,
+    *kueue.MESSAGES,
 )

@@ -17,7 +17,7 @@ from claims.clusters import credentials
 from claims.domain import run_observations, state_messages
 from claims.domain.transitions import change, update_fields
 from claims.live import changes
-from claims.models import Workload, WorkloadLog
+from claims.models import KueueState, Workload, WorkloadKind, WorkloadLog
 
 WS = Workload.State
 
@@ -68,6 +68,24 @@ def workload_cleaned_up(*, workload: Workload) -> None:
 def workload_suspended(*, workload: Workload) -> None:
     """Its Job is (about to be) created suspended: its claim waits its turn for devices."""
     update_fields(workload, suspended=True)
+
+
+def workload_queued_in_kueue(*, workload: Workload, queue: str) -> None:
+    """Its Job is (about to be) created suspended in Kueue's LocalQueue `queue`: pending in
+    Kueue. A notebook's Pod is only labelled with it: Kueue's word is shown once Kueue (its
+    pod integration, where on) made a Workload for it."""
+    pending = KueueState.PENDING if workload.kind == WorkloadKind.JOB else ""
+    update_fields(workload, kueue_queue=queue, kueue_state=pending)
+
+
+def workload_kueue_seen(
+    *, workload: Workload, state: str, message: str, position: int | None
+) -> None:
+    """What Kueue's Workload for its Job says now (claims/worker/kueue_steps.py)."""
+    seen = {"kueue_state": state, "kueue_message": message, "kueue_position": position}
+    changed = {key: value for key, value in seen.items() if getattr(workload, key) != value}
+    if changed:
+        update_fields(workload, **changed)
 
 
 def workload_resumed(*, workload: Workload) -> None:

@@ -1,11 +1,18 @@
-"""Which resource.k8s.io versions a cluster serves: discovered, trusted a while, followed."""
+"""Which resource.k8s.io versions a cluster serves (and whether it runs Kueue): discovered,
+trusted a while, followed."""
 
 from collections.abc import Callable
 from typing import TypeVar
 
 from claims.kube.errors import PermanentKubeError
 from claims.kube.parsing import ClusterInfo
-from claims.kube.resources import RESOURCE_GROUP, RESOURCE_VERSION_PREFERENCE, Obj
+from claims.kube.resources import (
+    KUEUE_GROUP,
+    KUEUE_VISIBILITY_GROUP,
+    RESOURCE_GROUP,
+    RESOURCE_VERSION_PREFERENCE,
+    Obj,
+)
 
 DISCOVERY_TTL = 60.0  # seconds a discovered version list is trusted
 
@@ -22,9 +29,9 @@ class ResourceDiscovery:
         self._info: ClusterInfo | None = None
         self._info_at = 0.0
 
-    def _served_resource_versions(self) -> list[str]:
+    def _served_resource_versions(self, group_name: str = RESOURCE_GROUP) -> list[str]:
         try:
-            group = self._get_json(f"/apis/{RESOURCE_GROUP}")
+            group = self._get_json(f"/apis/{group_name}")
         except PermanentKubeError as e:
             if e.status == 404:
                 return []
@@ -35,7 +42,10 @@ class ResourceDiscovery:
         server_version = self._get_json("/version").get("gitVersion", "")
         served = self._served_resource_versions()
         preferred = next((v for v in RESOURCE_VERSION_PREFERENCE if v in served), None)
-        self._info, self._info_at = ClusterInfo(server_version, served, preferred), self._clock()
+        kueue = tuple(self._served_resource_versions(KUEUE_GROUP))
+        visibility = tuple(self._served_resource_versions(KUEUE_VISIBILITY_GROUP) if kueue else ())
+        info = ClusterInfo(server_version, served, preferred, kueue, visibility)
+        self._info, self._info_at = info, self._clock()
         return self._info
 
     def cached_info(self) -> ClusterInfo:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-from claims.kube import parsing, permissions, pod_parsing, preflight
+from claims.kube import kueue, parsing, permissions, pod_parsing, preflight
 from claims.kube.connection import SERVICE_ACCOUNT_DIR, Connection, json_object
 from claims.kube.discovery import ResourceDiscovery
 from claims.kube.errors import (
@@ -122,6 +122,10 @@ class ClusterGateway:
 
     def _get_json(self, path: str, query: dict[str, Any] | None = None) -> Obj:
         return json_object(self._call("GET", path, query))
+
+    def read_path(self, path: str, query: dict[str, Any] | None = None) -> Obj:
+        """A GET of a path outside the kinds (Kueue's visibility API: claims/kube/kueue.py)."""
+        return self._get_json(path, query)
 
     def _list(self, path: str, label_selector: str = "") -> list[Obj]:
         query = {"labelSelector": label_selector} if label_selector else None
@@ -448,10 +452,12 @@ class ClusterGateway:
         ]
         if info.preferred_resource_version is None:
             return checks + preflight.skipped_without_dra()
-        devices = self.list_devices()
+        devices, classes = self.list_devices(), self.list_device_classes()
+        if info.kueue_versions:  # Kueue queues here: can it admit the portal's classes?
+            checks += kueue.preflight_checks(self, [c.name for c in classes])
         return [
             *checks,
-            preflight.check_device_classes(self.list_device_classes()),
+            preflight.check_device_classes(classes),
             preflight.check_gpu_devices(devices),
             preflight.check_gpu_nodes(devices, self._node_names()),
         ]

@@ -12,6 +12,10 @@ WORKLOAD = "gpu-portal.io/workload"
 # Pod Security admission's, on the namespaces the portal creates (NAMESPACE_POD_SECURITY).
 POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 POD_SECURITY_WARN = "pod-security.kubernetes.io/warn"
+# Kueue's: the LocalQueue a Job is submitted to (on clusters that run Kueue), and the uid of
+# the Job a Kueue Workload was made for (Kueue writes it).
+KUEUE_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
+KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"
 
 
 def is_portal_label(key: str) -> bool:

@@ -15,6 +15,9 @@ class ClusterInfo:
     server_version: str
     resource_versions: list[str]
     preferred_resource_version: str | None
+    # Kueue's groups (kueue.x-k8s.io, visibility.kueue.x-k8s.io): the versions served.
+    kueue_versions: tuple[str, ...] = ()
+    kueue_visibility_versions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,8 @@ def _rule(group: str, resources: tuple[str, ...], verbs: tuple[str, ...]) -> lis
 ALL = ("get", "list", "watch", "create", "patch", "delete")
 WORKLOAD = ("get", "list", "create", "patch", "delete")  # a workload's objects: no watch
 RBAC = "rbac.authorization.k8s.io"
+KUEUE = "kueue.x-k8s.io"
+KUEUE_CONFIG = "kueue-manager-config"  # Kueue's Configuration (claims/kube/kueue.py)
 
 # deploy/base/clusterrole.yaml, rule by rule (a test compares the two).
 NEEDED_WITHOUT_BIND: tuple[Permission, ...] = (
@@ -57,6 +59,12 @@ NEEDED_WITHOUT_BIND: tuple[Permission, ...] = (
     *_rule("resource.k8s.io", ("deviceclasses", "resourceslices"), ("list", "watch")),
     *_rule("resource.k8s.io", ("devicetaintrules",), ("list", "watch")),
     *_rule(RBAC, ("rolebindings",), ("get", "list", "watch", "create", "patch")),
+    # Kueue, where the cluster runs it: its Workloads followed, its queues and Configuration
+    # read by preflight, the positions of pending Jobs read from its visibility API.
+    *_rule(KUEUE, ("workloads",), ("list", "watch")),
+    *_rule(KUEUE, ("clusterqueues", "localqueues"), ("list",)),
+    *_rule(f"visibility.{KUEUE}", ("localqueues/pendingworkloads",), ("get",)),
+    Permission("get", "", "configmaps", KUEUE_CONFIG),
 )  # fmt: skip
 
 

@@ -20,17 +20,29 @@ KINDS = {
     "Service": ("services", True),
     "Ingress": ("ingresses", True),
     "DeviceTaintRule": ("devicetaintrules", False),
+    "Workload": ("workloads", True),  # Kueue's, where the cluster runs it
+    "LocalQueue": ("localqueues", True),
+    "ClusterQueue": ("clusterqueues", False),
+    "ConfigMap": ("configmaps", True),
 }
 RESOURCE_KINDS = ("ResourceClaim", "DeviceClass", "ResourceSlice")
 # The apiVersion of the kinds outside resource.k8s.io and the core group (v1).
 # DeviceTaintRule is served only in resource.k8s.io/v1alpha3 (1.33-1.35, alpha: off unless the
 # cluster's runtime-config enables it); the portal reads it only where discovery lists that.
 TAINT_RULE_VERSION = "v1alpha3"
+# Kueue's API (a CRD, served where Kueue is installed) and its visibility API (an aggregated
+# API server of Kueue's): the portal reads v1beta2, Kueue's storage version since v0.15.
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta2"
 GROUP_VERSIONS = {
     "RoleBinding": "rbac.authorization.k8s.io/v1",
     "Job": "batch/v1",
     "Ingress": "networking.k8s.io/v1",
     "DeviceTaintRule": f"{RESOURCE_GROUP}/{TAINT_RULE_VERSION}",
+    "Workload": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
+    "LocalQueue": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
+    "ClusterQueue": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
 }
 
 Obj = dict[str, Any]

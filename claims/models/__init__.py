@@ -21,7 +21,13 @@ from claims.models.expiry import ClaimExtension, IdleWarning
 from claims.models.notifications import TeamWebhook, WebhookDelivery
 from claims.models.profile import Profile
 from claims.models.teams import ApprovalRule, Team, TeamMembership, TeamQuota
-from claims.models.workloads import Workload, WorkloadKind, WorkloadLog, WorkloadProfile
+from claims.models.workloads import (
+    KueueState,
+    Workload,
+    WorkloadKind,
+    WorkloadLog,
+    WorkloadProfile,
+)
 
 # The audit trail's name for each kind of request row (AuditEvent.object_kind).
 AUDIT_KINDS: dict[type, str] = {
@@ -41,6 +47,7 @@ __all__ = [
     "ClaimRequest",
     "Cluster",
     "IdleWarning",
+    "KueueState",
     "NamespaceRequest",
     "Profile",
     "Request",

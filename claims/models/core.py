@@ -24,6 +24,10 @@ class Cluster(models.Model):
     server_version = models.CharField(max_length=50, blank=True)
     resource_versions = models.JSONField(default=list, blank=True)
     preferred_resource_version = models.CharField(max_length=20, blank=True)
+    # Discovery found Kueue (kueue.x-k8s.io): the portal's queue stands back for it; and
+    # its visibility API (pending workloads' positions).
+    kueue = models.BooleanField(default=False)
+    kueue_visibility = models.BooleanField(default=False)
     # {"device_classes": [{"name", "selectors"}], "devices": [{"node", "driver", "pool",
     #  "name", "attributes", "capacity"}], "device_counts": {"<class>": n}}
     inventory = models.JSONField(default=dict, blank=True)

@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Subquery
 from django.utils.translation import gettext as _
@@ -50,6 +50,22 @@ class Team(models.Model):
         validators=[MinValueValidator(timedelta(seconds=0))],
         help_text="How long after the warning the claim is released, unless it is used "
         "again or an extension is granted.",
+    )
+
+    kueue_local_queue = models.CharField(
+        max_length=63,
+        blank=True,
+        validators=[
+            RegexValidator(
+                r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+                gettext_lazy(
+                    "A LocalQueue name: lower-case letters, digits, '-' and '.', starting "
+                    "and ending with a letter or digit."
+                ),
+            )
+        ],
+        help_text="On clusters that run Kueue: the LocalQueue (in each of the team's "
+        "namespaces) its jobs are submitted to. Empty: the one named by KUEUE_LOCAL_QUEUE.",
     )
 
     class Meta:

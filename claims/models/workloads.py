@@ -66,6 +66,16 @@ class WorkloadProfile(models.Model):
         return self.name
 
 
+class KueueState(models.TextChoices):
+    """Where Kueue's Workload for a Job is (its status conditions)."""
+
+    PENDING = "pending", pgettext_lazy("kueue", "pending in Kueue")
+    QUOTA_RESERVED = "quota_reserved", pgettext_lazy("kueue", "quota reserved by Kueue")
+    ADMITTED = "admitted", pgettext_lazy("kueue", "admitted by Kueue")
+    EVICTED = "evicted", pgettext_lazy("kueue", "evicted by Kueue")
+    FINISHED = "finished", pgettext_lazy("kueue", "finished")
+
+
 class Workload(models.Model):
     class State(models.TextChoices):
         PENDING = "pending", pgettext_lazy("state", "pending")
@@ -133,6 +143,13 @@ class Workload(models.Model):
     exit_code = models.SmallIntegerField(null=True, blank=True)
     # Why the last read of its log failed, in the cluster's words; "" once one works.
     log_error = models.TextField(blank=True)
+    # On a cluster that runs Kueue (claims/worker/kueue_steps.py): the LocalQueue its Job was
+    # submitted to ("" elsewhere), and what Kueue's Workload for it says: its state, message
+    # and (where the visibility API is served) its position in that LocalQueue, from 1.
+    kueue_queue = models.CharField(max_length=253, blank=True)
+    kueue_state = models.CharField(max_length=20, choices=KueueState.choices, blank=True)
+    kueue_message = models.TextField(blank=True)
+    kueue_position = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created"]

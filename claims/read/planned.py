@@ -14,7 +14,7 @@ from claims.kube import labels as label_keys
 from claims.kube import manifests
 from claims.kube import workload_manifests as workload_builders
 from claims.kube.names import alternative_names
-from claims.models import ClaimRequest, Workload, WorkloadKind
+from claims.models import ClaimRequest, TeamMembership, Workload, WorkloadKind
 
 
 def pod_security_labels() -> dict[str, str]:
@@ -140,10 +140,12 @@ def workload_manifests(
     now: datetime | None = None,
     preview: bool = False,
     suspend: bool = False,
+    kueue_queue: str = "",
 ) -> list[dict]:
     """What starting the workload applies, in order: its Job, or its notebook's Pod, Service
     (and Ingress). `preview`: a workload not yet started, which has no id (nor a name) yet.
-    `suspend`: its Job waits in the queue (claims/read/queue.py)."""
+    `suspend`: its Job waits in the queue (claims/read/queue.py). `kueue_queue`: the
+    LocalQueue its Job (or notebook's Pod) is submitted to, on a cluster that runs Kueue."""
     spec = workload_spec(workload)
     if preview:
         spec = replace(spec, labels={**spec.labels, label_keys.WORKLOAD: ""})
@@ -156,11 +158,32 @@ def workload_manifests(
             ttl_seconds_after_finished=settings.WORKLOAD_JOB_TTL_SECONDS,
             suspend=suspend,
         )
+        if kueue_queue:
+            labels = job["metadata"]["labels"]
+            job["metadata"]["labels"] = {**labels, label_keys.KUEUE_QUEUE_NAME: kueue_queue}
         return [job]
-    return workload_builders.notebook_manifests(
+    documents = workload_builders.notebook_manifests(
         spec,
         token=token,
         active_deadline_seconds=deadline,
         host=notebook_host(workload),
         ingress_class=settings.NOTEBOOK_INGRESS_CLASS,
     )
+    if kueue_queue:  # Kueue's pod integration, where on, gates and admits the Pod
+        pod = documents[0]
+        labels = pod["metadata"]["labels"]
+        pod["metadata"]["labels"] = {**labels, label_keys.KUEUE_QUEUE_NAME: kueue_queue}
+    return documents
+
+
+def kueue_queue_of(workload: Workload) -> str:
+    """The LocalQueue the workload's Job goes to where Kueue runs: its owner's team's (the team
+    they joined first, the one charged for their claims), else KUEUE_LOCAL_QUEUE."""
+    membership = (
+        TeamMembership.objects.filter(user_id=workload.owner_id)
+        .select_related("team")
+        .order_by("joined", "id")
+        .first()
+    )
+    named = membership.team.kueue_local_queue if membership else ""
+    return named or settings.KUEUE_LOCAL_QUEUE

@@ -127,6 +127,8 @@ def holdings(cluster: Cluster) -> list[Held]:
 
 def queue_of(cluster: Cluster) -> dict[int, Spot]:
     """Every waiting claim's spot, by claim id."""
+    if cluster.kueue:
+        return {}  # Kueue queues there: its word is on the workloads (claims/read/kueue.py)
     claims = waiting_claims(cluster)
     if not claims:
         return {}

@@ -18,7 +18,7 @@ from django.utils.translation import pgettext, pgettext_lazy
 from claims.domain import expiry, idle_reclaim, state_messages
 from claims.policy import rules
 from claims.policy.verdict import Verdict, run_verdict
-from claims.read import approval_queue, planned, selectors, timewords, utilisation
+from claims.read import approval_queue, kueue, planned, selectors, timewords, utilisation
 
 register = template.Library()
 
@@ -180,6 +180,12 @@ def _value(name: str, value: str) -> Any:
 def verdict(run: Any) -> Verdict:
     """A run's verdict in one word and why (claims.policy.verdict)."""
     return run_verdict(run)
+
+
+@register.filter
+def kueue_line(workload: Any) -> kueue.KueueLine | None:
+    """What Kueue says of a workload's Job, where Kueue queues it (claims/read/kueue.py)."""
+    return kueue.kueue_line(workload)
 
 
 @register.filter

@@ -45,9 +45,10 @@ from claims.kube.gateway import (
     TaintRule,
 )
 from claims.kube.informer import Informer
+from claims.kube.kueue import KueueWorkload
 from claims.kube.resources import TAINT_RULE_VERSION
 from claims.models import Cluster, managed_selector, outside_selector
-from claims.worker import reconciler, sync
+from claims.worker import kueue_steps, reconciler, sync
 from claims.worker.cluster_view import CHECKED_KINDS, AllocationsSeen, CachedView
 from claims.worker.lease import holder_name, lease_seconds, release_lease, take_lease
 from claims.worker.log_streams import LogStreams
@@ -84,13 +85,24 @@ class Watches(NamedTuple):
     jobs: Informer[JobState]  # the workloads' Jobs: metadata and their end (pod_parsing.job_state)
     # DeviceTaintRules, where the cluster serves resource.k8s.io/v1alpha3 (else None).
     taint_rules: Informer[TaintRule] | None = None
+    # Kueue's Workloads, where the cluster runs Kueue (else None): all of them, Kueue does not
+    # copy the portal's labels (claims/worker/kueue_steps.py matches them by their Job).
+    kueue_workloads: Informer[KueueWorkload] | None = None
 
     def inventory(self) -> list[Informer[Any]]:
         rules = [self.taint_rules] if self.taint_rules else []
         return [self.slices, self.classes, self.outside, *rules]
 
     def all(self) -> list[Informer[Any]]:
-        return [self.claims, self.pods, *self.inventory(), *self.checked.values(), self.jobs]
+        kueue = [self.kueue_workloads] if self.kueue_workloads else []
+        return [
+            self.claims,
+            self.pods,
+            *self.inventory(),
+            *self.checked.values(),
+            self.jobs,
+            *kueue,
+        ]
 
 
 def _rule_name(rule: TaintRule) -> str:
@@ -167,11 +179,12 @@ class ClusterLoop:
         gateway = gateway_for(cluster)
         self._discover(cluster, gateway)
         taint_rules = TAINT_RULE_VERSION in cluster.resource_versions
-        watched = self.watched = self.watches(gateway, taint_rules=taint_rules)
+        watched = self.watched = self.watches(gateway, taint_rules=taint_rules, kueue=cluster.kueue)
         streams = self.log_streams = LogStreams(gateway)
         view = CachedView(
             watched.claims, watched.pods, watched.checked, streams, self.allocations, watched.jobs
         )
+        view.kueue = watched.kueue_workloads
         for informer in watched.all():
             informer.start()
         try:
@@ -188,10 +201,13 @@ class ClusterLoop:
 
         return changed
 
-    def watches(self, gateway: ClusterGateway, *, taint_rules: bool = False) -> Watches:
+    def watches(
+        self, gateway: ClusterGateway, *, taint_rules: bool = False, kueue: bool = False
+    ) -> Watches:
         """Every list and watch the loop keeps open, not yet started (the ClusterRole must
         allow each: tests/claims/worker/test_least_privilege.py starts these); `taint_rules`:
-        DeviceTaintRules too (where discovery found resource.k8s.io/v1alpha3)."""
+        DeviceTaintRules too (where discovery found resource.k8s.io/v1alpha3), `kueue`:
+        Kueue's Workloads (where discovery found kueue.x-k8s.io)."""
         selector = managed_selector()
         seconds = settings.FOLLOWER_WATCH_SECONDS
         refused = settings.FOLLOWER_REFUSED_RETRY_SECONDS
@@ -268,6 +284,7 @@ class ClusterLoop:
             )
             if taint_rules
             else None,
+            kueue_steps.workloads_informer(gateway, ours) if kueue else None,
         )
 
     def _follow_changes(self, cluster: Cluster, gateway: ClusterGateway, view: CachedView) -> None:
@@ -305,6 +322,9 @@ class ClusterLoop:
                     return  # removed: the lease goes with it, and so does this loop
             if discovery.due() or (self.rediscover and view.ready()):
                 self._discover(cluster, gateway)
+                if cluster.kueue != (view.kueue is not None):
+                    log.info("cluster %s: Kueue came or went; following anew", cluster)
+                    return  # its Workloads are watched (or no longer) from the next follow
             if view.ready():  # a kind not yet listed (or refused) is left out of the checks
                 self._check(cluster, gateway, view, resync=resync.due(), sweep=sweep.due())
             if self._current() and not self.unreachable:

@@ -20,6 +20,7 @@ from claims.kube.gateway import (
     PermanentKubeError,
     PodState,
 )
+from claims.kube.kueue import KueueWorkload, kueue_workload
 from claims.models import VerificationRun, Workload, managed_selector
 from claims.worker.run_pods import Pods
 
@@ -55,6 +56,10 @@ class ClusterView(Protocol):
     def jobs(self) -> list[JobState] | None:
         """The portal's Jobs; None when not known (not allowed, not yet listed): the
         workloads then follow their Pods alone this time."""
+        ...
+
+    def kueue_workloads(self) -> list[KueueWorkload] | None:
+        """Kueue's Workloads (where the cluster runs Kueue); None when not known."""
         ...
 
     def owned(self, kind: str) -> list[Obj] | None:
@@ -100,6 +105,15 @@ class LiveView:
     def jobs(self) -> list[JobState] | None:
         found = self.owned_objects("Job")
         return None if found is None else [pod_parsing.job_state(obj) for obj in found]
+
+    def kueue_workloads(self) -> list[KueueWorkload] | None:
+        try:
+            return [
+                kueue_workload(obj) for obj in self.gateway.list_with_version("Workload", "")[0]
+            ]
+        except PermanentKubeError as error:
+            log.warning("cannot list Kueue's Workloads: %s", error.message)
+            return None
 
     def owned(self, kind: str) -> list[Obj] | None:
         found = self.owned_objects(kind)
@@ -174,6 +188,7 @@ class CachedView:
     ) -> None:
         self._claims, self._pods, self._checked, self._streams = claims, pods, checked, streams
         self._allocations, self._jobs = allocations, jobs
+        self.kueue: Informer[KueueWorkload] | None = None  # where the cluster runs Kueue
         self.replayed = False  # the last claims() replayed an allocation: pass again
 
     def ready(self) -> bool:
@@ -194,6 +209,12 @@ class CachedView:
         if self._jobs is None:
             return None
         items, at = self._jobs.snapshot()
+        return None if at is None else items
+
+    def kueue_workloads(self) -> list[KueueWorkload] | None:
+        if self.kueue is None:
+            return None
+        items, at = self.kueue.snapshot()
         return None if at is None else items
 
     def owned(self, kind: str) -> list[Obj] | None:

@@ -1,5 +1,7 @@
 """The queue's cluster side: Jobs of a claim that does not fit now are created suspended and
-resumed in queue order (claims/read/queue.py) as devices free up, as Kueue does.
+resumed in queue order (claims/read/queue.py) as devices free up, as Kueue does. On a cluster
+that runs Kueue the portal stands back: every Job is created suspended in the team's LocalQueue
+and Kueue resumes it (claims/worker/kueue_steps.py follows what Kueue says).
 
 Only each group's head is resumed, and only when its devices are free now: until the head has
 its devices it stays the head, so the next claim never takes what the head waits for. A Job of
@@ -33,6 +35,8 @@ def job_must_wait(workload: Workload) -> bool:
     devices, no Pod of it asks for them yet, and it is not the head of its queue with its
     devices free. A notebook is not held (it has no suspend)."""
     claim = workload.claim
+    if workload.kind == WorkloadKind.JOB and claim.cluster.kueue:
+        return True  # Kueue's to admit: it unsuspends the Job (claims/worker/kueue_steps.py)
     if workload.kind != WorkloadKind.JOB or claim.allocation:
         return False
     other_pods = claim.workloads.filter(state__in=HELD, suspended=False).exclude(pk=workload.pk)
@@ -48,6 +52,8 @@ def job_must_wait(workload: Workload) -> bool:
 def start_waiting(cluster: Cluster, gateway: ClusterGateway | None = None) -> list[str]:
     """Resume what may start now: the suspended Jobs of claims that have their devices, and of
     each queue's head when its devices are free. Problems are returned, as the sync's."""
+    if cluster.kueue:
+        return []  # Kueue queues here: the portal stands back
     gateway = gateway or gateway_for(cluster)
     suspended = Workload.objects.filter(
         suspended=True, state__in=HELD, claim__namespace_request__cluster=cluster

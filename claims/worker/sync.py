@@ -30,6 +30,7 @@ from claims.kube.gateway import (
     TaintRule,
 )
 from claims.kube.ownership import uid_of
+from claims.kube.resources import KUEUE_VERSION
 from claims.models import (
     ClaimRequest,
     Cluster,
@@ -38,7 +39,7 @@ from claims.models import (
     outside_selector,
 )
 from claims.read import inventory, planned
-from claims.worker import lease, queue_steps, run_pods, workload_pods
+from claims.worker import kueue_steps, lease, queue_steps, run_pods, workload_pods
 from claims.worker.cluster_view import ClusterView, Listed, LiveView
 from claims.worker.run_pods import GONE_GRACE, Allocations, Pods
 
@@ -103,8 +104,12 @@ def _sync_cycle(
         problems += workload_pods.follow_workloads(
             workloads, pods.items, jobs, gateway, allocations or {}, streamed
         )
-    # The queue: suspended Jobs start in order as devices free up.
+    # The queue: suspended Jobs start in order as devices free up (or, where Kueue runs,
+    # what Kueue says of them).
     problems += queue_steps.start_waiting(cluster, gateway)
+    if cluster.kueue and workloads:
+        seen = _attempt(problems, "Kueue Workloads", view.kueue_workloads)
+        kueue_steps.follow_kueue(cluster, workloads, seen, gateway)
     record_outcome(cluster, problems, record_every)
     # Logs still to read keep the passes coming too (their back-off decides when to ask), and
     # so do the logs of workloads that run.
@@ -196,6 +201,8 @@ def discovery_seen(cluster: Cluster, gateway: ClusterGateway) -> None:
         "server_version": info.server_version,
         "resource_versions": info.resource_versions,
         "preferred_resource_version": info.preferred_resource_version or "",
+        "kueue": KUEUE_VERSION in info.kueue_versions,
+        "kueue_visibility": KUEUE_VERSION in info.kueue_visibility_versions,
     }
     changed = {field: value for field, value in seen.items() if getattr(cluster, field) != value}
     if changed:

@@ -62,9 +62,16 @@ def start_workload(workload: Workload, *, resume: bool = False) -> None:
     if workload.state == WS.PENDING and not observed.workload_applying(workload=workload):
         return  # stopped meanwhile, or another worker took it
     gateway = gateway_for(claim.cluster)
-    # The queue (claims/worker/queue_steps.py): a Job whose claim does not fit now waits.
+    # The queue (claims/worker/queue_steps.py): a Job whose claim does not fit now waits;
+    # where Kueue runs, every Job waits for Kueue in the team's LocalQueue.
     suspend = queue_steps.job_must_wait(workload)
-    documents = planned.workload_manifests(workload, token=_token(workload), suspend=suspend)
+    kueue_queue = ""
+    if claim.cluster.kueue:
+        kueue_queue = planned.kueue_queue_of(workload)
+        observed.workload_queued_in_kueue(workload=workload, queue=kueue_queue)
+    documents = planned.workload_manifests(
+        workload, token=_token(workload), suspend=suspend, kueue_queue=kueue_queue
+    )
     created: list[dict[str, Any]] = []
     try:
         for manifest in documents:

@@ -152,6 +152,8 @@ def patch_object(api: Any, request: Request, target: Any) -> Response:
     content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
     if content_type not in patch.PATCH_TYPES:
         raise errors.unsupported_media_type()
+    if content_type == patch.STRATEGIC_MERGE_PATCH and getattr(target.kind, "custom", False):
+        raise errors.unsupported_patch_type(patch.CUSTOM_RESOURCE_PATCH_TYPES)
     manager, force = _patch_options(request, content_type)
     body = patch.decode_patch(content_type, request.body)
     if content_type == patch.APPLY_PATCH:

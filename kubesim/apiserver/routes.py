@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from kubesim.apiserver import discovery, eviction, handlers, openapi, proxy, streams
+from kubesim.apiserver import kueue_visibility as visibility
 from kubesim.apiserver.faults import Faults, parse_fault
 from kubesim.apiserver.listing import list_objects
 from kubesim.auth import escalation, reviews
@@ -22,7 +23,6 @@ from kubesim.registry.kinds import ALPHA_VERSION
 from kubesim.registry.store import Store
 
 RESOURCE_GROUP = "resource.k8s.io"
-RBAC_GROUP = "rbac.authorization.k8s.io"
 NOT_FOUND_PAGE = Response(404, b"404 page not found\n", "text/plain; charset=utf-8")
 # (group, version) -> (minor deprecated in, minor removed in), from the API lifecycle files.
 DEPRECATED = {(RESOURCE_GROUP, "v1beta1"): (35, 38), (RESOURCE_GROUP, "v1beta2"): (36, 39)}
@@ -81,6 +81,7 @@ class Api:
         # annotations its audit mode adds to audit events.
         self.pod_security_defaults: dict[str, str] = {}
         self.pod_security_audit = pod_security.AuditLog()
+        self.optional_groups: dict[str, list[str]] = {}  # Kueue's, where the topology has it
 
     def terminate_namespace(self, name: str) -> dict[str, Any]:
         return terminate(self.store, self.namespace_kind, name)
@@ -95,13 +96,16 @@ class Api:
             "batch": ["v1"],
             "networking.k8s.io": ["v1"],
             "policy": ["v1"],
-            RBAC_GROUP: ["v1"],
+            "rbac.authorization.k8s.io": ["v1"],
             RESOURCE_GROUP: list(self.served_versions),
+            **self.optional_groups,
         }
 
     def resource_list(self, group: str, version: str) -> dict[str, Any]:
         if group in reviews.RESOURCES:
             return reviews.resource_list(group)
+        if group == visibility.VISIBILITY_GROUP:
+            return visibility.resource_list(version)
         group_version = f"{group}/{version}" if group else version
         kinds = [kind for kind in self.kinds_in(group) if self.serves(kind, version)]
         return discovery.resource_list(group_version, kinds, self.k8s_version)
@@ -232,6 +236,8 @@ class Api:
             return json_response(200, self.resource_list(parts[0], parts[1]))
         if parts[0] in reviews.RESOURCES:
             return reviews.handle(self, request, parts[0], parts[2:])
+        if parts[0] == visibility.VISIBILITY_GROUP:
+            return visibility.handle(self, request, parts[2:])
         return self._resource(request, parts[0], parts[1], parts[2:])
 
     def _target(self, group: str, version: str, parts: list[str]) -> Target:

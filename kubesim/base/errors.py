@@ -164,6 +164,13 @@ def unsupported_media_type() -> ApiError:
     return GenericError(415, "UnsupportedMediaType", "415: Unsupported Media Type")
 
 
+def unsupported_patch_type(accepted: tuple[str, ...]) -> ApiError:
+    """negotiation.NewUnsupportedMediaTypeError: a custom resource's PATCH in a type its
+    handler does not take (strategic merge patch)."""
+    message = "the body of the request was in an unknown format - accepted media types include: "
+    return ApiError(415, "UnsupportedMediaType", message + ", ".join(accepted))
+
+
 def not_acceptable(produces: tuple[str, ...]) -> ApiError:
     """go-restful's answer to an Accept header the route cannot produce."""
     message = "406: Not Acceptable\n\nAvailable representations: " + ", ".join(produces)

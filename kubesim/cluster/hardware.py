@@ -127,6 +127,7 @@ class Topology:
     device_taints: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
     # The counters its dcgm-exporters publish (`dcgmCounters:`); () = default-counters.csv's.
     dcgm_counters: tuple[str, ...] = ()
+    kueue: dict | None = None  # `kueue: {visibility: true}`: serve Kueue's API groups
 
     @property
     def node_names(self) -> list[str]:

@@ -131,7 +131,19 @@ def from_dict(data: dict) -> Topology:
         workloads,
         taints,
         dcgm_counters(data.get("dcgmCounters"), TopologyError),
+        _kueue(data),
     )
+
+
+def _kueue(data: dict) -> dict | None:
+    section = data.get("kueue")
+    if section is None or section is False:
+        return None
+    if section is True:
+        return {}
+    if not isinstance(section, dict) or set(section) - {"visibility"}:
+        raise TopologyError("`kueue:` takes `visibility: true|false` (or is true)")
+    return section
 
 
 TAINT_KEYS = {"device", "key", "value", "effect", "timeAdded"}

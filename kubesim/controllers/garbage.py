@@ -1,5 +1,6 @@
 """The garbage collector's owner references (pkg/controller/garbagecollector), for the
-dependents kubesim's controllers make: Pods (of Jobs).
+dependents kubesim's controllers make: Pods (of Jobs), and Kueue's Workloads (of Jobs, made by
+whoever plays Kueue).
 
 How an owner goes is the DELETE's propagationPolicy (apiserver registry: the kind's default
 when none is given; batch/v1 Jobs' is Orphan, everything else's Background):
@@ -11,7 +12,8 @@ when none is given; batch/v1 Jobs' is Orphan, everything else's Background):
 - Orphan: the owner stays with the `orphan` finalizer until the dependents' ownerReferences
   to it are removed; then the finalizer goes.
 
-Simplified: only Pods are looked at as dependents (not every resource), and a dependent
+Simplified: only Pods and Kueue Workloads are looked at as dependents (not every resource),
+and a dependent
 of a Foreground deletion is deleted in the background.
 """
 
@@ -29,7 +31,7 @@ from kubesim.registry.ownership import CONTROLLER_MANAGER, record_write
 
 PODS = kind_for("", "pods")
 FOREGROUND, ORPHAN = "foregroundDeletion", "orphan"
-DEPENDENT_KINDS = (PODS,)
+DEPENDENT_KINDS = (PODS, kind_for("kueue.x-k8s.io", "workloads"))
 JOB_DELETE_WARNING = (
     "child pods are preserved by default when jobs are deleted; set "
     "propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress "

@@ -14,6 +14,8 @@ MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH)
+# A custom resource has no Go struct to merge strategically by (apiextensions' crdHandler).
+CUSTOM_RESOURCE_PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, APPLY_PATCH)
 
 # patchMergeKey of the list fields we serve, by field name (core/v1 and resource.k8s.io).
 MERGE_KEYS = {

@@ -296,3 +296,13 @@ def test_an_admin_sets_the_idle_reclaim_policy_with_field_errors(
         assert list(response.json()) == [field], response.json()
     created = as_admin.post("/api/v1/teams/", {"name": "speech", **policy}, format="json")
     assert created.status_code == 201 and created.json()["idle_threshold"] == 0.1
+
+
+def test_an_admin_names_the_teams_kueue_local_queue(as_admin: APIClient, team: Team) -> None:
+    url = f"/api/v1/teams/{team.pk}/"
+    response = as_admin.patch(url, {"kueue_local_queue": "vision-queue"}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["kueue_local_queue"] == "vision-queue"
+    refused = as_admin.patch(url, {"kueue_local_queue": "Vision Queue"}, format="json")
+    assert refused.status_code == 400
+    assert list(refused.json()) == ["kueue_local_queue"]

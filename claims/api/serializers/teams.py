@@ -47,6 +47,7 @@ TEAM = {
     "idle_threshold": 0.05,
     "idle_window_seconds": 14400,
     "idle_grace_seconds": 86400,
+    "kueue_local_queue": "",
     "role": "member",
 }
 TEAM_DETAIL = {**TEAM, "members": [MEMBER], "quotas": [QUOTA], "approval_rules": [RULE]}
@@ -145,6 +146,7 @@ class TeamOutput(serializers.ModelSerializer):
             "idle_threshold",
             "idle_window_seconds",
             "idle_grace_seconds",
+            "kueue_local_queue",
             "role",
         ]
 

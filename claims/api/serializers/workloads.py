@@ -10,7 +10,7 @@ from rest_framework import serializers
 from claims.api import examples
 from claims.api.serializers.common import _example
 from claims.domain import services
-from claims.models import Workload, WorkloadProfile
+from claims.models import KueueState, Workload, WorkloadProfile
 
 
 @extend_schema_serializer(examples=_example("The seeded batch job", examples.WORKLOAD_PROFILE))
@@ -31,6 +31,20 @@ class NotebookAccessOutput(serializers.Serializer):
     token = serializers.CharField(help_text='The notebook\'s token: its owner only ("" else).')
 
 
+class KueueOutput(serializers.Serializer):
+    local_queue = serializers.CharField(help_text="The LocalQueue its Job was submitted to.")
+    state = serializers.ChoiceField(
+        choices=KueueState.choices,
+        help_text="Where Kueue's Workload for its Job is (its status conditions).",
+    )
+    message = serializers.CharField(help_text="Kueue's own words (why it waits, ...).")
+    position = serializers.IntegerField(
+        allow_null=True,
+        help_text="Its place in the LocalQueue from 1, while pending, where the cluster "
+        "serves Kueue's visibility API (null elsewhere).",
+    )
+
+
 @extend_schema_serializer(examples=_example("A training job", examples.WORKLOAD))
 class WorkloadOutput(serializers.ModelSerializer):
     claim_name = serializers.CharField(source="claim.name")
@@ -40,6 +54,7 @@ class WorkloadOutput(serializers.ModelSerializer):
     profile = serializers.IntegerField(source="profile_id", allow_null=True)
     access = serializers.SerializerMethodField()
     duration_seconds = serializers.SerializerMethodField()
+    kueue = serializers.SerializerMethodField()
 
     class Meta:
         model = Workload
@@ -73,6 +88,7 @@ class WorkloadOutput(serializers.ModelSerializer):
             "started_at",
             "finished_at",
             "access",
+            "kueue",
             "created",
             "updated",
         ]
@@ -82,6 +98,19 @@ class WorkloadOutput(serializers.ModelSerializer):
         """How long its container ran, from its start to its end (null until it ended)."""
         duration = workload.duration
         return duration.total_seconds() if duration is not None else None
+
+    @extend_schema_field(KueueOutput(allow_null=True))
+    def get_kueue(self, workload: Workload) -> dict[str, Any] | None:
+        """What Kueue says of its Job, on a cluster where Kueue queues it (null elsewhere)."""
+        if not workload.kueue_queue:
+            return None
+        found = {
+            "local_queue": workload.kueue_queue,
+            "state": workload.kueue_state,
+            "message": workload.kueue_message,
+            "position": workload.kueue_position,
+        }
+        return dict(KueueOutput(found).data)
 
     @extend_schema_field(NotebookAccessOutput(allow_null=True))
     def get_access(self, workload: Workload) -> dict[str, Any] | None:

@@ -88,6 +88,13 @@ class TeamInput(serializers.Serializer):
         required=False,
         help_text="From the warning to the release, unless used again or extended.",
     )
+    kueue_local_queue = serializers.CharField(
+        max_length=63,
+        allow_blank=True,
+        required=False,
+        help_text="On clusters that run Kueue: the LocalQueue its jobs go to; empty: the "
+        "portal's default (KUEUE_LOCAL_QUEUE).",
+    )
 
 
 class MemberInput(serializers.Serializer):

@@ -18,7 +18,7 @@ from claims.kube import manifests, names
 from claims.live import changes
 from claims.models import ClaimRequest, WorkloadKind, WorkloadLog, WorkloadProfile
 from claims.policy import workloads as checks
-from claims.read import planned, queue, selectors
+from claims.read import kueue, planned, queue, selectors
 from claims.web.views import live
 from claims.web.views.claims import run_elapsed, run_phases
 from claims.web.views.common import (
@@ -104,7 +104,10 @@ def _preview_context(claim: ClaimRequest, form: WorkloadForm) -> dict[str, Any]:
         return {"preview_problem": " ".join(problems)}
     suffix = "job" if unsaved.kind == WorkloadKind.JOB else "nb"
     unsaved.name = names.label(claim.name, suffix=f"-{suffix}-{WORKLOAD_NAME_PLACEHOLDER}")
-    documents = planned.workload_manifests(unsaved, preview=True)
+    queue = planned.kueue_queue_of(unsaved) if claim.cluster.kueue else ""  # Kueue's to admit
+    documents = planned.workload_manifests(
+        unsaved, preview=True, suspend=bool(queue), kueue_queue=queue
+    )
     return {"preview_yaml": "---\n".join(manifests.to_yaml(d) for d in documents)}
 
 
@@ -134,7 +137,13 @@ def workload_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 def _detail_context(request: HtmxHttpRequest, pk: int) -> dict[str, Any]:
     workload = selectors.workload_get(user=request.user, pk=pk)
-    documents = planned.workload_manifests(workload) if workload.name else []
+    documents = (
+        planned.workload_manifests(
+            workload, suspend=bool(workload.kueue_queue), kueue_queue=workload.kueue_queue
+        )
+        if workload.name
+        else []
+    )
     events = list(selectors.events_for(workload))
     log = WorkloadLog.objects.filter(workload=workload).first()
     return {
@@ -148,6 +157,7 @@ def _detail_context(request: HtmxHttpRequest, pk: int) -> dict[str, Any]:
         "logs": [log or WorkloadLog(workload=workload)],
         "live_final": workload.is_final,
         "queue_spot": queue.spot_of(workload.claim) if not workload.is_final else None,
+        "kueue": kueue.kueue_line(workload) if not workload.is_final else None,
     }
 
 

@@ -243,6 +243,9 @@ _WORKLOADS = (
 )
 
 KINDS: dict[tuple[str, str], Kind] = {(k.group, k.plural): k for k in (*_ALL, *_WORKLOADS)}
+from kubesim.registry.kinds import kueue as kinds_kueue  # noqa: E402 - its kinds extend Kind
+
+KINDS.update({(k.group, k.plural): k for k in kinds_kueue.CUSTOM_KINDS})  # served only when enabled
 
 
 def kind_for(group: str, plural: str) -> Kind:

@@ -37,7 +37,7 @@ LATIN_WORDS = frozenset(
     """GPU GPUs CUDA MIG API REST DRA CEL YAML JSON CSV UTC MiB sha256 PASS FAIL Kubernetes
     kubectl kubesim kubeconfig Kubeconfig resource k8s io gpu nvidia com Pod Namespace namespace
     ResourceClaim ResourceSlices DeviceClass ServiceAccount RoleBinding ClusterRole Token
-    Authorization vectorAdd deviceQuery driver pool""".split()  # noqa: SIM905
+    Authorization vectorAdd deviceQuery driver pool Kueue""".split()  # noqa: SIM905
 )
 TRANSLATED = re.compile(r"\{% *blocktranslate.*?\{% *endblocktranslate *%\}", re.S)
 PROGRAM_TEXT = re.compile(r"<(code|pre|samp|script|style|datalist)\b.*?</\1>", re.S)

@@ -20,6 +20,7 @@ import kubesim
 from claims.clusters import gateways
 from claims.domain import access, services
 from claims.kube.gateway import TransientKubeError
+from claims.kube.kueue import pending_path
 from claims.models import (
     ClaimRequest,
     Cluster,
@@ -36,6 +37,7 @@ from kubesim.auth.audit import Decision
 from kubesim.auth.authentication import UserInfo
 from kubesim.auth.rbac import Attributes, rule_allows
 from tests.fixtures.kubesim import raw_request, wait_until
+from tests.fixtures.kueue import kueue_topology, make_queues
 from tests.fixtures.workloads import BATCH, JUPYTER, seeded_profile
 
 ROLE = Path(__file__).resolve().parents[3] / "deploy" / "base" / "clusterrole.yaml"
@@ -328,10 +330,56 @@ def test_the_role_grants_exactly_what_the_whole_flow_and_the_follower_use(
     decisions = handle.api.authorizer.decisions.of(PORTAL)
     assert refused(decisions) == []
     assert "forbidden" not in caplog.text.lower()
-    assert unused_rules(yaml.safe_load(ROLE.read_text()), decisions) == []
+    # Kueue's rules are used where Kueue runs: the test below.
+    assert unused_rules(without_kueue(yaml.safe_load(ROLE.read_text())), decisions) == []
     # Nothing else the portal did needed more than what every authenticated identity holds.
     others = {d.reason for d in decisions if d.resource_request and BY_THE_ROLE not in d.reason}
     assert all('ClusterRoleBinding "system:' in reason for reason in others), others
+
+
+def kueue_rule(rule: dict[str, Any]) -> bool:
+    return any("kueue" in group for group in rule["apiGroups"]) or (
+        rule.get("resourceNames") == ["kueue-manager-config"]
+    )
+
+
+def without_kueue(role: dict[str, Any]) -> dict[str, Any]:
+    return {**role, "rules": [rule for rule in role["rules"] if not kueue_rule(rule)]}
+
+
+def only_kueue(role: dict[str, Any]) -> dict[str, Any]:
+    return {**role, "rules": [rule for rule in role["rules"] if kueue_rule(rule)]}
+
+
+def test_where_kueue_runs_the_role_grants_what_following_it_uses(
+    alice: User, tmp_path: Path
+) -> None:
+    """Kueue's Workloads watched, its queues and Configuration read by preflight, a pending
+    Job's position read from its visibility API: allowed, and every Kueue rule used."""
+    with kubesim.start(speed=50, topology=kueue_topology()) as handle:
+        kubeconfig = portal_identity(handle, tmp_path / "portal.kubeconfig")
+        cluster = Cluster.objects.create(name="rbac-kueue", kubeconfig_path=str(kubeconfig))
+        sync.refresh_inventory(cluster)
+        try:
+            assert cluster.kueue
+            make_queues(handle, "default")
+            gateway = gateways.gateway_for(cluster)
+            assert [c.name for c in gateway.preflight() if "Kueue" in c.name]
+            gateway.read_path(pending_path("default", "default"))
+            loop = ClusterLoop(cluster.pk, threading.Event())
+            informer = loop.watches(gateway, kueue=True).kueue_workloads
+            assert informer is not None
+            informer.start()
+            try:
+                wait_until(lambda: informer.watching, timeout=30)
+            finally:
+                informer.stop()
+            decisions = handle.api.authorizer.decisions.of(PORTAL)
+            kueue_refused = [line for line in refused(decisions) if "kueue" in line]
+            assert kueue_refused == []
+            assert unused_rules(only_kueue(yaml.safe_load(ROLE.read_text())), decisions) == []
+        finally:
+            gateways.forget_gateways()
 
 
 def test_it_reports_a_refused_request_and_an_unused_grant() -> None:
