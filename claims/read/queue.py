@@ -1,8 +1,9 @@
 """The queue: claims that wait for devices, in the order the portal starts them.
 
 A claim waits when it has no devices and something would use them: its Job was created
-suspended by the portal (claims/worker/queue_steps.py resumes it), or a Pod of it (a
-verification run's, a workload's) waits for the scheduler. Claims wait per cluster for the same
+suspended by the portal, its notebook's or run's Pod is not created yet (claims/worker/
+queue_turn.py decides, queue_steps.py starts them in order), or a Pod of it (a verification
+run's, a workload's) waits for the scheduler. Claims wait per cluster for the same
 devices (their device class, and the GPU model when the request names one), ordered by
 priority (an approver moves a claim up or down) and then age. The estimate is only ever what
 the holders' expiry times promise: "unknown" when nothing is known, never a guess.
@@ -29,6 +30,8 @@ CS, RS, WS = ClaimRequest.State, VerificationRun.State, Workload.State
 UNALLOCATED = (CS.APPROVED, CS.APPLYING, CS.WAITING)
 # A run whose Pod exists and is not yet running; a workload whose Job or Pod exists.
 PENDING_RUNS = (RS.PENDING,)
+# A run of an applied claim whose Pod is not made yet: it waits its turn (or is being made).
+HELD_RUNS = (RS.QUEUED, RS.CREATING)
 STARTED_WORKLOADS = (WS.APPLYING, WS.STARTED)
 
 
@@ -92,7 +95,11 @@ def _asked(claim: ClaimRequest) -> why_pending.Asked:
 
 
 def _waiting_rows(clusters: Iterable[Cluster] | None = None) -> Any:
-    wants = Q(workloads__state__in=STARTED_WORKLOADS) | Q(runs__state__in=PENDING_RUNS)
+    wants = (
+        Q(workloads__state__in=STARTED_WORKLOADS)
+        | Q(runs__state__in=PENDING_RUNS)
+        | Q(state=CS.WAITING, runs__state__in=HELD_RUNS)
+    )
     rows = ClaimRequest.objects.filter(state__in=UNALLOCATED, allocation__isnull=True)
     if clusters is not None:
         rows = rows.filter(namespace_request__cluster__in=clusters)
