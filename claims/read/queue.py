@@ -60,6 +60,9 @@ class Spot:
     reason: str
     estimate: Estimate
     fits_now: bool
+    # Whether the cluster has enough matching devices on one node at all: a claim that can
+    # never fit does not wait in the queue (its Pod goes to the scheduler, which says why).
+    can_fit: bool = True
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -120,6 +123,7 @@ class Held:
     devices: frozenset[gpu_map.DeviceId]
     expires_at: datetime | None
     claim_id: int
+    requested_as: str = ""  # the extended resource a Pod asked for (the scheduler's claim)
 
 
 def holdings(cluster: Cluster) -> list[Held]:
@@ -129,7 +133,7 @@ def holdings(cluster: Cluster) -> list[Held]:
     ).values_list("pk", "allocation", "expires_at")
     found = [Held(gpu_map.allocated_ids(a), expires, pk) for pk, a, expires in rows]
     outside = gpu_map.outside_holds(cluster.inventory, shown=False)
-    return found + [Held(hold.devices, None, hold.claim_id) for hold in outside]
+    return found + [Held(hold.devices, None, hold.claim_id, hold.requested_as) for hold in outside]
 
 
 def queue_of(cluster: Cluster) -> dict[int, Spot]:
@@ -139,7 +143,14 @@ def queue_of(cluster: Cluster) -> dict[int, Spot]:
         return {}
     held = holdings(cluster)
     holds = [
-        gpu_map.Hold(claim_id=h.claim_id, claim_name="", namespace="", owner="", devices=h.devices)
+        gpu_map.Hold(
+            claim_id=h.claim_id,
+            claim_name="",
+            namespace="",
+            owner="",
+            devices=h.devices,
+            requested_as=h.requested_as,
+        )
         for h in held
     ]
     said = _pod_words(claims)
@@ -168,6 +179,7 @@ def queue_of(cluster: Cluster) -> dict[int, Spot]:
                 reason=_reason(reasons, index),
                 estimate=estimate(cluster.inventory, asked, ahead, held),
                 fits_now=fits_now(cluster.inventory, asked, holds, claim.pk),
+                can_fit=can_fit(cluster.inventory, asked),
             )
     return spots
 
@@ -218,6 +230,16 @@ def fits_now(
 ) -> bool:
     devices = why_pending.count_devices(inventory, asked, holds, own_claim)
     return bool(devices.total) and why_pending.fits_now(asked, devices)
+
+
+def can_fit(inventory: dict, asked: why_pending.Asked) -> bool:
+    """Enough matching devices on one node, were they all free (unknown: assumed so)."""
+    if not inventory.get("devices"):
+        return True
+    devices = why_pending.count_devices(inventory, asked, [], None)
+    if not devices.total:
+        return False
+    return asked.count is None or asked.count <= max(devices.per_node.values())
 
 
 def estimate(

@@ -43,9 +43,8 @@ def start_waiting(cluster: Cluster, gateway: ClusterGateway | None = None) -> li
     spots = queue.queue_of(cluster)
     claims = ClaimRequest.objects.filter(pk__in=claim_ids).select_related("namespace_request")
     for claim in claims:
-        spot = spots.get(claim.pk)
-        head = spot is not None and spot.position == 1 and spot.fits_now
-        if claim.allocation or (head and not queue_turn.pods_on_the_way(claim)):
+        turn = queue_turn.turn_of(spots.get(claim.pk))
+        if claim.allocation or (turn and not queue_turn.pods_on_the_way(claim)):
             # The head's waiting work all goes at once: it shares the claim.
             _start_claim(gateway, claim, problems)
     return problems

@@ -35,10 +35,16 @@ def pods_on_the_way(
     return workloads.exists() or runs.exists()
 
 
+def turn_of(spot: queue.Spot | None) -> bool:
+    """The claim is the head of its queue and its devices are free now, or it can never fit
+    on the cluster (waiting would never end: the scheduler says why)."""
+    if spot is None:
+        return False
+    return not spot.can_fit or (spot.position == 1 and spot.fits_now)
+
+
 def its_turn(claim: ClaimRequest) -> bool:
-    """The claim is the head of its queue and its devices are free now."""
-    spot = queue.spot_of(claim)
-    return spot is not None and spot.position == 1 and spot.fits_now
+    return turn_of(queue.spot_of(claim))
 
 
 def _must_wait(

@@ -101,9 +101,12 @@ def test_a_waiting_job_starts_by_itself_when_the_other_teams_pod_ends(
     # Her job's page: it waits for the GPU, first in line, for what and why.
     spot = page.locator("#queue-position")
     expect(spot).to_contain_text(f"position 1 of 1 for {CLASS}", timeout=TO_RUN)
-    # No Pod of hers asks the scheduler yet (the Job is suspended): the portal's own words.
+    # No Pod of hers asks the scheduler yet (the Job is suspended): the portal's own words,
+    # naming the scheduler's claim for the other team's Pod.
     held = f"All 1 devices of class {CLASS} are held by 1 other claim"
     expect(page.locator("#queue-reason")).to_contain_text(held)
+    by_pod = "1 of these is the scheduler's claim for a Pod that asked for nvidia.com/gpu."
+    expect(page.locator("#queue-reason")).to_contain_text(by_pod)
     # Only another team's Pod holds the GPU: no expiry is known, so no time is promised.
     expect(page.locator("#queue-estimate")).to_have_text("estimate: unknown")
     workload = Workload.objects.get(claim=claim)
@@ -114,7 +117,7 @@ def test_a_waiting_job_starts_by_itself_when_the_other_teams_pod_ends(
     log_in(claim_page, base, "alice", PASSWORD)
     claim_page.goto(base + reverse("claim", args=[claim.pk]))
     expect(claim_page.locator("#queue-position")).to_contain_text(f"position 1 of 1 for {CLASS}")
-    expect(claim_page.locator("#queue-reason")).to_contain_text(held)
+    expect(claim_page.locator("#queue-reason")).to_contain_text(by_pod)
     expect(claim_page.locator("#queue-estimate")).to_have_text("estimate: unknown")
     screenshot(claim_page, "queue-claim-waiting")
 

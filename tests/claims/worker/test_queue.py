@@ -117,6 +117,8 @@ def test_two_waiting_claims_show_their_place_and_an_approver_moves_one_up(
         assert run.state_message == state_messages.WAITS_ITS_TURN
     found = spots(full)
     assert len(found) == 2 and all(HELD in s.reason for s in found.values())
+    by_pods = "2 of these are the scheduler's claims for Pods that asked for nvidia.com/gpu."
+    assert all(by_pods in s.reason for s in found.values())
     assert [(found[c.pk].position, found[c.pk].of) for c in (first, second)] == [(1, 2), (2, 2)]
     assert found[first.pk].what == CLASS
     # Only other teams' Pods hold the GPUs: no expiry is known, so no time is promised.
