@@ -184,6 +184,15 @@ def queue_of(cluster: Cluster) -> dict[int, Spot]:
     return spots
 
 
+def holds_work(claim: ClaimRequest) -> bool:
+    """Work of the claim waits in the queue: a run or notebook whose Pod is not created yet,
+    or a suspended Job (claims/worker/queue_turn.py)."""
+    if claim.state != CS.WAITING or claim.allocation:
+        return False
+    held = claim.workloads.filter(suspended=True, state__in=STARTED_WORKLOADS)
+    return claim.runs.filter(state=RS.QUEUED).exists() or held.exists()
+
+
 def spot_of(claim: ClaimRequest) -> Spot | None:
     """The claim's place in its queue, None when it does not wait."""
     if claim.state not in UNALLOCATED or claim.allocation:

@@ -16,6 +16,7 @@ from kubernetes import client
 import kubesim
 from claims.domain import services, state_messages
 from claims.models import ClaimRequest, Cluster, VerificationRun, Workload
+from claims.web.views.clusters import run_pending_context
 from claims.worker import cluster_steps, queue_steps, sync, workload_steps
 from tests.claims.worker.test_queue import (  # noqa: F401 (fixtures)
     CLASS,
@@ -64,6 +65,8 @@ def test_a_run_and_a_notebook_wait_uncreated_and_start_in_queue_order(
     run_page = page_text(alice, reverse("run", args=[run.pk]))
     assert f"Waiting for a GPU : position 1 of 2 for {CLASS}" in run_page
     assert "its Pod is created when its claim's turn in the queue comes" in run_page
+    # Why, as for a pending Pod (the page's why-pending part).
+    assert [r.kind for r in run_pending_context(run, alice)["pending_reasons"]] == ["held"]
     workload_page = page_text(alice, reverse("workload", args=[notebook.pk]))
     assert f"Waiting for a GPU : position 2 of 2 for {CLASS}" in workload_page
 
