@@ -128,6 +128,7 @@ VERIFICATION_RUN: dict[str, Any] = {
             "truncated": False,
         },
     ],
+    "queue": None,
     "created": WHEN,
     "updated": LATER,
 }
@@ -280,6 +281,7 @@ WORKLOAD: dict[str, Any] = {
     "started_at": LATER,
     "finished_at": None,
     "access": None,
+    "queue": None,
     "created": WHEN,
     "updated": LATER,
 }

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.test import Client
 from django.urls import reverse
 from kubernetes import client
 
@@ -69,6 +70,13 @@ def test_a_run_and_a_notebook_wait_uncreated_and_start_in_queue_order(
     assert [r.kind for r in run_pending_context(run, alice)["pending_reasons"]] == ["held"]
     workload_page = page_text(alice, reverse("workload", args=[notebook.pk]))
     assert f"Waiting for a GPU : position 2 of 2 for {CLASS}" in workload_page
+    api = Client()
+    api.force_login(alice)
+    read_run = api.get(reverse("api-run", args=[run.pk])).json()
+    assert (read_run["state"], read_run["queue"]["position"]) == ("queued", 1)
+    read_notebook = api.get(reverse("api-workload", args=[notebook.pk])).json()
+    assert (read_notebook["state"], read_notebook["queue"]["position"]) == ("applying", 2)
+    assert read_notebook["queue"]["estimate"] == "unknown"
 
     # A worker restarted mid-wait: the reconciler sends them again, and they still wait.
     cluster_steps.start_run(run, resume=True)
@@ -88,6 +96,7 @@ def test_a_run_and_a_notebook_wait_uncreated_and_start_in_queue_order(
         return VerificationRun.objects.get(pk=run.pk).state != "queued"
 
     wait_until(head_started, timeout=30)
+    assert api.get(reverse("api-run", args=[run.pk])).json()["queue"] is None
     assert pods(full_kubesim, older) == [VerificationRun.objects.get(pk=run.pk).pod_name]
     # The one behind waits until the head has its devices.
     assert Workload.objects.get(pk=notebook.pk).suspended
