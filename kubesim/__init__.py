@@ -33,6 +33,7 @@ from kubesim.base import certs
 from kubesim.cluster import workloads
 from kubesim.cluster.topology import Topology, seed
 from kubesim.cluster.topology import load as load_topology
+from kubesim.controllers.device_taint_eviction import DeviceTaintEviction
 from kubesim.controllers.garbage import GarbageCollector
 from kubesim.controllers.jobs import JobController
 from kubesim.controllers.namespaces import NamespaceFinalizer
@@ -236,12 +237,15 @@ def start(
     kubelet: bool = True,
     anonymous_auth: bool = True,
     dcgm_port: int = 0,
+    device_taint_eviction: bool = True,
 ) -> Handle:
     """Start a kubesim API server in background threads; the kubeconfig is written last.
     `token_auth_file`: CSV `token,user,uid[,"group1,group2"]` of more users (RBAC applies to
     them; the `token` user is in system:masters). `kubelet=False`: no simulated kubelet.
     `anonymous_auth=False`: a request without a token is 401 rather than system:anonymous.
-    `dcgm_port`: where the nodes' dcgm-exporters answer (plain HTTP, 0 = any free port)."""
+    `dcgm_port`: where the nodes' dcgm-exporters answer (plain HTTP, 0 = any free port).
+    `device_taint_eviction=False`: no device taint eviction controller (a cluster whose
+    kube-controller-manager runs without DRADeviceTaints; kubesim takes the feature as on)."""
     from kubesim.registry.kinds import KINDS
     from kubesim.registry.kinds import kueue as kueue_kinds
 
@@ -277,6 +281,8 @@ def start(
     garbage = GarbageCollector(store, KINDS).start()
     stoppables = [scheduler, *([api.kubelet] if api.kubelet else []), finalizer, accounts]
     stoppables += [root_ca, node_lifecycle, jobs, ttl, garbage]
+    if device_taint_eviction:
+        stoppables.append(DeviceTaintEviction(store, speed).start())
     stoppables += [_StateSaver(store)] if state else []
     dcgm = DcgmExporters((host, dcgm_port), api).start()
     stoppables.append(dcgm)

@@ -128,6 +128,7 @@ VERIFICATION_RUN: dict[str, Any] = {
             "truncated": False,
         },
     ],
+    "queue": None,
     "created": WHEN,
     "updated": LATER,
 }
@@ -281,6 +282,7 @@ WORKLOAD: dict[str, Any] = {
     "finished_at": None,
     "access": None,
     "kueue": None,
+    "queue": None,
     "created": WHEN,
     "updated": LATER,
 }

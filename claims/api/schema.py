@@ -67,10 +67,13 @@ class ApiSchema(AutoSchema):
     def _error_response(self, code: int) -> dict[str, Any]:
         schema: dict[str, Any] = {"$ref": "#/components/schemas/ErrorDetail"}
         if code == 400:
-            schema = {
+            field = {"type": "array", "items": {"type": "string"}}
+            # A list's items' errors (a claim's `alternatives`): by index, then by field.
+            by_index = {
                 "type": "object",
-                "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                "additionalProperties": {"type": "object", "additionalProperties": field},
             }
+            schema = {"type": "object", "additionalProperties": {"anyOf": [field, by_index]}}
             schema = {"anyOf": [schema, {"$ref": "#/components/schemas/ErrorDetail"}]}
         self._register_error_detail()
         return {"content": {"application/json": {"schema": schema}}, "description": ERRORS[code]}

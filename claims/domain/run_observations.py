@@ -37,6 +37,12 @@ def run_pod_events_seen(
     update_fields(run, pod_warnings=warnings, pod_activity=activity, pod_warnings_read_at=now)
 
 
+def run_waits_in_queue(*, run: VerificationRun) -> None:
+    """The run stays queued: its claim waits its turn for devices (claims/worker/queue_turn.py)."""
+    if run.state_message != state_messages.WAITS_ITS_TURN:
+        update_fields(run, state_message=state_messages.WAITS_ITS_TURN)
+
+
 def run_creating(*, run: VerificationRun) -> bool:
     return change(run, "create_pod", message=gettext_noop("Creating the Pod."))
 

@@ -28,6 +28,10 @@ RUNNING_ON = gettext_noop("Running on %(node)s.")
 CANCELLED_BY = gettext_noop("Cancelled by %(user)s.")
 STOPPED_BY = gettext_noop("Stopped by %(user)s.")
 WORKLOAD_FAILED = gettext_noop("The cluster refused it: %(reason)s")
+# A notebook's or a run's Pod that waits in the queue (claims/worker/queue_turn.py).
+WAITS_ITS_TURN = gettext_noop(
+    "Waiting for a GPU: its Pod is created when its claim's turn in the queue comes."
+)
 WORKLOAD_POD_FAILED = gettext_noop("Its Pod failed: %(reason)s")
 WORKLOAD_JOB_FAILED = gettext_noop("The Job failed (%(reason)s): %(message)s")
 ORPHAN_DELETED = gettext_noop(

@@ -66,8 +66,23 @@ def workload_cleaned_up(*, workload: Workload) -> None:
 
 
 def workload_suspended(*, workload: Workload) -> None:
-    """Its Job is (about to be) created suspended: its claim waits its turn for devices."""
-    update_fields(workload, suspended=True)
+    """Its Job is (about to be) created suspended, its notebook not created yet: its claim
+    waits its turn for devices."""
+    if workload.suspended:
+        return
+    if workload.kind == WorkloadKind.JOB:
+        update_fields(workload, suspended=True)
+        return
+    update_fields(workload, suspended=True, state_message=state_messages.WAITS_ITS_TURN)
+
+
+def workload_turn_came(*, workload: Workload) -> None:
+    """A workload that waited before anything of it was created goes to the cluster now."""
+    update_fields(
+        workload,
+        suspended=False,
+        state_message=gettext_noop("Its turn in the queue came: creating it."),
+    )
 
 
 def workload_queued_in_kueue(*, workload: Workload, queue: str) -> None:

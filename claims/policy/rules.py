@@ -148,13 +148,28 @@ def _matching(
     return list(rules.order_by("position", "name"))
 
 
+def _classes(claim: ClaimRequest) -> set[str]:
+    return {str(alternative["device_class"]) for alternative in claim.alternatives()}
+
+
+def _class_rules(applies_to: str, team: Team, claim: ClaimRequest) -> list[ApprovalRule]:
+    """The rules that cover every alternative of the claim. The scheduler may allocate any of
+    them, so a rule limited to a class covers a claim only when all its alternatives are of
+    that class: "a small A100, else the whole H100 node" must not pass under an A100 rule.
+    A claim whose alternatives span classes is covered by class-free rules only."""
+    classes = _classes(claim)
+    device_class = classes.pop() if len(classes) == 1 else ""
+    return _matching(applies_to, team, claim.cluster, device_class)
+
+
 def claim_auto_approval(team: Team | None, claim: ClaimRequest) -> str | None:
     """Why a claim that fits its team's quota is approved without an approver (the audit
-    message), or None when an approver must decide."""
+    message), or None when an approver must decide. A rule's device limit holds for the
+    largest alternative (the most the claim can get, as quota charges it)."""
     if team is None:
         return None
     devices = quota.devices_of(claim)
-    for rule in _matching("claim", team, claim.cluster, claim.device_class):
+    for rule in _class_rules("claim", team, claim):
         if rule.max_devices is None or devices <= rule.max_devices:
             return BY_RULE % {"rule": rule.name, "team": team}
     if team.auto_approve:
@@ -179,10 +194,12 @@ def extension_auto_approval(claim: ClaimRequest, lifetime: timedelta) -> str | N
     team = quota.team_of(claim.owner)
     if team is None:
         return None
-    cap = quota.max_lifetime(team, claim.cluster, claim.device_class)
-    if cap is not None and lifetime > cap:
-        return None
-    for rule in _matching("extension", team, claim.cluster, claim.device_class):
+    # Whichever alternative it got, the lifetime is within that class's cap.
+    for device_class in _classes(claim):
+        cap = quota.max_lifetime(team, claim.cluster, device_class)
+        if cap is not None and lifetime > cap:
+            return None
+    for rule in _class_rules("extension", team, claim):
         if rule.max_lifetime is None or lifetime <= rule.max_lifetime:
             return EXTENDED_BY_RULE % {"rule": rule.name}
     return None

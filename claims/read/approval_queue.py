@@ -11,6 +11,7 @@ from typing import Any
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
+from claims.kube.manifests import MAX_ALTERNATIVES
 from claims.models import ClaimRequest, Cluster, NamespaceRequest
 from claims.models.teams import first_team_id, first_team_members
 from claims.read.selectors import CLAIM_JSON, CLUSTER_JSON, _without, decider_scope
@@ -57,8 +58,18 @@ class QueueFilter:
         if self.cluster is not None:
             found &= Q(namespace_request__cluster_id=self.cluster)
         if self.device_class:
-            found &= Q(device_class=self.device_class)
+            found &= of_class(self.device_class)
         return found
+
+
+def of_class(device_class: str) -> Q:
+    """Claims any of whose alternatives is of the class ("H100, else A100" shows under a
+    filter on the A100s' class): a key per position, which SQLite and PostgreSQL both read
+    (SQLite has no JSON containment)."""
+    found = Q(device_class=device_class)
+    for index in range(MAX_ALTERNATIVES - 1):
+        found |= Q(**{f"further_alternatives__{index}__device_class": device_class})
+    return found
 
 
 def approval_queue(*, user: Any, shown: QueueFilter | None = None) -> dict[str, QuerySet]:

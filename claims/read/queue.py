@@ -1,8 +1,9 @@
 """The queue: claims that wait for devices, in the order the portal starts them.
 
 A claim waits when it has no devices and something would use them: its Job was created
-suspended by the portal (claims/worker/queue_steps.py resumes it), or a Pod of it (a
-verification run's, a workload's) waits for the scheduler. Claims wait per cluster for the same
+suspended by the portal, its notebook's or run's Pod is not created yet (claims/worker/
+queue_turn.py decides, queue_steps.py starts them in order), or a Pod of it (a verification
+run's, a workload's) waits for the scheduler. Claims wait per cluster for the same
 devices (their device class, and the GPU model when the request names one), ordered by
 priority (an approver moves a claim up or down) and then age. The estimate is only ever what
 the holders' expiry times promise: "unknown" when nothing is known, never a guess.
@@ -29,6 +30,8 @@ CS, RS, WS = ClaimRequest.State, VerificationRun.State, Workload.State
 UNALLOCATED = (CS.APPROVED, CS.APPLYING, CS.WAITING)
 # A run whose Pod exists and is not yet running; a workload whose Job or Pod exists.
 PENDING_RUNS = (RS.PENDING,)
+# A run of an applied claim whose Pod is not made yet: it waits its turn (or is being made).
+HELD_RUNS = (RS.QUEUED, RS.CREATING)
 STARTED_WORKLOADS = (WS.APPLYING, WS.STARTED)
 
 
@@ -57,6 +60,9 @@ class Spot:
     reason: str
     estimate: Estimate
     fits_now: bool
+    # Whether the cluster has enough matching devices on one node at all: a claim that can
+    # never fit does not wait in the queue (its Pod goes to the scheduler, which says why).
+    can_fit: bool = True
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -92,7 +98,11 @@ def _asked(claim: ClaimRequest) -> why_pending.Asked:
 
 
 def _waiting_rows(clusters: Iterable[Cluster] | None = None) -> Any:
-    wants = Q(workloads__state__in=STARTED_WORKLOADS) | Q(runs__state__in=PENDING_RUNS)
+    wants = (
+        Q(workloads__state__in=STARTED_WORKLOADS)
+        | Q(runs__state__in=PENDING_RUNS)
+        | Q(state=CS.WAITING, runs__state__in=HELD_RUNS)
+    )
     rows = ClaimRequest.objects.filter(state__in=UNALLOCATED, allocation__isnull=True)
     if clusters is not None:
         rows = rows.filter(namespace_request__cluster__in=clusters)
@@ -113,6 +123,7 @@ class Held:
     devices: frozenset[gpu_map.DeviceId]
     expires_at: datetime | None
     claim_id: int
+    requested_as: str = ""  # the extended resource a Pod asked for (the scheduler's claim)
 
 
 def holdings(cluster: Cluster) -> list[Held]:
@@ -122,7 +133,7 @@ def holdings(cluster: Cluster) -> list[Held]:
     ).values_list("pk", "allocation", "expires_at")
     found = [Held(gpu_map.allocated_ids(a), expires, pk) for pk, a, expires in rows]
     outside = gpu_map.outside_holds(cluster.inventory, shown=False)
-    return found + [Held(hold.devices, None, hold.claim_id) for hold in outside]
+    return found + [Held(hold.devices, None, hold.claim_id, hold.requested_as) for hold in outside]
 
 
 def queue_of(cluster: Cluster) -> dict[int, Spot]:
@@ -134,7 +145,14 @@ def queue_of(cluster: Cluster) -> dict[int, Spot]:
         return {}
     held = holdings(cluster)
     holds = [
-        gpu_map.Hold(claim_id=h.claim_id, claim_name="", namespace="", owner="", devices=h.devices)
+        gpu_map.Hold(
+            claim_id=h.claim_id,
+            claim_name="",
+            namespace="",
+            owner="",
+            devices=h.devices,
+            requested_as=h.requested_as,
+        )
         for h in held
     ]
     said = _pod_words(claims)
@@ -163,8 +181,18 @@ def queue_of(cluster: Cluster) -> dict[int, Spot]:
                 reason=_reason(reasons, index),
                 estimate=estimate(cluster.inventory, asked, ahead, held),
                 fits_now=fits_now(cluster.inventory, asked, holds, claim.pk),
+                can_fit=can_fit(cluster.inventory, asked),
             )
     return spots
+
+
+def holds_work(claim: ClaimRequest) -> bool:
+    """Work of the claim waits in the queue: a run or notebook whose Pod is not created yet,
+    or a suspended Job (claims/worker/queue_turn.py)."""
+    if claim.state != CS.WAITING or claim.allocation:
+        return False
+    held = claim.workloads.filter(suspended=True, state__in=STARTED_WORKLOADS)
+    return claim.runs.filter(state=RS.QUEUED).exists() or held.exists()
 
 
 def spot_of(claim: ClaimRequest) -> Spot | None:
@@ -213,6 +241,16 @@ def fits_now(
 ) -> bool:
     devices = why_pending.count_devices(inventory, asked, holds, own_claim)
     return bool(devices.total) and why_pending.fits_now(asked, devices)
+
+
+def can_fit(inventory: dict, asked: why_pending.Asked) -> bool:
+    """Enough matching devices on one node, were they all free (unknown: assumed so)."""
+    if not inventory.get("devices"):
+        return True
+    devices = why_pending.count_devices(inventory, asked, [], None)
+    if not devices.total:
+        return False
+    return asked.count is None or asked.count <= max(devices.per_node.values())
 
 
 def estimate(

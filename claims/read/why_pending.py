@@ -102,8 +102,29 @@ def _from_devices(
         ) % {"count": asked.count, "most": most, "what": what}
         return [Reason("too_many", text, said, True)]
     if not _fits_now(asked, devices):
-        return [Reason("held", _held_text(asked, devices, what), said, True)]
+        text = _held_text(asked, devices, what) + _by_pods(devices, holds)
+        return [Reason("held", text, said, True)]
     return []
+
+
+def _by_pods(devices: Devices, holds: list[Hold]) -> str:
+    """Who holds them, when the scheduler made the holders' claims for Pods that asked for an
+    extended resource (`nvidia.com/gpu: 1`, the way Helm charts and notebooks ask)."""
+    asked_as = Counter(
+        hold.requested_as
+        for hold in holds
+        if hold.requested_as and hold.claim_id in devices.holders
+    )
+    return "".join(
+        " "
+        + ngettext(
+            "%(n)d of these is the scheduler's claim for a Pod that asked for %(resource)s.",
+            "%(n)d of these are the scheduler's claims for Pods that asked for %(resource)s.",
+            n,
+        )
+        % {"n": n, "resource": resource}
+        for resource, n in sorted(asked_as.items())
+    )
 
 
 def _count(inv: dict[str, Any], asked: Asked, holds: list[Hold]) -> Devices:

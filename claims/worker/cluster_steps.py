@@ -32,7 +32,7 @@ from claims.models import (
 from claims.policy import quota
 from claims.read import planned
 from claims.read.planned import claim_manifest
-from claims.worker import workload_steps
+from claims.worker import queue_turn, workload_steps
 
 NS = NamespaceRequest.State
 CS = ClaimRequest.State
@@ -176,6 +176,8 @@ def start_run(run: VerificationRun, *, resume: bool = False) -> None:
         state = claim.get_state_display()
         run_observations.run_failed(run=run, message=state_messages.CLAIM_IS % {"state": state})
         return
+    if run.state == RS.QUEUED and queue_turn.run_must_wait(run):
+        return  # its claim waits its turn: claims/worker/queue_steps.py starts it then
     if run.state == RS.QUEUED and not run_observations.run_creating(run=run):
         return  # another worker took it, or the claim was released meanwhile
     gateway = gateway_for(claim.cluster)

@@ -1,83 +1,83 @@
-"""The queue's cluster side: Jobs of a claim that does not fit now are created suspended and
-resumed in queue order (claims/read/queue.py) as devices free up, as Kueue does. On a cluster
-that runs Kueue the portal stands back: every Job is created suspended in the team's LocalQueue
-and Kueue resumes it (claims/worker/kueue_steps.py follows what Kueue says).
+"""The queue's cluster side: work on a claim that does not fit now waits (claims/worker/
+queue_turn.py decides: Jobs are created suspended, notebooks' and runs' Pods not created yet)
+and is started in queue order (claims/read/queue.py) as devices free up, as Kueue does. On a
+cluster that runs Kueue the portal stands back: every Job is created suspended in the team's
+LocalQueue and Kueue resumes it (claims/worker/kueue_steps.py follows what Kueue says).
 
-Only each group's head is resumed, and only when its devices are free now: until the head has
-its devices it stays the head, so the next claim never takes what the head waits for. A Job of
-a claim that has its devices (another Pod got them for it) is resumed at once. Run by the sync
-on every pass of the cluster loop; safe to run twice.
+Only each group's head is started, and only when its devices are free now: until the head has
+its devices it stays the head, so the next claim never takes what the head waits for. The
+waiting work of a claim that has its devices (another Pod got them for it) starts at once. Run
+by the sync on every pass of the cluster loop; safe to run twice.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from functools import partial
 
 from claims.clusters.gateways import gateway_for
 from claims.domain import workload_observations as observed
 from claims.kube.gateway import ClusterGateway, KubeError
 from claims.models import ClaimRequest, Cluster, VerificationRun, Workload, WorkloadKind
 from claims.read import queue
+from claims.worker import cluster_steps, queue_turn, workload_steps
 
 log = logging.getLogger(__name__)
-WS, RS = Workload.State, VerificationRun.State
-HELD = (WS.APPLYING, WS.STARTED)
-
-
-def _pods_on_the_way(claim: ClaimRequest) -> bool:
-    """A Pod of the claim (a run's, an unsuspended workload's) already asks the scheduler."""
-    workloads = claim.workloads.filter(state__in=HELD, suspended=False)
-    return workloads.exists() or claim.runs.filter(state=RS.PENDING).exists()
-
-
-def job_must_wait(workload: Workload) -> bool:
-    """Whether the workload's Job is created suspended (and marked so): its claim has no
-    devices, no Pod of it asks for them yet, and it is not the head of its queue with its
-    devices free. A notebook is not held (it has no suspend)."""
-    claim = workload.claim
-    if workload.kind == WorkloadKind.JOB and claim.cluster.kueue:
-        return True  # Kueue's to admit: it unsuspends the Job (claims/worker/kueue_steps.py)
-    if workload.kind != WorkloadKind.JOB or claim.allocation:
-        return False
-    other_pods = claim.workloads.filter(state__in=HELD, suspended=False).exclude(pk=workload.pk)
-    if other_pods.exists() or claim.runs.filter(state=RS.PENDING).exists():
-        return False  # they share the claim: whatever devices it gets, this Job gets too
-    spot = queue.spot_of(claim)
-    if spot is not None and spot.position == 1 and spot.fits_now:
-        return False
-    observed.workload_suspended(workload=workload)
-    return True
+WS, RS, CS = Workload.State, VerificationRun.State, ClaimRequest.State
+HELD = queue_turn.HELD
 
 
 def start_waiting(cluster: Cluster, gateway: ClusterGateway | None = None) -> list[str]:
-    """Resume what may start now: the suspended Jobs of claims that have their devices, and of
+    """Start what may start now: the waiting work of claims that have their devices, and of
     each queue's head when its devices are free. Problems are returned, as the sync's."""
     if cluster.kueue:
         return []  # Kueue queues here: the portal stands back
-    gateway = gateway or gateway_for(cluster)
-    suspended = Workload.objects.filter(
-        suspended=True, state__in=HELD, claim__namespace_request__cluster=cluster
-    ).select_related("claim__namespace_request")
-    if not suspended:
+    on_cluster = {"claim__namespace_request__cluster": cluster}
+    suspended = Workload.objects.filter(suspended=True, state__in=HELD, **on_cluster)
+    held_runs = VerificationRun.objects.filter(
+        state=RS.QUEUED, claim__state__in=(CS.WAITING, CS.IN_USE), **on_cluster
+    )
+    claim_ids = set(suspended.values_list("claim_id", flat=True))
+    claim_ids |= set(held_runs.values_list("claim_id", flat=True))
+    if not claim_ids:
         return []
+    gateway = gateway or gateway_for(cluster)
     problems: list[str] = []
     spots = queue.queue_of(cluster)
-    for workload in suspended:
-        claim = workload.claim
-        spot = spots.get(claim.pk)
-        if claim.allocation:
-            _resume(gateway, workload, problems)
-        elif spot and spot.position == 1 and spot.fits_now and not _pods_on_the_way(claim):
-            # The head's Jobs all go at once: they share its claim.
-            for job in claim.workloads.filter(suspended=True, state__in=HELD):
-                job.claim = claim
-                _resume(gateway, job, problems)
+    claims = ClaimRequest.objects.filter(pk__in=claim_ids).select_related("namespace_request")
+    for claim in claims:
+        turn = queue_turn.turn_of(spots.get(claim.pk))
+        if claim.allocation or (turn and not queue_turn.pods_on_the_way(claim)):
+            # The head's waiting work all goes at once: it shares the claim.
+            _start_claim(gateway, claim, problems)
     return problems
 
 
+def _start_claim(gateway: ClusterGateway, claim: ClaimRequest, problems: list[str]) -> None:
+    for run in claim.runs.filter(state=RS.QUEUED).order_by("pk"):
+        run.claim = claim
+        _start(partial(cluster_steps.start_run, run), f"run {run}", problems)
+    for workload in claim.workloads.filter(suspended=True, state__in=HELD).order_by("pk"):
+        workload.claim = claim
+        if workload.kind == WorkloadKind.JOB:
+            _resume(gateway, workload, problems)
+        else:  # a notebook not created yet: created now (its state is applying)
+            start = partial(workload_steps.start_workload, workload, resume=True)
+            _start(start, f"workload {workload}", problems)
+
+
+def _start(step: Callable[[], None], what: str, problems: list[str]) -> None:
+    try:
+        step()
+    except KubeError as error:
+        log.warning("starting %s: %s", what, error)
+        problems.append(f"{what}: {error.message}")
+
+
 def _resume(gateway: ClusterGateway, workload: Workload, problems: list[str]) -> None:
-    if not workload.suspended:
-        return
+    if not workload.kube_uid:
+        return  # not created yet: its start (or the reconciler's resend) decides again
     try:
         gateway.resume_job(workload.claim.namespace, workload.name)
     except KubeError as error:

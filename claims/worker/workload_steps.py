@@ -23,7 +23,7 @@ from claims.kube.gateway import ClusterGateway, PermanentKubeError
 from claims.kube.ownership import create_or_adopt, delete_owned, uid_of
 from claims.models import ClaimRequest, Workload, WorkloadKind
 from claims.read import planned
-from claims.worker import queue_steps
+from claims.worker import queue_turn
 
 CS = ClaimRequest.State
 WS = Workload.State
@@ -62,9 +62,12 @@ def start_workload(workload: Workload, *, resume: bool = False) -> None:
     if workload.state == WS.PENDING and not observed.workload_applying(workload=workload):
         return  # stopped meanwhile, or another worker took it
     gateway = gateway_for(claim.cluster)
-    # The queue (claims/worker/queue_steps.py): a Job whose claim does not fit now waits;
-    # where Kueue runs, every Job waits for Kueue in the team's LocalQueue.
-    suspend = queue_steps.job_must_wait(workload)
+    # The queue (claims/worker/queue_turn.py): a Job whose claim does not fit now is created
+    # suspended; a notebook is not created yet (queue_steps creates it in its turn). Where
+    # Kueue runs, every Job waits for Kueue in the team's LocalQueue.
+    suspend = queue_turn.workload_must_wait(workload)
+    if suspend and workload.kind != WorkloadKind.JOB:
+        return
     kueue_queue = ""
     if claim.cluster.kueue:
         kueue_queue = planned.kueue_queue_of(workload)

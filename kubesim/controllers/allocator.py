@@ -10,6 +10,7 @@ request does not tolerate (DRADeviceTaints, taken as on).
 import copy
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from kubesim.base.cel_env import CelError, device_activation, holds
 
@@ -167,20 +168,24 @@ class Slot:
 
     request: str
     options: list[Candidate]
+    # The request's tolerations: the allocation result keeps a copy (DRADeviceTaints), which
+    # the device taint eviction controller reads.
+    tolerations: list[dict] | None = None
 
 
 def _slots_for(
     exact: dict, name: str, options: list[Candidate], free: set[DeviceId]
 ) -> list[Slot] | None:
+    tolerations = exact.get("tolerations") or None
     if exact.get("allocationMode") == "All":
         if not options or any(option.id not in free for option in options):
             return None
-        return [Slot(name, [option]) for option in options]
+        return [Slot(name, [option], tolerations) for option in options]
     count = int(exact.get("count") or 1)
     available = [option for option in options if option.id in free]
     if len(available) < count:
         return None
-    return [Slot(name, available) for _ in range(count)]
+    return [Slot(name, available, tolerations) for _ in range(count)]
 
 
 def _constraints_hold(constraints: list[dict], chosen: list[tuple[str, Candidate]]) -> bool:
@@ -258,7 +263,19 @@ def allocate(
         chosen = _search(slots, constraints, [])
         if chosen is not None:
             return [
-                {"request": request, "driver": c.driver, "pool": c.pool, "device": c.name}
-                for request, c in chosen
+                _result(request, c, slot.tolerations)
+                for (request, c), slot in zip(chosen, slots, strict=True)
             ]
     return None
+
+
+def _result(request: str, candidate: Candidate, tolerations: list[dict] | None) -> dict:
+    result: dict[str, Any] = {
+        "request": request,
+        "driver": candidate.driver,
+        "pool": candidate.pool,
+        "device": candidate.name,
+    }
+    if tolerations:
+        result["tolerations"] = copy.deepcopy(tolerations)
+    return result

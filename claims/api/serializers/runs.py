@@ -9,8 +9,10 @@ from rest_framework import serializers
 
 from claims.api import examples
 from claims.api.serializers.common import _example, _text, _time
+from claims.api.serializers.requests import QueueOutput
 from claims.models import VerificationRun
 from claims.policy.verdict import VERDICTS, run_verdict
+from claims.read import queue
 
 
 class RunLogOutput(serializers.Serializer):
@@ -51,6 +53,7 @@ class VerificationRunOutput(serializers.ModelSerializer):
 
     verdict = serializers.SerializerMethodField()
     verdict_reason = serializers.SerializerMethodField()
+    queue = serializers.SerializerMethodField()
 
     class Meta:
         model = VerificationRun
@@ -80,6 +83,7 @@ class VerificationRunOutput(serializers.ModelSerializer):
             "started_at",
             "finished_at",
             "logs",
+            "queue",
             "created",
             "updated",
         ]
@@ -116,6 +120,7 @@ class VerificationRunOutput(serializers.ModelSerializer):
             "started_at": _time(run.started_at),
             "finished_at": _time(run.finished_at),
             "logs": self.get_logs(run),
+            "queue": self.get_queue(run),
             "created": _time(run.created),
             "updated": _time(run.updated),
         }
@@ -140,6 +145,14 @@ class VerificationRunOutput(serializers.ModelSerializer):
     )
     def get_verdict_reason(self, run: VerificationRun) -> str:
         return run_verdict(run).reason
+
+    @extend_schema_field(QueueOutput(allow_null=True))
+    def get_queue(self, run: VerificationRun) -> dict[str, Any] | None:
+        """While its Pod waits to be created, its claim's place in the queue."""
+        if run.state != VerificationRun.State.QUEUED or not queue.holds_work(run.claim):
+            return None
+        spot = queue.spot_of(run.claim)
+        return QueueOutput(spot.as_dict()).data if spot else None
 
     @extend_schema_field(RunLogOutput(many=True))
     def get_logs(self, run: VerificationRun) -> list[dict[str, Any]]:

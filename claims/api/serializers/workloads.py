@@ -9,8 +9,10 @@ from rest_framework import serializers
 
 from claims.api import examples
 from claims.api.serializers.common import _example
+from claims.api.serializers.requests import QueueOutput
 from claims.domain import services
 from claims.models import KueueState, Workload, WorkloadProfile
+from claims.read import queue
 
 
 @extend_schema_serializer(examples=_example("The seeded batch job", examples.WORKLOAD_PROFILE))
@@ -55,6 +57,7 @@ class WorkloadOutput(serializers.ModelSerializer):
     access = serializers.SerializerMethodField()
     duration_seconds = serializers.SerializerMethodField()
     kueue = serializers.SerializerMethodField()
+    queue = serializers.SerializerMethodField()
 
     class Meta:
         model = Workload
@@ -89,6 +92,7 @@ class WorkloadOutput(serializers.ModelSerializer):
             "finished_at",
             "access",
             "kueue",
+            "queue",
             "created",
             "updated",
         ]
@@ -118,3 +122,12 @@ class WorkloadOutput(serializers.ModelSerializer):
         user = self.context.get("user")
         found = services.notebook_access(user=user, workload=workload) if user else None
         return NotebookAccessOutput(found).data if found else None
+
+    @extend_schema_field(QueueOutput(allow_null=True))
+    def get_queue(self, workload: Workload) -> dict[str, Any] | None:
+        """While it waits in the queue (its Job suspended, its notebook not created yet), its
+        claim's place there."""
+        if not workload.suspended or workload.is_final:
+            return None
+        spot = queue.spot_of(workload.claim)
+        return QueueOutput(spot.as_dict()).data if spot else None

@@ -16,14 +16,17 @@ from claims.api.errors import call_service
 from claims.api.serializers import FeasibilityOutput
 from claims.api.views.actions import visible_or_field_error
 from claims.api.views.base import ApiView
+from claims.api.views.requests import AlternativeInput
 from claims.clusters import registry as cluster_registry
 from claims.models import ClaimRequest, Cluster
 from claims.policy import device_picker, feasibility, limits, validation
 from claims.policy.device_picker import Picks
+from claims.policy.validation import MAX_ALTERNATIVES
 from claims.read import selectors
 
 TAG = ["claims"]
 PICKER_FIELDS = ("gpu_model", "min_memory", "mig_profile")
+COUNT = serializers.IntegerField(min_value=1)
 
 
 class PreviewInput(serializers.Serializer):
@@ -36,7 +39,9 @@ class PreviewInput(serializers.Serializer):
         help_text="Or a cluster's id; neither is needed while the portal has one cluster.",
     )
     device_class = serializers.CharField(
-        max_length=limits.DEVICE_CLASS_MAX_CHARS, help_text="e.g. gpu.nvidia.com"
+        required=False,
+        max_length=limits.DEVICE_CLASS_MAX_CHARS,
+        help_text="e.g. gpu.nvidia.com; required unless `alternatives` are given.",
     )
     count = serializers.IntegerField(required=False, default=1, min_value=1)
     all_devices = serializers.BooleanField(required=False, default=False)
@@ -54,6 +59,27 @@ class PreviewInput(serializers.Serializer):
     mig_profile = serializers.CharField(
         required=False, allow_blank=True, default="", max_length=64, help_text="e.g. 1g.5gb"
     )
+    alternatives = AlternativeInput(
+        many=True,
+        required=False,
+        help_text="As the claim create API's: what would do, in order of preference (at most "
+        "8), instead of the flat device fields; each is previewed, `selector` holds for each.",
+    )
+
+    def validate_alternatives(self, given: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if len(given) > MAX_ALTERNATIVES:
+            raise serializers.ValidationError(
+                f"At most {MAX_ALTERNATIVES} alternatives (DRA's prioritized list)."
+            )
+        return given
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        given = attrs.get("alternatives")
+        if given is None and not attrs.get("device_class"):
+            raise serializers.ValidationError({"device_class": ["This field is required."]})
+        if given is not None and not given:
+            raise serializers.ValidationError({"alternatives": ["Give at least one."]})
+        return attrs
 
 
 class OptionsOutput(serializers.Serializer):
@@ -69,14 +95,27 @@ class PreviewFeasibilityOutput(FeasibilityOutput):
     line = serializers.CharField(help_text="The picker's line: matching, free now, per node.")
 
 
-class PreviewOutput(serializers.Serializer):
-    cluster = serializers.IntegerField()
-    cluster_name = serializers.CharField()
+class AlternativePreviewOutput(serializers.Serializer):
     device_class = serializers.CharField()
     generated_selector = serializers.CharField(help_text="The CEL the picker fields make.")
     selector = serializers.CharField(help_text="The claim's whole selector, as create sets it.")
     feasibility = PreviewFeasibilityOutput()
     options = OptionsOutput(help_text="What the devices of the class publish to pick from.")
+
+
+class PreviewOutput(AlternativePreviewOutput):
+    """The first alternative's preview at the top (the only one without `alternatives`)."""
+
+    cluster = serializers.IntegerField()
+    cluster_name = serializers.CharField()
+    alternatives = AlternativePreviewOutput(
+        many=True, help_text="Each alternative's preview, in order (one without alternatives)."
+    )
+    first_fitting_now = serializers.IntegerField(
+        allow_null=True,
+        help_text="The position (from 1) of the first alternative that fits now, as the "
+        "scheduler tries them; null when none does.",
+    )
 
 
 EXAMPLE_IN = {"cluster": 1, "device_class": "gpu.nvidia.com", "count": 2, "min_memory": "40Gi"}
@@ -111,6 +150,11 @@ EXAMPLE_OUT = {
 }
 
 
+ONE_ALTERNATIVE = ("device_class", "generated_selector", "selector", "feasibility", "options")
+EXAMPLE_OUT["alternatives"] = [{key: EXAMPLE_OUT[key] for key in ONE_ALTERNATIVE}]
+EXAMPLE_OUT["first_fitting_now"] = 1
+
+
 class ClaimPreviewApi(ApiView):
     model = ClaimRequest
     pagination_class = None
@@ -130,7 +174,46 @@ class ClaimPreviewApi(ApiView):
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
         cluster = _cluster_of(request, data)
-        return Response(PreviewOutput(preview(cluster=cluster, **_asked(data))).data)
+        given = data.pop("alternatives", None)
+        if given is None:
+            found = [preview(cluster=cluster, **_asked(data))]
+        else:
+            found = _preview_each(cluster, data["selector"], given)
+        first = feasibility.first_fitting([alternative["found"] for alternative in found])
+        answer = found[0] | {"alternatives": found, "first_fitting_now": first}
+        return Response(PreviewOutput(answer).data)
+
+
+def _preview_each(
+    cluster: Cluster, selector: str, given: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Each alternative's preview; the field errors of all of them at once, under their index
+    (`{"alternatives": {"1": {"gpu_model": [...]}}}`) as the claim create API answers."""
+    found: list[dict[str, Any]] = []
+    rows: dict[str, Any] = {}
+    rest: dict[str, Any] = {}
+    for index, alternative in enumerate(given):
+        fields = {"selector": selector, **alternative}
+        try:
+            if not alternative.get("all_devices") and alternative.get("count") is not None:
+                COUNT.run_validation(alternative["count"])  # the flat field's rule and words
+        except ValidationError as error:
+            rows[str(index)] = {"count": error.detail}
+            continue
+        try:
+            found.append(preview(cluster=cluster, **_asked(fields)))
+        except ValidationError as error:
+            problems = dict(error.detail) if isinstance(error.detail, dict) else {}
+            written = problems.pop("selector", None)
+            if written is not None:
+                rest["selector"] = written
+            if problems:
+                rows[str(index)] = problems
+    if rows:
+        rest["alternatives"] = rows
+    if rest:
+        raise ValidationError(rest)
+    return found
 
 
 def _cluster_of(request: Request, data: dict[str, Any]) -> Cluster:
@@ -145,11 +228,12 @@ def _cluster_of(request: Request, data: dict[str, Any]) -> Cluster:
 
 
 def _asked(data: dict[str, Any]) -> dict[str, Any]:
+    count = data.get("count") or 1
     return {
         "device_class": data["device_class"].strip(),
-        "count": None if data["all_devices"] else data["count"],
+        "count": None if data.get("all_devices") else count,
         "selector": data["selector"].strip(),
-        "picks": Picks(*(data[field].strip() for field in PICKER_FIELDS)),
+        "picks": Picks(*(str(data.get(field) or "").strip() for field in PICKER_FIELDS)),
     }
 
 
@@ -173,6 +257,7 @@ def preview(
         "selector": whole,
         "feasibility": found.as_dict() | {"line": found.line()},
         "options": offered,
+        "found": found,
     }
 
 

@@ -32,6 +32,7 @@ from claims.web.views.common import (
 )
 
 CS = ClaimRequest.State
+RS = VerificationRun.State
 USAGE_STATES = (CS.WAITING, CS.IN_USE)  # a claim whose Pods may run on GPUs
 
 
@@ -198,6 +199,8 @@ def _run_context(request: HtmxHttpRequest, pk: int) -> dict[str, Any]:
         "logs": [logs.get(name) or RunLog(container=name) for name in VerificationRun.CONTAINERS],
         # A finished run whose logs are read again still changes: keep the page following it.
         "live_final": run.is_final and not run.log_retry_until,
+        # Its Pod waits to be created while its claim waits its turn (claims/worker/queue_turn).
+        "queue_spot": queue.spot_of(run.claim) if run.state == RS.QUEUED else None,
         **run_pending_context(run, request.user),
     }
 

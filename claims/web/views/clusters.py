@@ -15,7 +15,7 @@ from claims.kube.parsing import ClusterInfo, DeviceClassInfo, DeviceInfo, Prefli
 from claims.live import changes
 from claims.models import ClaimRequest, Cluster, TeamMembership, VerificationRun
 from claims.models.teams import first_team_id
-from claims.read import gpu_map, selectors, utilisation, why_pending
+from claims.read import gpu_map, queue, selectors, utilisation, why_pending
 from claims.web.views import live
 from claims.web.views.common import HtmxHttpRequest, login_required
 
@@ -163,21 +163,27 @@ def claim_map_context(claim: ClaimRequest, user: Any) -> dict[str, Any]:
         waiting = claim.runs.filter(state__in=WAITING_RUNS).order_by("-created").first()
         said = (waiting.state_message, waiting.pod_warnings) if waiting else ("", [])
         reasons = reasons_for(claim, found, *said)
-        # Without a Pod nothing waits yet: only what no Pod could ever get past is worth saying.
+        # Without a Pod nothing waits yet, unless work waits its turn in the queue: else only
+        # what no Pod could ever get past is worth saying.
         lasting = [reason for reason in reasons if reason.kind in why_pending.LASTING]
-        context["pending_reasons"] = reasons if waiting else lasting
+        context["pending_reasons"] = reasons if waiting or queue.holds_work(claim) else lasting
     elif claim.state == CS.FAILED:
         context["pending_reasons"] = why_pending.from_refusal(claim.state_message)
     return context
 
 
 def run_pending_context(run: VerificationRun, user: Any) -> dict[str, Any]:
-    """For the run page: why its Pod waits, while it does."""
-    if run.state not in WAITING_RUNS:
-        return {"pending_reasons": []}
+    """For the run page: why its Pod waits, while it does (or waits to be created, its
+    claim's turn in the queue not come)."""
     claim = run.claim
+    if run.state in WAITING_RUNS:
+        said = (run.state_message, run.pod_warnings)
+    elif run.state == RS.QUEUED and queue.holds_work(claim):
+        said = ("", [])
+    else:
+        return {"pending_reasons": []}
     found = holds(claim.namespace_request.cluster, user)
-    return {"pending_reasons": reasons_for(claim, found, run.state_message, run.pod_warnings)}
+    return {"pending_reasons": reasons_for(claim, found, *said)}
 
 
 def reasons_for(

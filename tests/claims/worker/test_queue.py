@@ -22,7 +22,7 @@ from kubernetes import client
 
 import kubesim
 from claims.clusters import gateways
-from claims.domain import services
+from claims.domain import services, state_messages
 from claims.domain.transitions import transition
 from claims.models import AuditEvent, ClaimRequest, Cluster, VerificationRun, Workload
 from claims.read import queue
@@ -33,6 +33,7 @@ from tests.fixtures.workloads import BATCH, seeded_profile
 
 IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
 CLASS = "gpu.nvidia.com"
+HELD = f"All 8 devices of class {CLASS} are held by 2 other claims."
 JOBS = "/apis/batch/v1/namespaces/{ns}/jobs/{name}"
 
 
@@ -109,13 +110,15 @@ def test_two_waiting_claims_show_their_place_and_an_approver_moves_one_up(
         run = services.verification_run_start(user=alice, claim_request=claim)
         cluster_steps.start_run(VerificationRun.objects.get(pk=run.pk))
 
-    def scheduler_said() -> bool:
-        sync.sync_cluster(full)
-        found = spots(full)
-        return len(found) == 2 and all("nodes are available" in s.reason for s in found.values())
-
-    wait_until(scheduler_said, timeout=30)
+    # Neither fits now: their runs' Pods wait to be created, in queue order.
+    for claim in (first, second):
+        run = claim.runs.get()
+        assert (run.state, run.pod_uid) == ("queued", ""), run.state_message
+        assert run.state_message == state_messages.WAITS_ITS_TURN
     found = spots(full)
+    assert len(found) == 2 and all(HELD in s.reason for s in found.values())
+    by_pods = "2 of these are the scheduler's claims for Pods that asked for nvidia.com/gpu."
+    assert all(by_pods in s.reason for s in found.values())
     assert [(found[c.pk].position, found[c.pk].of) for c in (first, second)] == [(1, 2), (2, 2)]
     assert found[first.pk].what == CLASS
     # Only other teams' Pods hold the GPUs: no expiry is known, so no time is promised.
@@ -124,7 +127,7 @@ def test_two_waiting_claims_show_their_place_and_an_approver_moves_one_up(
 
     claim_page = page_text(alice, reverse("claim", args=[second.pk]))
     assert f"Waiting for a GPU : position 2 of 2 for {CLASS}" in claim_page
-    assert "nodes are available" in claim_page
+    assert HELD in claim_page
     assert "estimate: unknown" in claim_page
     assert f"2 waiting for {CLASS} on full" in page_text(alice, reverse("dashboard"))
     assert f"2 waiting for {CLASS} on full" in page_text(carol, reverse("approvals"))
@@ -135,7 +138,7 @@ def test_two_waiting_claims_show_their_place_and_an_approver_moves_one_up(
     assert read["queue"]["of"] == 2
     assert read["queue"]["estimate"] == "unknown"
     assert read["queue"]["estimate_at"] is None
-    assert "nodes are available" in read["queue"]["reason"]
+    assert HELD in read["queue"]["reason"]
 
     # Only an approver moves a claim, and only with a reason.
     refused = api.post(
