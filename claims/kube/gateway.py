@@ -8,9 +8,8 @@ The kinds and their paths are in resources.py, which versions a cluster serves i
 import json
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
-from urllib.parse import quote
 
 from claims.kube import kueue, parsing, permissions, pod_parsing, preflight
 from claims.kube.connection import SERVICE_ACCOUNT_DIR, Connection, json_object
@@ -32,15 +31,7 @@ from claims.kube.parsing import (
     TaintRule,
 )
 from claims.kube.pod_parsing import JobState, LogLine, PodState
-from claims.kube.pod_reads import (
-    PodEvent,
-    _by_time,
-    _drop_cut_off_line,
-    _is_waiting_to_start,
-    _newest_first,
-    _pod_event,
-    _since_seconds,
-)
+from claims.kube.pod_reads import PodEvent, PodReads
 from claims.kube.ratelimit import DEFAULT_BURST, DEFAULT_QPS, Limiter, TokenBucket
 from claims.kube.resources import (
     GROUP_VERSIONS,
@@ -73,7 +64,7 @@ FIELD_MANAGER = "gpu-portal"
 DEFAULT_TIMEOUT = (3.0, 10.0)  # connect, read (seconds)
 
 
-class ClusterGateway:
+class ClusterGateway(PodReads):
     def __init__(
         self,
         kubeconfig_path: str | None = None,
@@ -300,28 +291,6 @@ class ClusterGateway:
         """All matching Pods in every namespace, in one API call."""
         return [pod_parsing.pod_state(o) for o in self._list("/api/v1/pods", label_selector)]
 
-    def list_pod_warnings(self, namespace: str, name: str, uid: str) -> list[PodEvent]:
-        """The Warning Events about one Pod (this uid, not an earlier Pod of the name), newest
-        first: what the scheduler, the kubelet or a DRA driver said about it. core/v1, where
-        the events.k8s.io Events are stored too."""
-        selector = f"involvedObject.name={name},type=Warning"
-        if uid:
-            selector += f",involvedObject.uid={uid}"
-        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/events"
-        items = self._get_json(path, {"fieldSelector": selector}).get("items") or []
-        return sorted((_pod_event(item) for item in items), key=_by_time, reverse=True)
-
-    def list_pod_events(self, namespace: str, name: str, uid: str) -> list[PodEvent]:
-        """Every Event about one Pod (this uid), Normal and Warning, newest first: the
-        scheduler's and DRA's complaints, and the kubelet's word on its images (Pulling,
-        Pulled) and containers, in one list call."""
-        selector = f"involvedObject.name={name}"
-        if uid:
-            selector += f",involvedObject.uid={uid}"
-        path = f"/api/v1/namespaces/{quote(namespace, safe='')}/events"
-        items = self._get_json(path, {"fieldSelector": selector}).get("items") or []
-        return _newest_first(items)
-
     def list_namespaces(self, label_selector: str) -> list[Obj]:
         """Matching Namespaces as the cluster has them (uid, labels, deletionTimestamp)."""
         return self._list("/api/v1/namespaces", label_selector)
@@ -334,54 +303,6 @@ class ClusterGateway:
                 "/apis/rbac.authorization.k8s.io/v1/rolebindings", label_selector
             ),
         }
-
-    def follow_log(
-        self,
-        namespace: str,
-        pod: str,
-        container: str,
-        *,
-        since: datetime | None = None,
-        on_open: Callable[[Callable[[], None]], None] | None = None,
-    ) -> Iterator[LogLine]:
-        """Log lines from `since` on (inclusive) as the container prints them, until it ends
-        (the server closes the stream) or on_open's function ends the stream."""
-        query: dict[str, Any] = {"container": container, "timestamps": "true", "follow": "true"}
-        if since is not None:
-            since = since if since.tzinfo else since.replace(tzinfo=UTC)
-            query["sinceSeconds"] = _since_seconds(since)
-        path = _object_path("v1", "Pod", namespace, pod) + "/log"
-        # A quiet container is no sign of a dead stream: no read timeout (the follower ends
-        # the stream when the Pod's status says the container ended).
-        for line in self.connection.stream(path, query, None, on_open=on_open, accept="*/*"):
-            yield from pod_parsing.log_lines(line, since)
-
-    def read_log(
-        self,
-        namespace: str,
-        pod: str,
-        container: str,
-        *,
-        since: datetime | None = None,
-        limit_bytes: int = 262144,
-    ) -> list[LogLine]:
-        """Log lines from `since` on (inclusive); [] while the container has not started."""
-        query: dict[str, Any] = {
-            "container": container,
-            "timestamps": "true",
-            "limitBytes": limit_bytes,
-        }
-        if since is not None:
-            since = since if since.tzinfo else since.replace(tzinfo=UTC)
-            query["sinceSeconds"] = _since_seconds(since)
-        path = _object_path("v1", "Pod", namespace, pod) + "/log"
-        try:
-            body = self._call("GET", path, query, accept="*/*")
-        except PermanentKubeError as e:
-            if _is_waiting_to_start(e):
-                return []
-            raise
-        return pod_parsing.log_lines(_drop_cut_off_line(body, limit_bytes), since)
 
     # --- access for users ------------------------------------------------------------
 

@@ -59,7 +59,7 @@ class Spot:
     what: str
     reason: str
     estimate: Estimate
-    fits_now: bool
+    fits_now: bool  # its work may start now (admitted_in_order)
     # Whether the cluster has enough matching devices on one node at all: a claim that can
     # never fit does not wait in the queue (its Pod goes to the scheduler, which says why).
     can_fit: bool = True
@@ -143,6 +143,11 @@ def queue_of(cluster: Cluster) -> dict[int, Spot]:
     claims = waiting_claims(cluster)
     if not claims:
         return {}
+    with gpu_map.matching_memo(cluster.inventory):
+        return _spots(cluster, claims)
+
+
+def _spots(cluster: Cluster, claims: list[ClaimRequest]) -> dict[int, Spot]:
     held = holdings(cluster)
     holds = [
         gpu_map.Hold(
@@ -161,6 +166,7 @@ def queue_of(cluster: Cluster) -> dict[int, Spot]:
         groups.setdefault(waiting_for(claim), []).append(claim)
     spots = {}
     for what, members in groups.items():
+        admitted = admitted_in_order(cluster.inventory, members, holds)
         for index, claim in enumerate(members):
             asked = _asked(claim)
             message, warnings = said.get(claim.pk, ("", []))
@@ -180,10 +186,40 @@ def queue_of(cluster: Cluster) -> dict[int, Spot]:
                 what=what,
                 reason=_reason(reasons, index),
                 estimate=estimate(cluster.inventory, asked, ahead, held),
-                fits_now=fits_now(cluster.inventory, asked, holds, claim.pk),
+                fits_now=claim.pk in admitted,
                 can_fit=can_fit(cluster.inventory, asked),
             )
     return spots
+
+
+def admitted_in_order(
+    inventory: dict, members: list[ClaimRequest], holds: list[gpu_map.Hold]
+) -> set[int]:
+    """The waiting claims of one queue whose work may start now, as Kueue's StrictFIFO admits:
+    in queue order, each while its devices are free once the claims admitted ahead of it have
+    taken theirs (on the node with the most free), until the first that does not fit: it
+    stays the head, and nothing behind it takes what it waits for. A claim that can never fit
+    is left out (its Pod goes to the scheduler, which says why) and holds nobody up."""
+    taken: Counter[str] = Counter()
+    admitted: set[int] = set()
+    for claim in members:
+        asked = _asked(claim)
+        devices = why_pending.count_devices(inventory, asked, holds, claim.pk)
+        if not can_fit(inventory, asked):
+            continue
+        free = {
+            node: max(devices.free_per_node[node] - taken[node], 0) for node in devices.per_node
+        }
+        if asked.count is None:  # "all": every matching device of some node
+            nodes = [node for node, total in devices.per_node.items() if free[node] == total]
+        else:
+            nodes = [node for node in free if free[node] >= asked.count]
+        if not nodes:
+            break
+        node = max(nodes, key=lambda name: free[name])
+        taken[node] += devices.per_node[node] if asked.count is None else asked.count
+        admitted.add(claim.pk)
+    return admitted
 
 
 def holds_work(claim: ClaimRequest) -> bool:
@@ -234,13 +270,6 @@ def _reason(reasons: list[why_pending.Reason], index: int) -> str:
     if index:
         return _("Claims ahead of it in the queue go first.")
     return _("Devices are free: it starts on the next pass.")
-
-
-def fits_now(
-    inventory: dict, asked: why_pending.Asked, holds: list[gpu_map.Hold], own_claim: int
-) -> bool:
-    devices = why_pending.count_devices(inventory, asked, holds, own_claim)
-    return bool(devices.total) and why_pending.fits_now(asked, devices)
 
 
 def can_fit(inventory: dict, asked: why_pending.Asked) -> bool:

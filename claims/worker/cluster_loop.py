@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, NamedTuple
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -33,23 +33,17 @@ from django.db import close_old_connections, connections
 
 from claims.clusters import registry as cluster_registry
 from claims.clusters.gateways import gateway_for
-from claims.kube import parsing, pod_parsing
+from claims.kube import parsing
 from claims.kube.gateway import (
-    ClaimState,
     ClusterGateway,
-    DeviceClassInfo,
-    Holding,
-    JobState,
     KubeError,
-    PodState,
     TaintRule,
 )
-from claims.kube.informer import Informer
-from claims.kube.kueue import KueueWorkload
 from claims.kube.resources import TAINT_RULE_VERSION
-from claims.models import Cluster, managed_selector, outside_selector
-from claims.worker import kueue_steps, reconciler, sync
-from claims.worker.cluster_view import CHECKED_KINDS, AllocationsSeen, CachedView
+from claims.models import Cluster
+from claims.worker import reconciler, sync
+from claims.worker.cluster_view import AllocationsSeen, CachedView
+from claims.worker.cluster_watches import Signals, Watches, open_watches
 from claims.worker.lease import holder_name, lease_seconds, release_lease, take_lease
 from claims.worker.log_streams import LogStreams
 
@@ -58,10 +52,6 @@ log = logging.getLogger(__name__)
 LOG_FLUSH_SECONDS = 0.2  # how often lines read by log streams are written
 NEW_CLUSTER_SECONDS = 2.0  # how often follow_all looks for newly registered clusters
 DISCOVERY_SECONDS = 600.0  # discovery without a broken watch: a slow safety net
-
-
-def _as_is(obj: dict[str, Any]) -> dict[str, Any]:
-    return obj
 
 
 def connection_of(cluster: Cluster) -> tuple[Any, ...]:
@@ -73,36 +63,6 @@ def connection_of(cluster: Cluster) -> tuple[Any, ...]:
         cluster.in_cluster,
         cluster.kubeconfig_encrypted,
     )
-
-
-class Watches(NamedTuple):
-    claims: Informer[ClaimState]
-    pods: Informer[PodState]
-    slices: Informer[dict[str, Any]]
-    classes: Informer[DeviceClassInfo]
-    checked: dict[str, Informer[dict[str, Any]]]  # CHECKED_KINDS
-    outside: Informer[Holding]  # claims the portal did not make: only what they hold
-    jobs: Informer[JobState]  # the workloads' Jobs: metadata and their end (pod_parsing.job_state)
-    # DeviceTaintRules, where the cluster serves resource.k8s.io/v1alpha3 (else None).
-    taint_rules: Informer[TaintRule] | None = None
-    # Kueue's Workloads, where the cluster runs Kueue (else None): all of them, Kueue does not
-    # copy the portal's labels (claims/worker/kueue_steps.py matches them by their Job).
-    kueue_workloads: Informer[KueueWorkload] | None = None
-
-    def inventory(self) -> list[Informer[Any]]:
-        rules = [self.taint_rules] if self.taint_rules else []
-        return [self.slices, self.classes, self.outside, *rules]
-
-    def all(self) -> list[Informer[Any]]:
-        kueue = [self.kueue_workloads] if self.kueue_workloads else []
-        return [
-            self.claims,
-            self.pods,
-            *self.inventory(),
-            *self.checked.values(),
-            self.jobs,
-            *kueue,
-        ]
 
 
 def _rule_name(rule: TaintRule) -> str:
@@ -204,87 +164,14 @@ class ClusterLoop:
     def watches(
         self, gateway: ClusterGateway, *, taint_rules: bool = False, kueue: bool = False
     ) -> Watches:
-        """Every list and watch the loop keeps open, not yet started (the ClusterRole must
-        allow each: tests/claims/worker/test_least_privilege.py starts these); `taint_rules`:
-        DeviceTaintRules too (where discovery found resource.k8s.io/v1alpha3), `kueue`:
-        Kueue's Workloads (where discovery found kueue.x-k8s.io)."""
-        selector = managed_selector()
-        seconds = settings.FOLLOWER_WATCH_SECONDS
-        refused = settings.FOLLOWER_REFUSED_RETRY_SECONDS
-        ours = self._signal(self.changed)
-        drift = self._signal(self.drift_changed)
-        inventory = self._signal(self.inventory_changed)
-        return Watches(
-            Informer(
-                gateway,
-                "ResourceClaim",
-                selector,
-                self.allocations.parse,
-                ours,
-                watch_seconds=seconds,
-                refused_retry_seconds=refused,
-            ),
-            Informer(
-                gateway,
-                "Pod",
-                selector,
-                pod_parsing.pod_state,
-                ours,
-                watch_seconds=seconds,
-                refused_retry_seconds=refused,
-            ),
-            Informer(
-                gateway, "ResourceSlice", "", _as_is, inventory, refused_retry_seconds=refused
-            ),
-            Informer(
-                gateway,
-                "DeviceClass",
-                "",
-                parsing.device_class_info,
-                inventory,
-                refused_retry_seconds=refused,
-            ),
-            {
-                kind: Informer(
-                    gateway,
-                    kind,
-                    selector,
-                    parsing.metadata_only,
-                    drift,
-                    watch_seconds=seconds,
-                    refused_retry_seconds=refused,
-                )
-                for kind in CHECKED_KINDS
-            },
-            Informer(
-                gateway,
-                "ResourceClaim",
-                outside_selector(),
-                parsing.claim_holding,
-                inventory,
-                watch_seconds=seconds,
-            ),
-            Informer(
-                gateway,
-                "Job",
-                selector,
-                pod_parsing.job_state,
-                ours,
-                watch_seconds=seconds,
-                refused_retry_seconds=refused,
-            ),
-            Informer(
-                gateway,
-                "DeviceTaintRule",
-                "",
-                parsing.taint_rule,
-                inventory,
-                watch_seconds=seconds,
-                refused_retry_seconds=refused,
-            )
-            if taint_rules
-            else None,
-            kueue_steps.workloads_informer(gateway, ours) if kueue else None,
+        """Every list and watch the loop keeps open, not yet started (cluster_watches.py)."""
+        signals = Signals(
+            ours=self._signal(self.changed),
+            drift=self._signal(self.drift_changed),
+            inventory=self._signal(self.inventory_changed),
+        )
+        return open_watches(
+            gateway, self.allocations.parse, signals, taint_rules=taint_rules, kueue=kueue
         )
 
     def _follow_changes(self, cluster: Cluster, gateway: ClusterGateway, view: CachedView) -> None:

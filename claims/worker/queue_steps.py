@@ -4,8 +4,9 @@ and is started in queue order (claims/read/queue.py) as devices free up, as Kueu
 cluster that runs Kueue the portal stands back: every Job is created suspended in the team's
 LocalQueue and Kueue resumes it (claims/worker/kueue_steps.py follows what Kueue says).
 
-Only each group's head is started, and only when its devices are free now: until the head has
-its devices it stays the head, so the next claim never takes what the head waits for. The
+Claims start in queue order while their devices are free once those ahead have theirs
+(queue.admitted_in_order); the first that does not fit stays the head until it has its
+devices, so no claim behind it takes what the head waits for. The
 waiting work of a claim that has its devices (another Pod got them for it) starts at once. Run
 by the sync on every pass of the cluster loop; safe to run twice.
 """

@@ -3,7 +3,9 @@ goes to the cluster now. One rule for a Job, a notebook and a verification run.
 
 Work waits when its claim has no devices, nothing of the claim already asks the scheduler for
 them (a pending run's Pod, an unsuspended workload: whatever devices the claim gets, this work
-shares), and the claim is not the head of its queue with its devices free now. A waiting Job is
+shares), and its devices are not free now once the claims ahead of it in its queue have theirs
+(claims/read/queue.py admitted_in_order, Kueue's StrictFIFO: the head, and those behind it while
+they fit too; nothing behind a head that does not fit starts). A waiting Job is
 created suspended; a waiting notebook or run is not created at all (a Pod has no suspend) and
 stays in the database (the workload applying, the run queued) until claims/worker/queue_steps.py
 starts it in queue order, or the reconciler sends it again and this rule is asked again: nothing
@@ -36,11 +38,12 @@ def pods_on_the_way(
 
 
 def turn_of(spot: queue.Spot | None) -> bool:
-    """The claim is the head of its queue and its devices are free now, or it can never fit
-    on the cluster (waiting would never end: the scheduler says why)."""
+    """The claim's devices are free now once the claims ahead of it in its queue have theirs
+    (queue.admitted_in_order: the head, and those behind it while they fit too), or it can
+    never fit on the cluster (waiting would never end: the scheduler says why)."""
     if spot is None:
         return False
-    return not spot.can_fit or (spot.position == 1 and spot.fits_now)
+    return not spot.can_fit or spot.fits_now
 
 
 def its_turn(claim: ClaimRequest) -> bool:

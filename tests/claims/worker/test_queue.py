@@ -73,12 +73,12 @@ def scheduled(core: client.CoreV1Api, namespace: str, name: str) -> bool:
     return bool(core.read_namespaced_pod(name, namespace).spec.node_name)
 
 
-def waiting_claim(user: User, cluster: Cluster, name: str) -> ClaimRequest:
+def waiting_claim(user: User, cluster: Cluster, name: str, count: int = 1) -> ClaimRequest:
     ns = services.namespace_request_submit(
         user=user, cluster=cluster, name=f"q-{uuid.uuid4().hex[:6]}"
     )
     claim = services.claim_request_submit(
-        user=user, namespace_request=ns, name=name, device_class=CLASS
+        user=user, namespace_request=ns, name=name, device_class=CLASS, count=count
     )
     transition(ns, to="approved", allowed=("pending",))
     transition(claim, to="approved", allowed=("pending",))
@@ -168,8 +168,9 @@ def test_two_waiting_claims_show_their_place_and_an_approver_moves_one_up(
 def test_suspended_jobs_start_in_queue_order_when_a_gpu_frees_up(
     alice: User, carol: User, full: Cluster, full_kubesim: kubesim.Handle
 ) -> None:
-    older = waiting_claim(alice, full, "older")
-    newer = waiting_claim(alice, full, "newer")
+    # Each wants a whole node's 4 GPUs: the node the first hog frees fits the head only.
+    older = waiting_claim(alice, full, "older", count=4)
+    newer = waiting_claim(alice, full, "newer", count=4)
     jobs = {}
     for claim in (older, newer):
         workload = services.workload_start(
@@ -224,6 +225,8 @@ def test_suspended_jobs_start_in_queue_order_when_a_gpu_frees_up(
         return ClaimRequest.objects.get(pk=newer.pk).allocation is not None
 
     wait_until(head_allocated, timeout=30)
+    assert Workload.objects.get(pk=jobs[older.pk].pk).suspended  # no node has 4 free
+    core.delete_namespaced_pod("hog-2", namespace, grace_period_seconds=0)
 
     def next_resumed() -> bool:
         sync.refresh_inventory(full)
@@ -232,6 +235,65 @@ def test_suspended_jobs_start_in_queue_order_when_a_gpu_frees_up(
 
     wait_until(next_resumed, timeout=30)
     assert job(older)["spec"]["suspend"] is False
+
+
+def test_claims_that_all_fit_start_together_in_queue_order(
+    alice: User, full: Cluster, full_kubesim: kubesim.Handle
+) -> None:
+    """As Kueue's StrictFIFO admits: not one head at a time, every claim in order while the
+    devices freed fit it once those ahead have theirs."""
+    claims = [waiting_claim(alice, full, f"small-{n}") for n in range(3)]
+    jobs = []
+    for claim in claims:
+        workload = services.workload_start(
+            user=alice, claim_request=claim, profile=seeded_profile(BATCH)
+        )
+        workload_steps.start_workload(Workload.objects.get(pk=workload.pk))
+        jobs.append(Workload.objects.get(pk=workload.pk))
+    assert all(job.suspended for job in jobs)
+    core = client.CoreV1Api(api_client(full_kubesim))
+    core.delete_namespaced_pod("hog-1", full_kubesim.hog_namespace, grace_period_seconds=0)  # type: ignore[attr-defined]
+
+    def all_resumed() -> bool:
+        sync.refresh_inventory(full)
+        queue_steps.start_waiting(Cluster.objects.get(pk=full.pk))
+        return not any(Workload.objects.get(pk=job.pk).suspended for job in jobs)
+
+    wait_until(all_resumed, timeout=30)  # 4 GPUs freed on one node: room for all three
+
+
+def test_a_claim_behind_a_head_that_does_not_fit_waits_though_it_would_fit(
+    full: Cluster,
+) -> None:
+    """StrictFIFO: nothing passes a head that does not fit, whatever fits behind it."""
+    inventory = full.inventory
+    first_node = [d for d in inventory["devices"] if (d.get("node") or d["pool"]) == "gpu-node-1"]
+    held = [
+        gpu_map_hold([(d["driver"], d["pool"], d["name"]) for d in first_node[:3]], claim_id=-1)
+    ]
+    big, small = (
+        ClaimRequest(pk=101, device_class=CLASS, count=4),
+        ClaimRequest(pk=102, device_class=CLASS, count=1),
+    )
+    # Node 1 has 1 free, node 2 none (the quiet cluster's 8 GPUs, 4 per node; hog-2 holds
+    # node 2's): the head wants 4, so the 1 free GPU that would fit the next is not taken.
+    held += [gpu_map_hold(_devices_on(inventory, "gpu-node-2"), claim_id=-2)]
+    assert queue.admitted_in_order(inventory, [big, small], held) == set()
+    assert queue.admitted_in_order(inventory, [small, big], held) == {102}
+
+
+def gpu_map_hold(devices: list[Any], claim_id: int) -> Any:
+    return queue.gpu_map.Hold(
+        claim_id=claim_id, claim_name="", namespace="", owner="", devices=frozenset(devices)
+    )
+
+
+def _devices_on(inventory: dict[str, Any], node: str) -> list[Any]:
+    return [
+        (d["driver"], d["pool"], d["name"])
+        for d in inventory["devices"]
+        if (d.get("node") or d["pool"]) == node
+    ]
 
 
 def test_the_estimate_is_the_earliest_expiry_that_frees_enough_devices(full: Cluster) -> None:

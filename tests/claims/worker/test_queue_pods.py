@@ -44,8 +44,9 @@ def test_a_run_and_a_notebook_wait_uncreated_and_start_in_queue_order(
     full: Cluster,  # noqa: F811
     full_kubesim: kubesim.Handle,  # noqa: F811
 ) -> None:
-    older = waiting_claim(alice, full, "older")
-    newer = waiting_claim(alice, full, "newer")
+    # Each wants a whole node's 4 GPUs: the node the first hog frees fits the head only.
+    older = waiting_claim(alice, full, "older", count=4)
+    newer = waiting_claim(alice, full, "newer", count=4)
     started = services.verification_run_start(user=alice, claim_request=older)
     cluster_steps.start_run(VerificationRun.objects.get(pk=started.pk))
     run = VerificationRun.objects.get(pk=started.pk)
