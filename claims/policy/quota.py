@@ -24,6 +24,7 @@ from claims.models.teams import (
     first_teams_of_members,
     lifetime_words,
 )
+from claims.policy import quota_outside
 
 # Claims that hold, or will hold, devices; DECIDED leaves out those still waiting for a yes.
 LIVE_CLAIM_STATES = ("pending", "approved", "applying", "waiting", "in_use")
@@ -139,7 +140,8 @@ def devices_held(team: Team, cluster: Cluster, device_class: str, *, decided: bo
     # A few columns per claim: a team may hold hundreds, and each is on this cluster. Every
     # class is read: an alternative may be of this class when the claim's first is not.
     rows = _claims_of(team, cluster, states).values_list(*CHARGE_COLUMNS)
-    return sum(team_charges(cluster, row_alternatives(*row)).get(device_class, 0) for row in rows)
+    asked = sum(team_charges(cluster, row_alternatives(*row)).get(device_class, 0) for row in rows)
+    return asked + quota_outside.held_outside(cluster, charged_users(team), device_class)
 
 
 @dataclass(frozen=True)
@@ -244,6 +246,24 @@ def _decided_devices(charged: dict[int, int], clusters: dict[int, Cluster]) -> d
         ).items():
             key = (charged[owner_id], cluster_id, device_class)
             held[key] = held.get(key, 0) + devices
+    return _with_held_outside(held, charged, clusters)
+
+
+def _with_held_outside(
+    held: dict[tuple, int], charged: dict[int, int], clusters: dict[int, Cluster]
+) -> dict[tuple, int]:
+    """What each team's namespaces hold outside the portal (quota_outside), added in."""
+    members: dict[int, list[int]] = {}
+    for user_id, team_id in charged.items():
+        members.setdefault(team_id, []).append(user_id)
+    classes = {device_class for _, _, device_class in held}
+    for cluster in clusters.values():
+        classes |= {dc["name"] for dc in (cluster.inventory or {}).get("device_classes", [])}
+        for team_id, users in members.items():
+            outside = quota_outside.held_outside_by_class(cluster, users, classes)
+            for device_class, devices in outside.items():
+                key = (team_id, cluster.pk, device_class)
+                held[key] = held.get(key, 0) + devices
     return held
 
 

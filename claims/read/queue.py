@@ -192,6 +192,28 @@ def _spots(cluster: Cluster, claims: list[ClaimRequest]) -> dict[int, Spot]:
     return spots
 
 
+def startable(cluster: Cluster) -> set[int]:
+    """The waiting claims whose work may start now: admitted in queue order
+    (admitted_in_order), or never fitting the cluster at all (the scheduler says why). What the
+    worker asks before it creates anything: no words, no estimate."""
+    claims = waiting_claims(cluster)
+    if not claims:
+        return set()
+    holds = [
+        gpu_map.Hold(claim_id=h.claim_id, claim_name="", namespace="", owner="", devices=h.devices)
+        for h in holdings(cluster)
+    ]
+    groups: dict[str, list[ClaimRequest]] = {}
+    for claim in claims:
+        groups.setdefault(waiting_for(claim), []).append(claim)
+    found: set[int] = set()
+    with gpu_map.matching_memo(cluster.inventory):
+        for members in groups.values():
+            found |= admitted_in_order(cluster.inventory, members, holds)
+            found |= {c.pk for c in members if not can_fit(cluster.inventory, _asked(c))}
+    return found
+
+
 def admitted_in_order(
     inventory: dict, members: list[ClaimRequest], holds: list[gpu_map.Hold]
 ) -> set[int]:

@@ -45,10 +45,10 @@ def start_waiting(cluster: Cluster, gateway: ClusterGateway | None = None) -> li
         return []
     gateway = gateway or gateway_for(cluster)
     problems: list[str] = []
-    spots = queue.queue_of(cluster)
+    may_start = queue.startable(cluster)
     claims = ClaimRequest.objects.filter(pk__in=claim_ids).select_related("namespace_request")
     for claim in claims:
-        turn = queue_turn.turn_of(spots.get(claim.pk))
+        turn = claim.pk in may_start
         if claim.allocation or (turn and not queue_turn.pods_on_the_way(claim)):
             # The head's waiting work all goes at once: it shares the claim.
             _start_claim(gateway, claim, problems)

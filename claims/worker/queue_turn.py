@@ -37,17 +37,11 @@ def pods_on_the_way(
     return workloads.exists() or runs.exists()
 
 
-def turn_of(spot: queue.Spot | None) -> bool:
+def its_turn(claim: ClaimRequest) -> bool:
     """The claim's devices are free now once the claims ahead of it in its queue have theirs
     (queue.admitted_in_order: the head, and those behind it while they fit too), or it can
     never fit on the cluster (waiting would never end: the scheduler says why)."""
-    if spot is None:
-        return False
-    return not spot.can_fit or spot.fits_now
-
-
-def its_turn(claim: ClaimRequest) -> bool:
-    return turn_of(queue.spot_of(claim))
+    return claim.pk in queue.startable(claim.namespace_request.cluster)
 
 
 def _must_wait(

@@ -23,8 +23,8 @@ from django.urls import reverse
 
 import kubesim
 from claims.clusters import gateways
-from claims.models import Cluster
-from claims.policy import feasibility
+from claims.models import Cluster, NamespaceRequest, Team
+from claims.policy import feasibility, quota
 from claims.read import inventory
 from claims.worker import cluster_loop
 from kubesim.cluster.topology import DEFAULT_PATH
@@ -192,3 +192,24 @@ def test_the_api_lists_a_device_with_its_taints(alice: User, busy: Cluster) -> N
     taints = {d["name"]: [(t["key"], t["effect"]) for t in d["taints"]] for d in devices}
     assert taints["gpu-3"] == [("gpu.nvidia.com/xid", "NoSchedule")]
     assert taints["gpu-0"] == []
+
+
+def test_a_teams_quota_counts_what_its_namespaces_hold_outside_the_portal(
+    alice: User, busy: Cluster
+) -> None:
+    """A Pod's scheduler-made claim and a claim made by hand in the team's namespaces hold
+    GPUs the team's quota lines count, as the namespace's ResourceQuota does."""
+    team = Team.objects.create(name="notebooks")
+    team.members.add(alice)
+    assert quota.devices_held(team, busy, CLASS) == 0
+
+    NamespaceRequest.objects.create(owner=alice, cluster=busy, name="jupyter", state="active")
+    assert quota.devices_held(team, busy, CLASS) == 1  # the notebook Pod's nvidia.com/gpu
+
+    NamespaceRequest.objects.create(
+        owner=alice, cluster=busy, name="vision-research", state="active"
+    )
+    assert quota.devices_held(team, busy, CLASS) == 3  # and the trainer's claim of 2 H100s
+    # Another team's user's namespaces are not this team's.
+    other = Team.objects.create(name="others")
+    assert quota.devices_held(other, busy, CLASS) == 0
