@@ -282,7 +282,7 @@ def requests_by_state() -> Iterator[GaugeMetricFamily]:
 def devices() -> GaugeMetricFamily:
     """Devices of each class per cluster, held by a claim's allocation or free."""
     from claims.models import ClaimRequest, Cluster
-    from claims.read import gpu_map
+    from claims.read import device_matching, gpu_map
 
     family = GaugeMetricFamily(
         "portal_devices",
@@ -295,7 +295,7 @@ def devices() -> GaugeMetricFamily:
         ).values_list("allocation", flat=True)
         held = set().union(*(gpu_map.allocated_ids(a) for a in allocations))
         for device_class in cluster.device_class_names():
-            ids = gpu_map.matching_ids(cluster.inventory, device_class, "")
+            ids = device_matching.matching_ids(cluster.inventory, device_class, "")
             taken = len(ids & held)
             family.add_metric([cluster.name, device_class, "held"], taken)
             family.add_metric([cluster.name, device_class, "free"], len(ids) - taken)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from claims.models import Cluster, NamespaceRequest
-from claims.read import gpu_map, inventory
+from claims.read import device_matching, inventory
 
 # Namespaces that exist in the cluster, or may still: what is in them is theirs.
 HOLDING_NAMESPACES = (
@@ -44,8 +44,8 @@ def held_outside_by_class(
     if not held:
         return {}
     found = {}
-    with gpu_map.matching_memo(cluster.inventory):
+    with device_matching.matching_memo(cluster.inventory):
         for device_class in set(device_classes):
-            matching = gpu_map.matching_ids(cluster.inventory, device_class, "")
+            matching = device_matching.matching_ids(cluster.inventory, device_class, "")
             found[device_class] = len(held & matching)
     return found

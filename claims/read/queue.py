@@ -23,7 +23,7 @@ from django.utils.formats import date_format
 from django.utils.translation import gettext as _
 
 from claims.models import ClaimRequest, Cluster, VerificationRun, Workload
-from claims.read import gpu_map, why_pending
+from claims.read import device_matching, gpu_map, why_pending
 
 CS, RS, WS = ClaimRequest.State, VerificationRun.State, Workload.State
 # Made in the cluster (or about to be) and without devices yet.
@@ -143,7 +143,7 @@ def queue_of(cluster: Cluster) -> dict[int, Spot]:
     claims = waiting_claims(cluster)
     if not claims:
         return {}
-    with gpu_map.matching_memo(cluster.inventory):
+    with device_matching.matching_memo(cluster.inventory):
         return _spots(cluster, claims)
 
 
@@ -207,7 +207,7 @@ def startable(cluster: Cluster) -> set[int]:
     for claim in claims:
         groups.setdefault(waiting_for(claim), []).append(claim)
     found: set[int] = set()
-    with gpu_map.matching_memo(cluster.inventory):
+    with device_matching.matching_memo(cluster.inventory):
         for members in groups.values():
             found |= admitted_in_order(cluster.inventory, members, holds)
             found |= {c.pk for c in members if not can_fit(cluster.inventory, _asked(c))}
@@ -311,7 +311,7 @@ def estimate(
     claim and every claim ahead of it, counting only the holders' expiry times: an upper
     bound the portal keeps (it reclaims a claim at its expiry). Unknown when a holder without
     an expiry (outside the portal, or no lifetime) stands in the way on every node."""
-    matching = gpu_map.matching_ids(inventory, asked.device_class, asked.selector)
+    matching = device_matching.matching_ids(inventory, asked.device_class, asked.selector)
     node_of = {
         (d["driver"], d["pool"], d["name"]): d.get("node") or d["pool"]
         for d in inventory.get("devices", [])

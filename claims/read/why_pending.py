@@ -18,7 +18,8 @@ from typing import Any
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from claims.read.gpu_map import DeviceId, Hold, matching_ids
+from claims.read.device_matching import matching_ids
+from claims.read.gpu_map import DeviceId, Hold
 
 SCHEDULER_WORDS = re.compile(r"\d+/\d+ nodes are available")
 IMAGE_WORDS = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName")

@@ -28,7 +28,7 @@ from claims.kube import pod_parsing
 from claims.kube.gateway import ClusterGateway
 from claims.kube.informer import Informer
 from claims.models import NamespaceRequest
-from claims.read import gpu_map
+from claims.read import device_matching
 from portal import metrics
 from portal.request_id import request_id
 from tests.claims.read.test_gpu_map import *  # noqa: F403 (the map cluster's fixtures)
@@ -121,7 +121,7 @@ def test_it_reports_claims_by_state_devices_and_api_calls_of_a_claim_flow(
     assert value(after, "portal_namespaces", state="active") == 1
     assert value(after, "portal_claims", state="released") == 0  # every state is reported
     cluster = claim.namespace_request.cluster
-    devices = len(gpu_map.matching_ids(cluster.inventory, claim.device_class, ""))
+    devices = len(device_matching.matching_ids(cluster.inventory, claim.device_class, ""))
     where = {"cluster": cluster.name, "device_class": claim.device_class}
     assert devices > 1
     assert value(after, "portal_devices", **where, state="held") == 1

@@ -15,7 +15,7 @@ from claims.kube.parsing import ClusterInfo, DeviceClassInfo, DeviceInfo, Prefli
 from claims.live import changes
 from claims.models import ClaimRequest, Cluster, TeamMembership, VerificationRun
 from claims.models.teams import first_team_id
-from claims.read import gpu_map, queue, selectors, utilisation, why_pending
+from claims.read import device_matching, gpu_map, queue, selectors, utilisation, why_pending
 from claims.web.views import live
 from claims.web.views.common import HtmxHttpRequest, login_required
 
@@ -81,7 +81,8 @@ def _cluster_context(
     cluster = Cluster.objects.get(pk=pk)
     matching = None
     if claim is not None:
-        matching = gpu_map.matching_ids(cluster.inventory, claim.device_class, claim.selector)
+        inv = cluster.inventory
+        matching = device_matching.matching_ids(inv, claim.device_class, claim.selector)
     context: dict[str, Any] = {
         "nav": "clusters",
         "cluster": cluster,

@@ -31,7 +31,7 @@ from claims.models import (
     TeamMembership,
     VerificationRun,
 )
-from claims.read import gpu_map, utilisation
+from claims.read import device_matching, gpu_map, utilisation
 from claims.web.views.clusters import holds
 from claims.worker import cluster_steps, sync
 from tests.fixtures.portal import make_user, register_cluster, wait_until
@@ -195,15 +195,15 @@ def test_it_marks_the_devices_dra_allocated_to_a_claim(
 
 def test_it_marks_the_devices_a_claims_class_and_selector_match(map_cluster: Cluster) -> None:
     inv = map_cluster.inventory
-    h100s = gpu_map.matching_ids(inv, "gpu.nvidia.com", H100_ONLY)
-    migs = gpu_map.matching_ids(inv, "mig.nvidia.com", "")
-    whole = gpu_map.matching_ids(inv, "gpu.nvidia.com", "")
+    h100s = device_matching.matching_ids(inv, "gpu.nvidia.com", H100_ONLY)
+    migs = device_matching.matching_ids(inv, "mig.nvidia.com", "")
+    whole = device_matching.matching_ids(inv, "gpu.nvidia.com", "")
 
     assert sorted(name for _, _, name in h100s) == ["gpu-0", "gpu-1"]
     assert {pool for _, pool, _ in h100s} == {"gpu-node-1"}
     assert len(migs) == 3 and {pool for _, pool, _ in migs} == {"mig-node-1"}
     assert len(whole) == 3
-    assert gpu_map.matching_ids(inv, "no.such.class", "") == set()
+    assert device_matching.matching_ids(inv, "no.such.class", "") == set()
     drawn = gpu_map.build(inv, [], matching=migs)
     assert drawn.filtered
     assert [cell.matching for cell in drawn.nodes[1].devices] == [True, True, True, False]
