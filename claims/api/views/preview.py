@@ -16,12 +16,11 @@ from claims.api.errors import call_service
 from claims.api.serializers import FeasibilityOutput
 from claims.api.views.actions import visible_or_field_error
 from claims.api.views.base import ApiView
-from claims.api.views.requests import AlternativeInput
+from claims.api.views.requests import AlternativeInput, AlternativesOrDevice
 from claims.clusters import registry as cluster_registry
 from claims.models import ClaimRequest, Cluster
 from claims.policy import device_picker, feasibility, limits, validation
 from claims.policy.device_picker import Picks
-from claims.policy.validation import MAX_ALTERNATIVES
 from claims.read import selectors
 
 TAG = ["claims"]
@@ -29,7 +28,7 @@ PICKER_FIELDS = ("gpu_model", "min_memory", "mig_profile")
 COUNT = serializers.IntegerField(min_value=1)
 
 
-class PreviewInput(serializers.Serializer):
+class PreviewInput(AlternativesOrDevice):
     namespace_request = serializers.IntegerField(
         required=False, help_text="Id of your namespace request: its cluster is previewed."
     )
@@ -65,21 +64,6 @@ class PreviewInput(serializers.Serializer):
         help_text="As the claim create API's: what would do, in order of preference (at most "
         "8), instead of the flat device fields; each is previewed, `selector` holds for each.",
     )
-
-    def validate_alternatives(self, given: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        if len(given) > MAX_ALTERNATIVES:
-            raise serializers.ValidationError(
-                f"At most {MAX_ALTERNATIVES} alternatives (DRA's prioritized list)."
-            )
-        return given
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        given = attrs.get("alternatives")
-        if given is None and not attrs.get("device_class"):
-            raise serializers.ValidationError({"device_class": ["This field is required."]})
-        if given is not None and not given:
-            raise serializers.ValidationError({"alternatives": ["Give at least one."]})
-        return attrs
 
 
 class OptionsOutput(serializers.Serializer):

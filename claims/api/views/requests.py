@@ -45,6 +45,25 @@ from claims.read import selectors
 CLAIM_TAG = ["claims"]
 
 
+class AlternativesOrDevice(serializers.Serializer):
+    """Input of a claim's devices: the flat device fields, or `alternatives` (at most 8)."""
+
+    def validate_alternatives(self, given: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if len(given) > MAX_ALTERNATIVES:
+            raise serializers.ValidationError(
+                f"At most {MAX_ALTERNATIVES} alternatives (DRA's prioritized list)."
+            )
+        return given
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        given = attrs.get("alternatives")
+        if given is None and not attrs.get("device_class"):
+            raise serializers.ValidationError({"device_class": ["This field is required."]})
+        if given is not None and not given:
+            raise serializers.ValidationError({"alternatives": ["Give at least one."]})
+        return attrs
+
+
 class AlternativeInput(serializers.Serializer):
     device_class = serializers.CharField(max_length=limits.DEVICE_CLASS_MAX_CHARS)
     gpu_model = serializers.CharField(required=False, allow_blank=True, default="", max_length=64)
@@ -59,7 +78,7 @@ class ClaimListApi(ApiView):
     list_selector = staticmethod(selectors.claim_request_api_rows)
     filterset_class = ClaimRequestFilter
 
-    class ClaimRequestInput(serializers.Serializer):
+    class ClaimRequestInput(AlternativesOrDevice):
         namespace_request = serializers.IntegerField(help_text="Id of your namespace request.")
         name = serializers.CharField(
             max_length=limits.NAME_MAX_CHARS, help_text="A DNS-1123 label, e.g. gpu-claim."
@@ -110,21 +129,6 @@ class ClaimListApi(ApiView):
             "do, in order of preference (at most 8); the cluster allocates the first that "
             "fits. `selector` holds for each.",
         )
-
-        def validate_alternatives(self, given: list[dict[str, Any]]) -> list[dict[str, Any]]:
-            if len(given) > MAX_ALTERNATIVES:
-                raise serializers.ValidationError(
-                    f"At most {MAX_ALTERNATIVES} alternatives (DRA's prioritized list)."
-                )
-            return given
-
-        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-            given = attrs.get("alternatives")
-            if given is None and not attrs.get("device_class"):
-                raise serializers.ValidationError({"device_class": ["This field is required."]})
-            if given is not None and not given:
-                raise serializers.ValidationError({"alternatives": ["Give at least one."]})
-            return attrs
 
     @extend_schema(tags=CLAIM_TAG, responses=ClaimRequestOutput(many=True))
     def get(self, request: Request) -> Response:
