@@ -18,6 +18,7 @@ from collections.abc import Callable
 from functools import partial
 
 from claims.clusters.gateways import gateway_for
+from claims.domain import state_messages
 from claims.domain import workload_observations as observed
 from claims.kube.gateway import ClusterGateway, KubeError
 from claims.models import ClaimRequest, Cluster, VerificationRun, Workload, WorkloadKind
@@ -36,8 +37,12 @@ def start_waiting(cluster: Cluster, gateway: ClusterGateway | None = None) -> li
         return []  # Kueue queues here: the portal stands back
     on_cluster = {"claim__namespace_request__cluster": cluster}
     suspended = Workload.objects.filter(suspended=True, state__in=HELD, **on_cluster)
+    # Only runs the queue held (queue_turn): a run just queued is its start task's to decide.
     held_runs = VerificationRun.objects.filter(
-        state=RS.QUEUED, claim__state__in=(CS.WAITING, CS.IN_USE), **on_cluster
+        state=RS.QUEUED,
+        state_message=state_messages.WAITS_ITS_TURN,
+        claim__state__in=(CS.WAITING, CS.IN_USE),
+        **on_cluster,
     )
     claim_ids = set(suspended.values_list("claim_id", flat=True))
     claim_ids |= set(held_runs.values_list("claim_id", flat=True))
@@ -56,7 +61,8 @@ def start_waiting(cluster: Cluster, gateway: ClusterGateway | None = None) -> li
 
 
 def _start_claim(gateway: ClusterGateway, claim: ClaimRequest, problems: list[str]) -> None:
-    for run in claim.runs.filter(state=RS.QUEUED).order_by("pk"):
+    held = claim.runs.filter(state=RS.QUEUED, state_message=state_messages.WAITS_ITS_TURN)
+    for run in held.order_by("pk"):
         run.claim = claim
         _start(partial(cluster_steps.start_run, run), f"run {run}", problems)
     for workload in claim.workloads.filter(suspended=True, state__in=HELD).order_by("pk"):
