@@ -147,9 +147,9 @@ def queue_of(cluster: Cluster) -> dict[int, Spot]:
         return _spots(cluster, claims)
 
 
-def _spots(cluster: Cluster, claims: list[ClaimRequest]) -> dict[int, Spot]:
-    held = holdings(cluster)
-    holds = [
+def _as_holds(held: list[Held]) -> list[gpu_map.Hold]:
+    """What the holders hold, as the GPU map's and why-pending's counts take it."""
+    return [
         gpu_map.Hold(
             claim_id=h.claim_id,
             claim_name="",
@@ -160,12 +160,22 @@ def _spots(cluster: Cluster, claims: list[ClaimRequest]) -> dict[int, Spot]:
         )
         for h in held
     ]
-    said = _pod_words(claims)
+
+
+def _by_what(claims: list[ClaimRequest]) -> dict[str, list[ClaimRequest]]:
+    """The waiting claims by what they wait for, each group in queue order."""
     groups: dict[str, list[ClaimRequest]] = {}
     for claim in claims:
         groups.setdefault(waiting_for(claim), []).append(claim)
+    return groups
+
+
+def _spots(cluster: Cluster, claims: list[ClaimRequest]) -> dict[int, Spot]:
+    held = holdings(cluster)
+    holds = _as_holds(held)
+    said = _pod_words(claims)
     spots = {}
-    for what, members in groups.items():
+    for what, members in _by_what(claims).items():
         admitted = admitted_in_order(cluster.inventory, members, holds)
         for index, claim in enumerate(members):
             asked = _asked(claim)
@@ -199,16 +209,10 @@ def startable(cluster: Cluster) -> set[int]:
     claims = waiting_claims(cluster)
     if not claims:
         return set()
-    holds = [
-        gpu_map.Hold(claim_id=h.claim_id, claim_name="", namespace="", owner="", devices=h.devices)
-        for h in holdings(cluster)
-    ]
-    groups: dict[str, list[ClaimRequest]] = {}
-    for claim in claims:
-        groups.setdefault(waiting_for(claim), []).append(claim)
+    holds = _as_holds(holdings(cluster))
     found: set[int] = set()
     with device_matching.matching_memo(cluster.inventory):
-        for members in groups.values():
+        for members in _by_what(claims).values():
             found |= admitted_in_order(cluster.inventory, members, holds)
             found |= {c.pk for c in members if not can_fit(cluster.inventory, _asked(c))}
     return found
