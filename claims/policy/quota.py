@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 
 from claims.kube.manifests import ALL_DEVICES_QUOTA_CHARGE, device_class_quota_key
@@ -126,22 +125,20 @@ def charged_users(team: Team) -> list[int]:
 CHARGE_COLUMNS = ("device_class", "count", "all_devices", "further_alternatives")
 
 
-def _claims_of(team: Team, cluster: Cluster, states: tuple) -> QuerySet:
-    return ClaimRequest.objects.filter(
-        owner_id__in=charged_users(team), namespace_request__cluster=cluster, state__in=states
-    )
-
-
 def devices_held(team: Team, cluster: Cluster, device_class: str, *, decided: bool = False) -> int:
     """Devices the team's live claims of the class ask for on the cluster ("all" claims at
     their class's size, a claim with alternatives at its largest of the class); `decided`:
     only those an approver (or a rule) said yes to."""
     states = DECIDED_CLAIM_STATES if decided else LIVE_CLAIM_STATES
+    members = charged_users(team)
     # A few columns per claim: a team may hold hundreds, and each is on this cluster. Every
     # class is read: an alternative may be of this class when the claim's first is not.
-    rows = _claims_of(team, cluster, states).values_list(*CHARGE_COLUMNS)
+    claims = ClaimRequest.objects.filter(
+        owner_id__in=members, namespace_request__cluster=cluster, state__in=states
+    )
+    rows = claims.values_list(*CHARGE_COLUMNS)
     asked = sum(team_charges(cluster, row_alternatives(*row)).get(device_class, 0) for row in rows)
-    return asked + quota_outside.held_outside(cluster, charged_users(team), device_class)
+    return asked + quota_outside.held_outside(cluster, members, device_class)
 
 
 @dataclass(frozen=True)
