@@ -2,8 +2,8 @@
 
 A request belongs to its owner's team; a user in several teams is charged to the team they
 joined first. A user in no team has no quota (and no rule approves for them: an approver
-decides). Checks run under the team's row lock (`locked_team_of`), so parallel submits or
-approvals of one team are decided one after the other.
+decides). Checks against a limit run under the team's row lock (`team_to_charge`), so parallel
+submits or approvals of one team are decided one after the other.
 """
 
 from __future__ import annotations
@@ -38,12 +38,30 @@ def team_of(user: Any) -> Team | None:
     return first.team if first else None
 
 
-def locked_team_of(user: Any) -> Team | None:
-    """The user's team, its row locked until the transaction ends (call inside atomic)."""
-    if not getattr(user, "is_authenticated", False):
+def team_to_charge(
+    user: Any, cluster: Cluster, alternatives: Iterable[dict[str, Any]]
+) -> Team | None:
+    """The user's team, its row locked until the transaction ends (call inside atomic) when
+    the team has a limit on a class the claim may be charged: parallel submits or approvals
+    against that limit are then decided one after the other. Without a limit nothing is
+    counted, and a team's parallel submits need not queue on its row."""
+    team = team_of(user)
+    if team is None:
         return None
-    teams = Team.objects.select_for_update(of=("self",)).filter(memberships__user=user)
-    return teams.order_by("memberships__joined", "memberships__id").first()
+    limits = TeamQuota.objects.filter(
+        team=team,
+        cluster=cluster,
+        device_class__in=list(team_charges(cluster, alternatives)),
+        max_devices__isnull=False,
+    )
+    if not limits.exists():
+        return team
+    return Team.objects.select_for_update().get(pk=team.pk)
+
+
+def claim_team_to_charge(claim: ClaimRequest) -> Team | None:
+    """team_to_charge for a claim made already (its approval, its retry)."""
+    return team_to_charge(claim.owner, claim.cluster, claim.alternatives())
 
 
 def quota_row(team: Team | None, cluster: Cluster, device_class: str) -> TeamQuota | None:

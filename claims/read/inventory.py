@@ -13,6 +13,7 @@ tolerate it, and the portal's claims tolerate none.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from dataclasses import asdict
 from typing import Any
@@ -48,29 +49,39 @@ def _program(expression: str) -> Any:
     return env.program(env.compile(expression))
 
 
-def matches(expressions: list[str], device: dict[str, Any]) -> bool:
-    """True when every expression holds for the device; an evaluation error is a no."""
-    activation = {"device": celpy.json_to_cel(device_for_cel(device))}
-    for expression in expressions:
-        try:
-            if not _program(expression).evaluate(activation):
-                return False
-        except Exception as error:  # CEL errors mean "does not match", as in the scheduler
-            log.debug("CEL %r on %s: %s", expression, device.get("name"), error)
-            return False
-    return True
+def _device_key(device: dict[str, Any]) -> str:
+    """What a CEL expression can see of a device (driver, attributes, capacity), as a key."""
+    seen = [device["driver"], device.get("attributes", {}), device.get("capacity", {})]
+    return json.dumps(seen, sort_keys=True, default=str)
 
 
-def selector_holds(expression: str, device: dict[str, Any]) -> bool | None:
-    """Whether one expression holds for the device; None when it cannot be evaluated here."""
+# Remembered per process: an expression on a device gives the same answer until the device
+# changes (a new key). Every queue decision, free count and inventory refresh asks again for
+# the same few classes on the same devices, and interpreting CEL is what those cost most.
+@functools.lru_cache(maxsize=65536)
+def _holds(expression: str, device_key: str) -> bool | None:
+    driver, attributes, capacity = json.loads(device_key)
+    device = {"driver": driver, "attributes": attributes, "capacity": capacity}
     activation = {"device": celpy.json_to_cel(device_for_cel(device))}
     try:
         result = _program(expression).evaluate(activation)
     except Exception as error:  # a compile or evaluation error: the caller decides
-        log.debug("CEL %r on %s: %s", expression, device.get("name"), error)
+        log.debug("CEL %r on %s: %s", expression, device_key[:200], error)
         return None
     # celpy returns some evaluation errors instead of raising them.
     return None if isinstance(result, Exception) else bool(result)
+
+
+def matches(expressions: list[str], device: dict[str, Any]) -> bool:
+    """True when every expression holds for the device; an evaluation error is a no, as in
+    the scheduler."""
+    key = _device_key(device)
+    return all(_holds(expression, key) for expression in expressions)
+
+
+def selector_holds(expression: str, device: dict[str, Any]) -> bool | None:
+    """Whether one expression holds for the device; None when it cannot be evaluated here."""
+    return _holds(expression, _device_key(device))
 
 
 def device_counts(classes: list[dict[str, Any]], devices: list[dict[str, Any]]) -> dict[str, int]:

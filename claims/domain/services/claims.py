@@ -107,7 +107,7 @@ def claim_request_submit(
     }
     with transaction.atomic():
         # Decided under the team's row lock: parallel submits cannot all fit the last unit.
-        team = quota.locked_team_of(ns.owner)
+        team = quota.team_to_charge(ns.owner, ns.cluster, [fields, *further])
         problem = quota.submit_problem(team, namespace_request=ns, alternatives=[fields, *further])
         if problem:
             raise ValidationError({"count": [problem]})
@@ -173,7 +173,7 @@ def _approve_claim(
 ) -> None:
     with transaction.atomic():
         # The quota may have shrunk since the request: check again under the team's lock.
-        team = None if quota_checked else quota.locked_team_of(claim.owner)
+        team = None if quota_checked else quota.claim_team_to_charge(claim)
         if team is not None and (problem := quota.approval_problem(team, claim)):
             raise ValidationError(
                 {NON_FIELD_ERRORS: [_("Over the quota now: %(problem)s") % {"problem": problem}]}
@@ -252,7 +252,8 @@ def claim_request_retry(*, user: User, claim_request: ClaimRequest) -> ClaimRequ
     _require_owner_or_approver(user, claim.owner_id)
     with transaction.atomic():
         # A failed claim holds nothing: going live again must fit the quota as it is now.
-        if problem := quota.approval_problem(quota.locked_team_of(claim.owner), claim):
+        team = quota.claim_team_to_charge(claim)
+        if problem := quota.approval_problem(team, claim):
             raise ValidationError(
                 {NON_FIELD_ERRORS: [_("Over the quota now: %(problem)s") % {"problem": problem}]}
             )

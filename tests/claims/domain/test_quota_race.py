@@ -3,12 +3,13 @@ each with its own PostgreSQL connection) for the last unit of a quota."""
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
-from django.db import connection
+from django.db import connection, transaction
 
 from claims.domain import services
 from claims.domain.transitions import transition
@@ -73,3 +74,37 @@ def test_twenty_parallel_auto_approved_submits_fit_a_quota_of_two_exactly(alice:
     assert results.count("accepted") == 2
     assert ClaimRequest.objects.filter(state="approved").count() == 2
     assert ClaimRequest.objects.count() == 2
+
+
+def test_a_team_without_a_limit_does_not_queue_its_submits_on_its_row(alice: User) -> None:
+    """Nothing is counted without a limit, so a submit does not wait for the team's row: held
+    locked by another transaction (as a quota edit holds it), a submit still goes through,
+    while one under a limit waits for the lock to be let go."""
+    ns = race(alice, max_devices=8, auto_approve=True)
+    TeamQuota.objects.filter(team__name="race").update(max_devices=None)
+    locked = threading.Event()
+    release = threading.Event()
+
+    def hold_the_team_row() -> None:
+        try:
+            with transaction.atomic():
+                Team.objects.select_for_update().get(name="race")
+                locked.set()
+                release.wait(60)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        holder = pool.submit(hold_the_team_row)
+        assert locked.wait(60)
+        try:
+            assert pool.submit(submit_one, ns.pk, alice.pk, 1).result(timeout=60) == "accepted"
+            TeamQuota.objects.filter(team__name="race").update(max_devices=8)
+            limited = pool.submit(submit_one, ns.pk, alice.pk, 2)
+            with pytest.raises(TimeoutError):
+                limited.result(timeout=1)  # waits on the lock: a bound, not a measure
+        finally:
+            release.set()
+        assert limited.result(timeout=60) == "accepted"
+        holder.result(timeout=60)
+    assert ClaimRequest.objects.filter(state="approved").count() == 2

@@ -42,6 +42,27 @@ def test_it_treats_a_selector_error_as_no_match() -> None:
     assert not inventory.matches(broken, {"driver": "gpu.nvidia.com", "attributes": {}})
 
 
+def test_a_remembered_answer_follows_the_device_when_it_changes() -> None:
+    """Answers are remembered per device as the expression sees it: a device whose attributes
+    change is asked again, and the same device in another dict gets the same answer."""
+    small = ["device.attributes['gpu.nvidia.com'].productName == 'A100 40GB'"]
+    row = {"driver": "gpu.nvidia.com", "attributes": {"productName": "H100"}}
+    assert not inventory.matches(small, row)
+    assert not inventory.matches(small, {**row, "name": "another-name"})
+    row["attributes"] = {"productName": "A100 40GB"}
+    assert inventory.matches(small, row)
+    assert inventory.selector_holds(small[0], row) is True
+
+
+def test_an_error_the_interpreter_returns_is_no_match() -> None:
+    """celpy returns some evaluation errors instead of raising them; the scheduler's answer
+    for an error is still "no match", never a match."""
+    dividing = ["1 / 0 == 1"]
+    row = {"driver": "gpu.nvidia.com", "attributes": {}}
+    assert not inventory.matches(dividing, row)
+    assert inventory.selector_holds(dividing[0], row) is None
+
+
 def test_it_describes_allocated_devices_from_the_slices() -> None:
     built = inventory.build_inventory([GPU_CLASS], [device("gpu-0", "gpu", productName="H100")])
     allocated = [
