@@ -58,6 +58,14 @@ def _worker_metrics(**kwargs: Any) -> None:
     importlib.import_module("portal.metrics").connect_celery()
 
 
+@signals.worker_ready.connect
+@signals.worker_process_init.connect
+def _set_aside_the_startup_heap(**kwargs: Any) -> None:
+    # Ready: the tasks and what they import are loaded (a thread pool runs them in this
+    # process); a prefork pool's child does it once forked (portal/startup_heap.py).
+    importlib.import_module("portal.startup_heap").set_aside()
+
+
 # A task carries the id of the request that sent it, so its log lines join the request's.
 REQUEST_ID_HEADER = "portal_request_id"
 

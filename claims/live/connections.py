@@ -43,7 +43,7 @@ def check_after_waiting() -> None:
     quiet)."""
     for connection in connections.all(initialized_only=True):
         if connection.connection is not None and not connection.in_atomic_block:
-            connection.health_check_done = False
+            connection.health_check_done = False  # type: ignore[attr-defined]
             connection.close_if_health_check_failed()
 
 

@@ -7,6 +7,7 @@ the database); the others wait and take over when it dies. SIGTERM or Ctrl-C sto
 
 from __future__ import annotations
 
+import gc
 import signal
 import threading
 from typing import Any
@@ -40,4 +41,8 @@ class Command(BaseCommand):
         # Watch restarts and API calls, on METRICS_PORT (the project's metrics server).
         import_string(settings.PROCESS_METRICS_SERVER)()
         self.stdout.write(f"Following clusters as {lease.holder_name()}.")
+        # What start loaded is set aside from the collector, as portal/startup_heap.py says
+        # for the web and the worker (claims does not import portal).
+        gc.collect()
+        gc.freeze()
         cluster_loop.follow_all(stop)
