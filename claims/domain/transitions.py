@@ -207,11 +207,19 @@ def _record(
         state_changed.send(type(obj), obj=obj, actor=actor, **change)
 
 
+@dataclass(frozen=True)
+class TaskToSend:
+    """A task sent once the transaction commits (by name: no import of tasks)."""
+
+    name: str
+    args: tuple[Any, ...]
+    countdown: float | None = None
+
+    def __call__(self) -> None:
+        queue = settings.CELERY_TASK_DEFAULT_QUEUE
+        app.send_task(self.name, args=self.args, countdown=self.countdown, queue=queue)
+
+
 def enqueue(task_name: str, *args: Any, countdown: float | None = None) -> None:
     """Send a task once the surrounding transaction commits (by name: no import of tasks)."""
-    transaction.on_commit(
-        lambda: app.send_task(
-            task_name, args=args, countdown=countdown, queue=settings.CELERY_TASK_DEFAULT_QUEUE
-        ),
-        robust=True,
-    )
+    transaction.on_commit(TaskToSend(task_name, args, countdown), robust=True)

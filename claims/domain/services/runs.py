@@ -46,9 +46,8 @@ def verification_run_start(*, user: User, claim_request: ClaimRequest) -> Verifi
             raise ValidationError(
                 {NON_FIELD_ERRORS: [_("A verification run of this claim is still going.")]}
             )
-        message = (
-            gettext_noop("Queued.") if claim.state in (CS.WAITING, CS.IN_USE) else QUEUED_ON_CLAIM
-        )
+        applied = claim.state in (CS.WAITING, CS.IN_USE)
+        message = gettext_noop("Queued.") if applied else QUEUED_ON_CLAIM
         run = VerificationRun.objects.create(
             claim=claim, owner_id=claim.owner_id, state_message=message
         )
@@ -56,7 +55,11 @@ def verification_run_start(*, user: User, claim_request: ClaimRequest) -> Verifi
         run.pod_name = names.verification_pod_name(claim.name, run.pk)
         run.save(update_fields=["pod_name"])
         created(run, actor=user, message=message)
-        enqueue("claims.worker.tasks.start_verification_run", run.pk)
+        if applied:
+            enqueue("claims.worker.tasks.start_verification_run", run.pk)
+        # Else the claim's own task starts it once it applies the claim: the claim's row, locked
+        # here, orders the two, so that task sees this run (and a task sent now would only
+        # find the claim not applied yet).
     return run
 
 

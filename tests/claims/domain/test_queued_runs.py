@@ -5,12 +5,15 @@ the claim never will be. A real Celery worker and kubesim."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.db import connection, transaction
 
 from claims.domain import services
+from claims.domain.transitions import TaskToSend
 from claims.models import AuditEvent, Cluster, VerificationRun
 from tests.fixtures.portal import state_of, wait_until
 
@@ -67,3 +70,30 @@ def test_it_refuses_a_run_on_a_released_claim(alice: User, cluster: Cluster) -> 
         services.verification_run_start(user=alice, claim_request=claim)
     assert "released" in excinfo.value.message_dict[NON_FIELD_ERRORS][0]
     assert not VerificationRun.objects.filter(claim=claim).exists()
+
+
+def started_with_tasks(user: User, claim: Any) -> tuple[VerificationRun, list[tuple]]:
+    """A run started, and the start tasks it sends once its transaction commits."""
+    with transaction.atomic():
+        run = services.verification_run_start(user=user, claim_request=claim)
+        sent = [entry[1] for entry in connection.run_on_commit]
+    tasks = [c.args for c in sent if isinstance(c, TaskToSend) and "start_verif" in c.name]
+    return run, tasks
+
+
+def test_a_run_asked_for_before_its_claim_is_applied_sends_no_task_of_its_own(
+    alice: User, carol: User, cluster: Cluster
+) -> None:
+    """The claim's task starts it (the claim's row orders the two): a task of the run's own
+    would only find the claim not applied yet, a Celery round trip per run for nothing. On a
+    claim applied already, the run's own task is what starts it."""
+    claim = claim_of(alice, cluster)
+    run, tasks = started_with_tasks(alice, claim)
+    assert tasks == []
+
+    services.claim_request_approve(user=carol, claim_request=claim)
+    wait_until(lambda: state_of(run) == "succeeded", timeout=60)
+    claim.refresh_from_db()
+    again, tasks = started_with_tasks(alice, claim)
+    assert tasks == [(again.pk,)]
+    wait_until(lambda: state_of(again) == "succeeded", timeout=60)
