@@ -105,9 +105,12 @@ KUBE_TASK_MAX_BACKOFF_SECONDS = envint("KUBE_TASK_MAX_BACKOFF_SECONDS", "30")
 CLUSTER_WAIT_FIRST_SECONDS = envint("CLUSTER_WAIT_FIRST_SECONDS", "30")
 CLUSTER_WAIT_MAX_SECONDS = envint("CLUSTER_WAIT_MAX_SECONDS", "600")
 # Client-side rate limit per cluster, for all the portal's processes together (through Redis;
-# without it, per process): kube-scheduler's defaults, the control-plane component whose work,
-# like the portal's, someone waits for (kube-controller-manager: 20/30 for its ~40
-# controllers; kubectl: client-go's 5/10 per invocation, 50/300 for discovery). A 429 from
-# API Priority and Fairness is sent again after its Retry-After (claims/kube/connection.py).
+# without it, per process). The sustained rate is kube-scheduler's 50/s, the control-plane
+# component whose work, like the portal's, someone waits for (kube-controller-manager: 20/30
+# for its ~40 controllers). The burst is kubectl's discovery burst, 300 (client-go's 5/10
+# otherwise, per invocation): a flow costs about 10 requests, so a team's 30 flows asked for at
+# once go without waiting, where scheduler's 100 held the 11th on; a runaway portal is still
+# held to 50/s. A 429 from API Priority and Fairness is sent again after its Retry-After
+# (claims/kube/connection.py).
 KUBE_CLIENT_QPS = float(os.getenv("KUBE_CLIENT_QPS", "50"))
-KUBE_CLIENT_BURST = envint("KUBE_CLIENT_BURST", "100")
+KUBE_CLIENT_BURST = envint("KUBE_CLIENT_BURST", "300")
