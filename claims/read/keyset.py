@@ -68,6 +68,22 @@ class Page:
     next: Position | None  # the next page starts after this
 
 
+@dataclass(frozen=True)
+class NewestFirst:
+    """A page of rows, newest first, and where the older rows go on (None: no older row)."""
+
+    rows: list[Any]
+    older: Position | None
+
+
+def newest_first(rows: QuerySet, *, size: int, before: Position | None = None) -> NewestFirst:
+    """The newest `size` of `rows` (ordered by created, id), or those just before `before`."""
+    newest = (rows.filter(before.before()) if before else rows).order_by("-created", "-pk")
+    found = list(newest[: size + 1])
+    shown = found[:size]
+    return NewestFirst(shown, Position.of(shown[-1]) if len(found) > size else None)
+
+
 def page_of(
     rows: QuerySet, *, size: int, after: Position | None = None, before: Position | None = None
 ) -> Page:

@@ -28,6 +28,7 @@ from claims.models import (
     WorkloadProfile,
 )
 from claims.models.teams import approved_team_ids, first_team_members
+from claims.read import keyset
 
 APPROVERS_GROUP = "approvers"
 APPROVER_CACHE = "_portal_is_approver"
@@ -163,10 +164,13 @@ CLAIM_API_NAMES = {
 }
 
 
-def claims_in_namespace(*, namespace_request: NamespaceRequest, limit: int) -> list[ClaimRequest]:
-    """The newest claims of a namespace the user may see already, without their JSON."""
-    claims = namespace_request.claim_requests.defer(*CLAIM_JSON).order_by("-created", "-id")
-    return list(claims[:limit])
+def claims_in_namespace(
+    *, namespace_request: NamespaceRequest, size: int, before: keyset.Position | None = None
+) -> keyset.NewestFirst:
+    """A page of the claims of a namespace the user may see already, newest first, without
+    their JSON: the newest, or those just older than `before`."""
+    claims = namespace_request.claim_requests.defer(*CLAIM_JSON)
+    return keyset.newest_first(claims, size=size, before=before)
 
 
 def claim_request_api_rows(*, user: Any) -> QuerySet[ClaimRequest]:

@@ -18,7 +18,7 @@ from claims.kube import names
 from claims.kube.errors import KubeError, TransientKubeError
 from claims.live import changes
 from claims.models import NamespaceRequest, VerificationRun
-from claims.read import selectors
+from claims.read import keyset, selectors
 from claims.web.views import live
 from claims.web.views.common import HtmxHttpRequest, login_required
 
@@ -27,8 +27,9 @@ NS = NamespaceRequest.State
 SETTLED_STATES = (NS.REJECTED, NS.DELETED, NS.FAILED)
 DELETABLE_STATES = (NS.PENDING, NS.APPROVED, NS.ACTIVE, NS.FAILED)
 RUNS_SHOWN = 50
-# The newest claims the page lists; the API lists them all (a namespace may hold thousands).
-CLAIMS_SHOWN = 50
+# Claims per page of the namespace's claims, newest first (a namespace may hold thousands: the
+# page reads one page by position, as fast at the oldest as at the newest; the API lists all).
+CLAIMS_SHOWN = 25
 
 
 NAMESPACE_PAGE = live.LivePage(
@@ -54,12 +55,17 @@ def namespace_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 def _namespace_context(request: HtmxHttpRequest, pk: int) -> dict[str, Any]:
     ns = selectors.namespace_request_get(user=request.user, pk=pk)
-    claims = selectors.claims_in_namespace(namespace_request=ns, limit=CLAIMS_SHOWN + 1)
+    # ?claims_before=: a page of older claims (a position it did not make: the newest).
+    before = keyset.Position.parse(request.GET.get("claims_before", ""))
+    claims = selectors.claims_in_namespace(namespace_request=ns, size=CLAIMS_SHOWN, before=before)
     return {
         "ns": ns,
+        # The same page at each live update (nothing of it when showing the newest).
+        "live_query": {"claims_before": str(before)} if before else {},
         "live_final": _settled(ns),
-        "claims": claims[:CLAIMS_SHOWN],
-        "claims_more": len(claims) > CLAIMS_SHOWN,
+        "claims": claims.rows,
+        "claims_older": claims.older,
+        "claims_paged": before is not None,
         "claims_shown": CLAIMS_SHOWN,
         "runs": VerificationRun.objects.filter(claim__namespace_request=ns)
         .select_related("claim")

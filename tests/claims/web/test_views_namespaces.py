@@ -215,10 +215,15 @@ def test_it_issues_nothing_on_a_get(active: NamespaceRequest) -> None:
     assert response.status_code == 405
 
 
-def test_it_lists_the_newest_claims_only_and_points_to_the_rest(
+def claim_names(content: str) -> list[str]:
+    return re.findall(r'<tr id="claim-\d+">.*?<code>([^<]+)</code>', content, re.S)
+
+
+def test_it_lists_the_claims_a_page_at_a_time_newest_first(
     namespace: NamespaceRequest,
 ) -> None:
-    """A namespace of thousands of claims keeps its page the size of the newest 50."""
+    """A namespace of thousands of claims keeps its page the size of one page of them; older
+    ones are a link away (by position: no count), and every one is in the API's list."""
     ClaimRequest.objects.bulk_create(
         ClaimRequest(
             namespace_request=namespace,
@@ -231,11 +236,30 @@ def test_it_lists_the_newest_claims_only_and_points_to_the_rest(
         for i in range(CLAIMS_SHOWN + 10)
     )
     content = page(namespace.owner, namespace)
-    names = re.findall(r'<tr id="claim-\d+">.*?<code>([^<]+)</code>', content, re.S)
-    assert names == [f"c{i:03d}" for i in range(CLAIMS_SHOWN + 9, 9, -1)]
+    assert claim_names(content) == [f"c{i:03d}" for i in range(CLAIMS_SHOWN + 9, 9, -1)]
     api_list = f"/api/v1/claims/?namespace_request={namespace.pk}&amp;cursor="
     assert f'<a href="{api_list}">' in content
     assert "x" * 1000 not in content
+    assert 'rel="first"' not in content
+    older = re.search(r'<a rel="next" href="\?(claims_before=[0-9.]+)">', content)
+    assert older is not None
+
+    client = client_for(namespace.owner)
+    url = reverse("namespace", args=[namespace.pk])
+    content = client.get(f"{url}?{older.group(1)}").content.decode()
+    assert claim_names(content) == [f"c{i:03d}" for i in range(9, -1, -1)]
+    assert '<a rel="first" href="?">' in content and 'rel="next"' not in content
+    # Its live updates redraw the same page, not the newest.
+    assert f"claims_before={older.group(1).partition('=')[2]}" in watcher_url(content)
+    assert client.get(f"{url}?claims_before=nonsense").status_code == 200
+
+
+def watcher_url(content: str) -> str:
+    found = re.search(r'id="namespace-watch"[^>]*hx-get="([^"]+)"', content) or re.search(
+        r'hx-get="([^"]+)"[^>]*id="namespace-watch"', content
+    )
+    assert found is not None
+    return found.group(1)
 
 
 def test_it_says_nothing_of_more_claims_when_all_are_shown(claim: ClaimRequest) -> None:
