@@ -39,13 +39,13 @@ def of_claim(
     cluster = claim.namespace_request.cluster
     taken = {} if taken is None else taken
     known = {} if known is None else known
-    if cluster.pk not in taken:
-        taken[cluster.pk] = _allocated(cluster)
-    allocated = taken[cluster.pk] | unavailable_ids(cluster.inventory)
     # A count of 0 stays 0: it is the count field's error, not a claim for 1.
     count = None if claim.all_devices else (1 if claim.count is None else claim.count)
     key = (cluster.pk, claim.device_class, count, claim.selector)
     if key not in known:
+        if cluster.pk not in taken:
+            taken[cluster.pk] = _allocated(cluster)
+        allocated = taken[cluster.pk] | unavailable_ids(cluster.inventory)
         known[key] = assess(
             cluster=cluster,
             device_class=claim.device_class,
