@@ -13,7 +13,7 @@ from django.template import Context, Template
 from django.test.utils import CaptureQueriesContext
 
 from claims.domain import services
-from claims.domain.transitions import transition
+from claims.domain.transitions import TaskToSend, transition
 from claims.models import ClaimRequest, Cluster, NamespaceRequest, Team, TeamMembership, TeamQuota
 from claims.policy import quota
 from tests.fixtures.portal import work_sent
@@ -157,8 +157,8 @@ def test_it_approves_within_the_quota_when_the_team_chose_so(
     assert claim.state_message == (
         "Approved automatically by team vision's auto-approval (within its quota)."
     )
-    enqueued = [c for c in work_sent(callbacks) if "enqueue" in getattr(c, "__qualname__", "")]
-    assert len(enqueued) == 1  # applying it
+    enqueued = [c.name for c in work_sent(callbacks) if isinstance(c, TaskToSend)]
+    assert enqueued == ["claims.worker.tasks.apply_claim"]  # applying it
 
 
 def test_approval_refuses_what_the_admin_lowered_the_quota_below(
