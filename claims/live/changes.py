@@ -228,8 +228,7 @@ def wait_for(
     A message that carries a state in which still_waits_in says the wait goes on is not
     checked against the database (a run's long-poll wakes at every log line: each a query).
     A message may be lost, so a wait still reads the database every RECHECK_SECONDS.
-    While it listens to Redis, the waiter holds no database connection unless its thread keeps
-    one between requests (claims/live/connections.py; see next_signal).
+    While it listens to Redis, the waiter holds no database connection (see next_signal).
     """
     deadline = time.monotonic() + seconds
     poll = poll_seconds or settings.LIVE_FALLBACK_POLL_SECONDS
@@ -296,15 +295,13 @@ def _subscription(
             return None
         # Each open page keeps a request waiting, for up to a minute: more of them than
         # PostgreSQL takes connections. A message (or the next request) opens one again.
-        connections.release_while_waiting()
+        connections.release()
         try:
             message = pubsub.get_message(timeout=min(remaining, RECHECK_SECONDS))
         except redis.RedisError as error:
             _rest(error)
             pubsub = None
             return None
-        finally:
-            connections.check_after_waiting()
         return _text(message["data"]) if message else None
 
     try:

@@ -2,10 +2,9 @@
 
 A web process has a thread for each request it lets wait (LIVE_WAITERS_MAX) and some more for
 the others. Each thread that served a request would keep a connection of its own
-(CONN_MAX_AGE): hundreds a process, more than PostgreSQL takes. So only
-CONN_KEPT_PER_PROCESS threads of a process keep theirs from one request to the next, and while
-a request of theirs waits (claims.live.changes); the others close it as their request ends and
-hold none while they wait.
+(CONN_MAX_AGE): hundreds a process, more than PostgreSQL takes. So a waiting request holds
+none while it waits (claims.live.changes), and only CONN_KEPT_PER_PROCESS threads of a process
+keep theirs from one request to the next; the others close it as their request ends.
 """
 
 from __future__ import annotations
@@ -26,25 +25,6 @@ def release() -> None:
     for connection in connections.all(initialized_only=True):
         if not connection.in_atomic_block:
             connection.close()
-
-
-def release_while_waiting() -> None:
-    """Before a request waits: a thread that keeps its connection between requests keeps it
-    while it waits too (it holds it again at its next request anyway, and answering at once
-    is the point of waking); the others let theirs go."""
-    if not keeps_connection(threading.get_ident()):
-        release()
-
-
-def check_after_waiting() -> None:
-    """After a wait: a kept connection the server ended meanwhile (a restart, an idle
-    timeout) is closed, so the answer's queries open a new one rather than fail. Checked as
-    at a request's start (portal/postgresql/base.py: no round trip while its socket is
-    quiet)."""
-    for connection in connections.all(initialized_only=True):
-        if connection.connection is not None and not connection.in_atomic_block:
-            connection.health_check_done = False  # type: ignore[attr-defined]
-            connection.close_if_health_check_failed()
 
 
 def keeps_connection(thread: int) -> bool:

@@ -15,7 +15,7 @@ from django.db import connection
 from django.test.utils import override_settings
 
 from claims.domain import observations, run_observations, services
-from claims.live import changes, connections
+from claims.live import changes
 from claims.models import ClaimRequest, VerificationRun
 from tests.claims.web.test_views import *  # noqa: F403 (shared fixtures)
 from tests.fixtures.kubesim import wait_until
@@ -154,13 +154,8 @@ def test_it_works_without_redis(claim: ClaimRequest, charlie: User) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-@override_settings(CONN_KEPT_PER_PROCESS=0)
-def test_it_holds_no_database_connection_while_it_waits(
-    claim: ClaimRequest, charlie: User, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Hundreds of open pages wait at once: more than PostgreSQL has connections for. A
-    thread that keeps no connection between requests holds none while it waits either."""
-    monkeypatch.setattr(connections, "_keepers", set())
+def test_it_holds_no_database_connection_while_it_waits(claim: ClaimRequest, charlie: User) -> None:
+    """Hundreds of open pages wait at once: more than PostgreSQL has connections for."""
     known = changes.claim_version(claim.pk)
     held: list[object] = []
     outcome: list[bool] = []
@@ -178,70 +173,6 @@ def test_it_holds_no_database_connection_while_it_waits(
     waiter = threading.Thread(target=wait)
     waiter.start()
     wait_until(lambda: held and held[0] is not None and held[0].closed, timeout=30)  # type: ignore[union-attr]
-    services.claim_request_approve(user=charlie, claim_request=claim)
-    waiter.join(timeout=60)
-    assert outcome == [True]  # woken, it read the version on a new connection
-    assert held[-1] is not held[0]
-
-
-def waiter_on_a_kept_connection(
-    claim: ClaimRequest, held: list[object], outcome: list[bool]
-) -> threading.Thread:
-    """A waiter in a thread of its own (one that keeps its connection), noting the connection
-    each look at the database used."""
-    known = changes.claim_version(claim.pk)
-
-    def wait() -> None:
-        def changed() -> bool:
-            version = changes.claim_version(claim.pk)
-            held.append(connection.connection)
-            return version != known
-
-        try:
-            outcome.append(
-                changes.wait_for([changes.channel("claim", claim.pk)], changed, seconds=100)
-            )
-        finally:
-            connection.close()
-
-    return threading.Thread(target=wait)
-
-
-@pytest.mark.django_db(transaction=True)
-@override_settings(CONN_KEPT_PER_PROCESS=1)
-def test_a_thread_that_keeps_its_connection_answers_on_it(
-    claim: ClaimRequest, charlie: User, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A thread that keeps its connection between requests keeps it while it waits: woken, it
-    answers without opening a new one (a new PostgreSQL backend per answer)."""
-    monkeypatch.setattr(connections, "_keepers", set())
-    held: list[object] = []
-    outcome: list[bool] = []
-    waiter = waiter_on_a_kept_connection(claim, held, outcome)
-    waiter.start()
-    wait_until(lambda: connections._keepers and held, timeout=30)
-    services.claim_request_approve(user=charlie, claim_request=claim)
-    waiter.join(timeout=60)
-    assert outcome == [True]
-    assert held[-1] is held[0]  # the same connection, not one opened again
-
-
-@pytest.mark.django_db(transaction=True)
-@override_settings(CONN_KEPT_PER_PROCESS=1)
-def test_a_kept_connection_the_server_ended_while_it_waited_is_opened_again(
-    claim: ClaimRequest, charlie: User, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """PostgreSQL restarted (or ended idle sessions) while the request waited: the answer is
-    read on a new connection, not a 500 on the dead one."""
-    monkeypatch.setattr(connections, "_keepers", set())
-    held: list[object] = []
-    outcome: list[bool] = []
-    waiter = waiter_on_a_kept_connection(claim, held, outcome)
-    waiter.start()
-    wait_until(lambda: connections._keepers and held, timeout=30)
-    backend = held[0].info.backend_pid  # type: ignore[attr-defined]
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(%s)", [backend])
     services.claim_request_approve(user=charlie, claim_request=claim)
     waiter.join(timeout=60)
     assert outcome == [True]  # woken, it read the version on a new connection
