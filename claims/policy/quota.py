@@ -267,18 +267,18 @@ def _decided_devices(charged: dict[int, int], clusters: dict[int, Cluster]) -> d
 def _with_held_outside(
     held: dict[tuple, int], charged: dict[int, int], clusters: dict[int, Cluster]
 ) -> dict[tuple, int]:
-    """What each team's namespaces hold outside the portal (quota_outside), added in."""
+    """What each team's namespaces hold outside the portal (quota_outside), added in: a query
+    per cluster, not per team and cluster."""
     members: dict[int, list[int]] = {}
     for user_id, team_id in charged.items():
         members.setdefault(team_id, []).append(user_id)
     classes = {device_class for _, _, device_class in held}
     for cluster in clusters.values():
         classes |= {dc["name"] for dc in (cluster.inventory or {}).get("device_classes", [])}
-        for team_id, users in members.items():
-            outside = quota_outside.held_outside_by_class(cluster, users, classes)
-            for device_class, devices in outside.items():
-                key = (team_id, cluster.pk, device_class)
-                held[key] = held.get(key, 0) + devices
+        outside = quota_outside.held_outside_by_group(cluster, members, classes)
+        for (team, device_class), devices in outside.items():
+            key = (team, cluster.pk, device_class)
+            held[key] = held.get(key, 0) + devices
     return held
 
 

@@ -230,9 +230,9 @@ def admitted_in_order(
     admitted: set[int] = set()
     for claim in members:
         asked = _asked(claim)
-        devices = why_pending.count_devices(inventory, asked, holds, claim.pk)
         if not can_fit(inventory, asked):
             continue
+        devices = why_pending.count_devices(inventory, asked, holds, claim.pk)
         free = {
             node: max(devices.free_per_node[node] - taken[node], 0) for node in devices.per_node
         }
