@@ -7,6 +7,7 @@ there, with the states it may be made from and the state it leads to. Code names
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,8 @@ from django.utils import timezone
 from claims.domain import audit
 from claims.live import changes
 from claims.models import ClaimExtension, ClaimRequest, NamespaceRequest, VerificationRun, Workload
+
+log = logging.getLogger(__name__)
 
 Stateful = NamespaceRequest | ClaimRequest | VerificationRun | Workload
 NS, CS, RS = NamespaceRequest.State, ClaimRequest.State, VerificationRun.State
@@ -217,7 +220,10 @@ class TaskToSend:
 
     def __call__(self) -> None:
         queue = settings.CELERY_TASK_DEFAULT_QUEUE
-        app.send_task(self.name, args=self.args, countdown=self.countdown, queue=queue)
+        try:
+            app.send_task(self.name, args=self.args, countdown=self.countdown, queue=queue)
+        except Exception as error:  # a broker that is down: the reconciler sends it again
+            log.warning("task %s%r not queued: %s", self.name, self.args, error)
 
 
 def enqueue(task_name: str, *args: Any, countdown: float | None = None) -> None:
