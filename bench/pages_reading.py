@@ -42,7 +42,7 @@ class ThreadedWSGIServer(WSGIServer):
             self.finish_request(request, client_address)
         finally:
             self.shutdown_request(request)
-            # Connections are kept between requests (CONN_MAX_AGE): not by finished threads.
+            # A finished thread gives its connections back (to the pool, or closes them).
             connections.close_all()
 
 

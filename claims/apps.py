@@ -25,12 +25,6 @@ class ClaimsConfig(AppConfig):
         from claims.live.changes import announce_deleted
 
         post_delete.connect(announce_deleted, dispatch_uid="claims.live.changes.deleted")
-        # Of a web process's many threads, only a few keep a database connection.
-        from django.core.signals import request_finished
-
-        from claims.live import connections
-
-        request_finished.connect(connections.on_request_finished, dispatch_uid="claims.live")
         # A signed-in user's saved language goes into the session at login.
         from django.contrib.auth.signals import user_logged_in
 

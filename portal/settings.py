@@ -120,6 +120,7 @@ SQLITE_PATH = VAR_DIR / "portal.sqlite3"
 DATABASES = databases(
     os.getenv("DATABASE_URL") or f"sqlite:///{SQLITE_PATH}",
     conn_max_age=envint("CONN_MAX_AGE", "60"),
+    pool_size=envint("DB_POOL_SIZE", "16"),
     var_dir=VAR_DIR,
 )
 

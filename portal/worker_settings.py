@@ -21,9 +21,6 @@ LIVE_WAIT_SECONDS = float(os.getenv("LIVE_WAIT_SECONDS", "55"))
 LIVE_WAITERS_MAX = envint("LIVE_WAITERS_MAX", "112")
 LIVE_WAITERS_PER_USER = envint("LIVE_WAITERS_PER_USER", "16")
 LIVE_FALLBACK_POLL_SECONDS = float(os.getenv("LIVE_FALLBACK_POLL_SECONDS", "2"))
-# Of a web process's threads, this many keep their database connection between requests (the
-# others close it as their request ends: claims/live/connections.py).
-CONN_KEPT_PER_PROCESS = envint("CONN_KEPT_PER_PROCESS", "16")
 CELERY_BROKER_URL = os.getenv("CELERY_BROKER_URL") or REDIS_URL
 if not CELERY_BROKER_URL:
     BROKER_DIR.mkdir(parents=True, exist_ok=True)

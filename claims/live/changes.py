@@ -290,12 +290,12 @@ def _subscription(
 
     def next_signal(remaining: float) -> str | None:
         nonlocal pubsub
+        # Each open page keeps a request waiting, for up to a minute: more of them than a
+        # process's pool of connections. The next query borrows one again.
+        connections.release()
         if pubsub is None:
             time.sleep(min(remaining, poll_seconds))
             return None
-        # Each open page keeps a request waiting, for up to a minute: more of them than
-        # PostgreSQL takes connections. A message (or the next request) opens one again.
-        connections.release()
         try:
             message = pubsub.get_message(timeout=min(remaining, RECHECK_SECONDS))
         except redis.RedisError as error:

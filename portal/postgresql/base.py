@@ -1,35 +1,44 @@
 """Django's PostgreSQL backend, with a health check that costs no round trip when it can.
 
-Django checks a persistent connection before its first use in each request (and each Celery
-task: claims/tasks.py tidies connections as a request does) with `SELECT 1`, one round trip
-each time. A connection the server has ended (a restart, pg_terminate_backend, an idle
-timeout) has something to read while idle: the server's goodbye, or the end of the stream. So
-the `SELECT 1` is asked only when the socket of an idle connection has something to read (or
-the connection is not idle); a quiet idle socket is a live connection.
+With the pool (DB_POOL_SIZE, the default: database_settings.py) the pool checks a connection
+before it lends it; Django would have it ask the server each time (psycopg_pool's check, an
+empty query). Without the pool, Django checks a kept connection before its first use in each
+request (and each Celery task: portal/celery.py tidies connections as a request does) with
+`SELECT 1`. Here both ask only when the socket of an idle connection has something to read
+(health.py).
 """
 
 from __future__ import annotations
 
-import select
+from typing import Any
 
+from django.db.backends.base.base import NO_DB_ALIAS
 from django.db.backends.postgresql import base
-from psycopg import pq
+from psycopg_pool import ConnectionPool
+
+from portal.postgresql.health import check, idle_and_quiet
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
+    @property
+    def pool(self) -> Any:
+        options = self.settings_dict["OPTIONS"].get("pool")
+        pools: dict[str, Any] = self._connection_pools  # type: ignore[attr-defined]
+        if options and self.alias != NO_DB_ALIAS and self.alias not in pools:
+            # As Django makes it (which then takes it as its own), but with health.check.
+            pool = ConnectionPool(
+                kwargs={**self.get_connection_params(), "autocommit": True},
+                open=False,
+                configure=self._configure_connection,  # type: ignore[attr-defined]
+                check=check,
+                **({} if options is True else options),
+            )
+            pools.setdefault(self.alias, pool)
+        return super().pool
+
     def close_if_health_check_failed(self) -> None:
         due = self.health_check_enabled and not self.health_check_done  # type: ignore[attr-defined,has-type]
-        if self.connection is not None and due and self._idle_and_quiet():
+        if self.connection is not None and due and idle_and_quiet(self.connection):
             self.health_check_done = True
             return
         super().close_if_health_check_failed()
-
-    def _idle_and_quiet(self) -> bool:
-        connection = self.connection
-        if connection.closed or connection.broken:
-            return False
-        if connection.info.transaction_status != pq.TransactionStatus.IDLE:
-            return False
-        poll = select.poll()
-        poll.register(connection.fileno(), select.POLLIN | select.POLLPRI)
-        return not poll.poll(0)

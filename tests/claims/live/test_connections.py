@@ -1,64 +1,74 @@
-"""Of a web process's many threads, only a few keep a database connection between requests."""
+"""A web process's many threads borrow database connections from a pool of a few per process
+(DB_POOL_SIZE) for each request, and give them back at its end (real PostgreSQL)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from django.contrib.auth.models import User
+from django.core.handlers.wsgi import WSGIHandler
 from django.db import connection
-from django.test import Client
-from django.test.utils import override_settings
+from django.test import RequestFactory
 
-from claims.live import connections
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(autouse=True)
-def no_keepers_yet(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(connections, "_keepers", set())
+def backend_pid() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid(), pg_sleep(0.05)")
+        return cursor.fetchone()[0]
+
+
+def serve(path: str) -> int:
+    """A request served as gunicorn serves it (Django's test Client keeps the connection)."""
+    statuses: list[str] = []
+    body = WSGIHandler()(RequestFactory().get(path).environ, lambda s, h: statuses.append(s))
+    body.close()  # the end of the request: Django's request_finished
+    return int(statuses[0].split()[0])
 
 
 def in_a_thread(work: Callable[[], object]) -> object:
-    """work's result, run in a thread of its own (so on a connection of its own)."""
+    """work's result, run in a thread of its own (as gunicorn's threads), which ends."""
     result: list[object] = []
-
-    def run() -> None:
-        try:
-            result.append(work())
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=run)
+    thread = threading.Thread(target=lambda: result.append(work()))
     thread.start()
     thread.join(timeout=60)
     return result[0]
 
 
-@override_settings(CONN_KEPT_PER_PROCESS=2)
-def test_it_lets_the_first_threads_keep_theirs() -> None:
-    kept = [connections.keeps_connection(thread) for thread in (11, 12, 13, 11, 12, 14)]
-    assert kept == [True, True, False, True, True, False]
-
-
-@pytest.mark.django_db(transaction=True)
-@override_settings(CONN_KEPT_PER_PROCESS=0)
-def test_a_request_ends_without_a_connection_on_a_thread_that_keeps_none() -> None:
+def test_a_request_gives_its_connection_back() -> None:
     def request() -> object:
-        User.objects.exists()  # a connection, as a request's own queries open one
-        assert Client().get("/accounts/login/").status_code == 200
+        backend_pid()  # a connection, as a request's own queries borrow one
+        assert serve("/accounts/login/") == 200
         return connection.connection
 
     assert in_a_thread(request) is None
 
 
-@pytest.mark.django_db(transaction=True)
-@override_settings(CONN_KEPT_PER_PROCESS=1)
-def test_a_thread_that_keeps_one_keeps_it_for_the_next_request() -> None:
-    def two_requests() -> object:
-        User.objects.exists()
-        first = connection.connection
-        Client().get("/accounts/login/")
-        return first is not None and connection.connection is first
+def test_threads_one_after_another_share_the_pools_connections() -> None:
+    """Not a new server session for each thread that serves a request."""
 
-    assert in_a_thread(two_requests) is True
+    def request() -> object:
+        pid = backend_pid()
+        serve("/accounts/login/")
+        return pid
+
+    pids = {in_a_thread(request) for _ in range(40)}
+    assert len(pids) <= connection.settings_dict["OPTIONS"]["pool"]["max_size"]
+
+
+def test_threads_at_once_never_hold_more_than_the_pool() -> None:
+    """More threads than the pool has connections all get their query answered, in turn."""
+    size = connection.settings_dict["OPTIONS"]["pool"]["max_size"]
+
+    def query() -> int:
+        try:
+            return backend_pid()
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=size * 2) as threads:
+        pids = list(threads.map(lambda _: query(), range(size * 4)))
+    assert len(pids) == size * 4 and len(set(pids)) <= size
