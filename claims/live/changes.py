@@ -227,7 +227,9 @@ def wait_for(
     changed() is read after each message on the channels; without Redis every poll_seconds.
     A message that carries a state in which still_waits_in says the wait goes on is not
     checked against the database (a run's long-poll wakes at every log line: each a query).
-    A message may be lost, so a wait still reads the database every RECHECK_SECONDS.
+    A message may be lost, so a wait still reads the database every RECHECK_SECONDS, but not
+    as its time runs out: the client asks again, and that request reads it first. So an idle
+    page's wait reads the database once (after subscribing, so no change slips between).
     While it listens to Redis, the waiter holds no database connection (see next_signal).
     """
     deadline = time.monotonic() + seconds
@@ -241,6 +243,8 @@ def wait_for(
             if remaining <= 0:
                 return False
             payload = next_signal(remaining)
+            if payload is None and time.monotonic() >= deadline:
+                return False
 
 
 def _says_it_still_waits(payload: str | None, still_waits_in: Callable[[str], bool] | None) -> bool:
@@ -296,13 +300,17 @@ def _subscription(
         if pubsub is None:
             time.sleep(min(remaining, poll_seconds))
             return None
+        until = time.monotonic() + min(remaining, RECHECK_SECONDS)
         try:
-            message = pubsub.get_message(timeout=min(remaining, RECHECK_SECONDS))
+            while (left := until - time.monotonic()) > 0:
+                # None before the time is up: the subscription's confirmation, not a change.
+                message = pubsub.get_message(timeout=left)
+                if message is not None:
+                    return _text(message["data"])
         except redis.RedisError as error:
             _rest(error)
             pubsub = None
-            return None
-        return _text(message["data"]) if message else None
+        return None
 
     try:
         yield next_signal

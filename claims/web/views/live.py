@@ -72,17 +72,17 @@ def respond(
             context | {"live": shown, "live_logs": panes, "live_watch": watch},
         )
     since = request.GET["since"]
-    if str(live.version()) == since:
-        changed = changes.wait_in_turn(
-            request.user.pk,
-            live.channels,
-            lambda: str(live.version()) != since,
-            seconds=settings.LIVE_WAIT_SECONDS,
-        )
-        if changed is None:
-            return HttpResponse(_watcher_at(request, page, request.GET, RETRY_SECONDS))
-        if not changed:
-            return HttpResponse(_watcher_at(request, page, request.GET, 0))
+    # The wait's first look (once subscribed) says whether it changed already.
+    changed = changes.wait_in_turn(
+        request.user.pk,
+        live.channels,
+        lambda: str(live.version()) != since,
+        seconds=settings.LIVE_WAIT_SECONDS,
+    )
+    if changed is None and str(live.version()) == since:  # no turn to wait: ask again later
+        return HttpResponse(_watcher_at(request, page, request.GET, RETRY_SECONDS))
+    if changed is False:
+        return HttpResponse(_watcher_at(request, page, request.GET, 0))
     return _changed_parts(request, page, live)
 
 

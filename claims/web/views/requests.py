@@ -40,13 +40,11 @@ IDLE_POLL_SECONDS = 5
 @login_required
 def dashboard(request: HtmxHttpRequest) -> HttpResponse:
     user = request.user
+    seen = request.GET.get("seen") if request.htmx else None
+    if seen and not _changed_while_waiting(request, seen):
+        return HttpResponse(status=204)  # nothing changed: htmx keeps the page, asks again
     glance = selectors.dashboard_glance(user=user)
     fingerprint = glance.fingerprint
-    if request.htmx and request.GET.get("seen") == fingerprint:
-        if not _changed_while_waiting(request, fingerprint):
-            return HttpResponse(status=204)  # nothing changed: htmx keeps the page, asks again
-        glance = selectors.dashboard_glance(user=user)
-        fingerprint = glance.fingerprint
     namespaces = list(selectors.namespace_request_rows(user=user)[:DASHBOARD_ROWS])
     # Their allocations: a row lists the devices each claim holds.
     claims = list(selectors.claim_request_rows(user=user, with_allocation=True)[:DASHBOARD_ROWS])
@@ -74,19 +72,18 @@ def dashboard(request: HtmxHttpRequest) -> HttpResponse:
 
 
 def _changed_while_waiting(request: HtmxHttpRequest, seen: str) -> bool:
-    """Wait (up to LIVE_WAIT_SECONDS) for a change to what the dashboard shows, announced on
-    the owner's channel (an approver's dashboard shows everyone's); False if none came or no
-    waiting slot is free (the page asks again at its next poll)."""
+    """Whether what the dashboard shows differs from `seen` now or within LIVE_WAIT_SECONDS,
+    as announced on the owner's channel (an approver's dashboard shows everyone's). Without a
+    free waiting slot it only looks now (the page asks again at its next poll)."""
     user = request.user
     everyone = selectors.user_is_approver(user)
     watched = changes.EVERYTHING if everyone else changes.channel("user", user.pk)
-    changed = changes.wait_in_turn(
-        user.pk,
-        [watched],
-        lambda: selectors.dashboard_glance(user=user).fingerprint != seen,
-        seconds=settings.LIVE_WAIT_SECONDS,
-    )
-    return bool(changed)
+
+    def changed() -> bool:
+        return selectors.dashboard_glance(user=user).fingerprint != seen
+
+    waited = changes.wait_in_turn(user.pk, [watched], changed, seconds=settings.LIVE_WAIT_SECONDS)
+    return changed() if waited is None else waited
 
 
 @login_required

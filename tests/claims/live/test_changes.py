@@ -273,6 +273,18 @@ def test_a_wait_reads_the_database_only_for_a_state_it_may_end_in(claim: ClaimRe
     )
     publisher.join()
     assert ended is False
-    # At the start, at the subscription's confirmation, for the message without a state, for
-    # "succeeded", and at the end of the wait: none for the three that say "running".
-    assert len(checks) == 5
+    # At the start, for the message without a state and for "succeeded": none for the three
+    # that say "running", nor at the subscription's confirmation or the end of the wait.
+    assert len(checks) == 3
+
+
+def test_an_idle_wait_reads_the_database_once() -> None:
+    """Once subscribed, not again as its time runs out: the client's next request looks."""
+    looks: list[int] = []
+
+    def changed() -> bool:
+        looks.append(1)
+        return False
+
+    assert changes.wait_for([changes.channel("claim", 0)], changed, seconds=0.3) is False
+    assert len(looks) == 1

@@ -5,11 +5,13 @@ from __future__ import annotations
 import html
 from datetime import UTC, datetime
 
+import pytest
 from django.contrib.auth.models import User
 from django.test.utils import override_settings
 from django.urls import reverse
 
 from claims.domain import run_observations
+from claims.live import changes
 from claims.models import VerificationRun
 from tests.claims.web import test_views_claims
 from tests.claims.web.test_views import *  # noqa: F403 (shared fixtures)
@@ -58,6 +60,27 @@ def test_it_answers_a_quiet_wait_with_the_same_watcher(run: VerificationRun) -> 
     assert poll_url(content) == poll_url(page)
     assert 'hx-trigger="load delay:0s' in content
     assert "hx-swap-oob" not in content  # nothing re-rendered
+
+
+@override_settings(LIVE_WAIT_SECONDS=0.2)
+def test_a_quiet_wait_reads_the_runs_version_once(
+    run: VerificationRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """200 open pages each wait about once a minute: one look each, after subscribing."""
+    page = run_page(run)
+    looks: list[int] = []
+    version = changes.run_version
+    monkeypatch.setattr(changes, "run_version", lambda pk: looks.append(pk) or version(pk))
+    htmx_client_for(run.owner).get(poll_url(page))
+    assert looks == [run.pk]
+
+
+@override_settings(LIVE_WAITERS_PER_USER=0)
+def test_it_answers_a_change_at_once_even_past_the_bound(run: VerificationRun) -> None:
+    page = run_page(run)
+    append(run, "first line\n")
+    content = htmx_client_for(run.owner).get(poll_url(page)).content.decode()
+    assert "first line" in content
 
 
 @override_settings(LIVE_WAITERS_PER_USER=0)

@@ -227,9 +227,9 @@ def test_it_answers_an_unchanged_poll_with_no_content(
 ) -> None:
     client = htmx_client_for(claim.owner)
     url = poll_url(client.get(reverse("dashboard")).content.decode())
-    # Session, user, approver check, the glance and one look while waiting: no lists, no
-    # rendering.
-    with django_assert_max_num_queries(7):
+    # Session, user, approver check and one look at the glance (once subscribed): no lists,
+    # no rendering, no second look before or after the wait.
+    with django_assert_max_num_queries(4):
         response = client.get(url)
     assert response.status_code == 204
     assert response.content == b""
