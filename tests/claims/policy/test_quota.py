@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 from django.template import Context, Template
 from django.test.utils import CaptureQueriesContext
+from django.utils import translation
 
 from claims.domain import services
 from claims.domain.transitions import TaskToSend, transition
@@ -212,6 +213,18 @@ def test_the_approval_screen_shows_the_teams_use_before_and_after(
     assert "of 2 after approving (over the quota)." in team_use_html(pending)
     held.refresh_from_db()
     assert team_use_html(held) == ""  # decided
+
+
+def test_the_teams_use_line_escapes_names_and_is_translated(
+    team: Team, alice: User, cluster: Cluster
+) -> None:
+    Team.objects.filter(pk=team.pk).update(name="<b>vision</b>")
+    pending = submit(alice, cluster, "asked", count=1)
+    assert "Team &lt;b&gt;vision&lt;/b&gt;, gpu.nvidia.com on lab:" in team_use_html(pending)
+    with translation.override("he"):
+        hebrew = team_use_html(ClaimRequest.objects.get(pk=pending.pk))
+    assert "צוות &lt;b&gt;vision&lt;/b&gt;, gpu.nvidia.com באשכול lab:" in hebrew
+    assert "<strong>0</strong> מתוך 4 מוחזקים כעת" in hebrew
 
 
 def test_the_approval_screen_shows_nothing_for_a_user_in_no_team(
