@@ -29,14 +29,9 @@ HOLDING_NAMESPACES = (
 def held_outside(cluster: Cluster, owners: Iterable[int], device_class: str) -> int:
     """Devices of the class that claims the portal did not make hold in the namespaces these
     users asked for on the cluster."""
-    return held_outside_by_class(cluster, owners, [device_class]).get(device_class, 0)
-
-
-def held_outside_by_class(
-    cluster: Cluster, owners: Iterable[int], device_classes: Iterable[str]
-) -> dict[str, int]:
-    found = held_outside_by_group(cluster, {None: owners}, device_classes)
-    return {device_class: devices for (_, device_class), devices in found.items()}
+    return held_outside_by_group(cluster, {None: owners}, [device_class]).get(
+        (None, device_class), 0
+    )
 
 
 def held_outside_by_group(
