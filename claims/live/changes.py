@@ -43,6 +43,8 @@ EVERYTHING = PREFIX + "all"
 # long as the longest wait (an API long-poll's 60 s): a page's wait reads it again when it
 # ends, and a reread mid-wait would open a database connection the waiter had given back.
 RECHECK_SECONDS = 60.0
+# How long a wait waits for Redis to confirm its subscription before its first look.
+CONFIRM_SECONDS = 2.0
 # A counter per scope channel (a user's things, everything), bumped with each announcement:
 # what an idle dashboard compares instead of aggregating every row it could show.
 VERSION_PREFIX = "portal:version:"
@@ -284,10 +286,12 @@ def _subscription(
     """A function that returns the next message's payload (None after a while without one,
     or without Redis)."""
     client = _client()
-    pubsub = client.pubsub(ignore_subscribe_messages=True) if client is not None else None
+    pubsub = client.pubsub() if client is not None else None
     try:
         if client is not None and pubsub is not None:
-            pubsub.subscribe(*(on_the_wire(client, name) for name in channels))
+            wire = {on_the_wire(client, name) for name in channels}
+            pubsub.subscribe(*wire)
+            _confirmed(pubsub, len(wire))
     except redis.RedisError as error:
         _rest(error)
         pubsub = None
@@ -303,9 +307,8 @@ def _subscription(
         until = time.monotonic() + min(remaining, RECHECK_SECONDS)
         try:
             while (left := until - time.monotonic()) > 0:
-                # None before the time is up: the subscription's confirmation, not a change.
                 message = pubsub.get_message(timeout=left)
-                if message is not None:
+                if message is not None and message["type"] == "message":
                     return _text(message["data"])
         except redis.RedisError as error:
             _rest(error)
@@ -317,6 +320,17 @@ def _subscription(
     finally:
         if pubsub is not None:
             pubsub.close()
+
+
+def _confirmed(pubsub: Any, channels: int) -> None:
+    """Wait until Redis confirms each channel's subscription: the wait's first look at the
+    database comes after it, so a change announced in between is not missed (it is seen by
+    that look, or heard as a message)."""
+    deadline = time.monotonic() + CONFIRM_SECONDS
+    while channels and (left := deadline - time.monotonic()) > 0:
+        message = pubsub.get_message(timeout=left)
+        if message is not None and message["type"] == "subscribe":
+            channels -= 1
 
 
 _resting_until = 0.0

@@ -288,3 +288,28 @@ def test_an_idle_wait_reads_the_database_once() -> None:
 
     assert changes.wait_for([changes.channel("claim", 0)], changed, seconds=0.3) is False
     assert len(looks) == 1
+
+
+def test_a_waits_first_look_comes_once_redis_holds_its_subscription(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A change announced between the look and the subscription would otherwise go unheard
+    until the wait ends. Here the subscription reaches Redis late, as under load."""
+    own = changes.channel("claim", 0)
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    wire = changes.on_the_wire(client, own)
+    subscribe = redis.client.PubSub.subscribe
+
+    def late(self: Any, *args: Any, **kwargs: Any) -> None:
+        threading.Timer(0.3, subscribe, (self, *args)).start()
+
+    monkeypatch.setattr(redis.client.PubSub, "subscribe", late)
+    subscribers_at_first_look: list[int] = []
+
+    def changed() -> bool:
+        if not subscribers_at_first_look:
+            subscribers_at_first_look.append(client.pubsub_numsub(wire)[0][1])
+        return False
+
+    changes.wait_for([own], changed, seconds=1)
+    assert subscribers_at_first_look == [1]
